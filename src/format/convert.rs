@@ -1,0 +1,523 @@
+//! Conversion between the generated protobuf types and the domain model, and the manifest's
+//! byte envelope. Proto3 sentinels end here.
+//!
+//! A manifest file is `MAGIC | protobuf | crc32(protobuf) as u32 LE`. The checksum makes a
+//! torn or bit-flipped manifest a [`Error::Corrupt`] instead of a silently different table.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use arrow::datatypes::DataType;
+use prost::Message;
+
+use super::proto;
+use super::*;
+use crate::error::{Error, FlagKind, Result};
+use crate::rowid::{EncodedU64Array, RowIdSequence, U64Segment};
+
+const MAGIC: &[u8; 8] = b"NATALMF1";
+
+impl Manifest {
+    /// Encodes the manifest into its file bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let body = proto::Manifest::from(self).encode_to_vec();
+        let mut out = Vec::with_capacity(MAGIC.len() + body.len() + 4);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&body);
+        out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        out
+    }
+
+    /// Decodes and validates a manifest file. Refuses unknown reader flags and format
+    /// versions; writer flags are checked by [`Manifest::check_writable`].
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] for bad magic, checksum, protobuf or inconsistent contents;
+    /// [`Error::UnsupportedFeature`] / [`Error::UnsupportedFormatVersion`];
+    /// [`Error::PathEscapesTable`] for a path outside the table.
+    pub fn decode(path: &str, bytes: &[u8]) -> Result<Self> {
+        let corrupt = |reason: &str| Error::corrupt(path, reason);
+        if bytes.len() < MAGIC.len() + 4 || &bytes[..MAGIC.len()] != MAGIC {
+            return Err(corrupt("not a natal manifest (bad magic or truncated)"));
+        }
+        let (body, crc) = bytes[MAGIC.len()..].split_at(bytes.len() - MAGIC.len() - 4);
+        let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
+        if crc32fast::hash(body) != stored {
+            return Err(corrupt("checksum mismatch (truncated or damaged)"));
+        }
+        let raw = proto::Manifest::decode(body)
+            .map_err(|e| corrupt(&format!("undecodable protobuf: {e}")))?;
+        if raw.format_version != FORMAT_VERSION {
+            return Err(Error::UnsupportedFormatVersion {
+                path: path.to_string(),
+                found: raw.format_version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        let unknown = raw.reader_feature_flags & !flags::KNOWN_READER;
+        if unknown != 0 {
+            return Err(Error::UnsupportedFeature {
+                path: path.to_string(),
+                kind: FlagKind::Reader,
+                flag: unknown,
+                action: "read",
+            });
+        }
+        let manifest = manifest_from_proto(raw, path)?;
+        manifest.validate(path)?;
+        Ok(manifest)
+    }
+
+    /// Refuses to write on top of a manifest whose writer flags this client does not know.
+    pub fn check_writable(&self, path: &str) -> Result<()> {
+        let unknown = self.writer_flags & !flags::KNOWN_WRITER;
+        if unknown != 0 {
+            return Err(Error::UnsupportedFeature {
+                path: path.to_string(),
+                kind: FlagKind::Writer,
+                flag: unknown,
+                action: "write",
+            });
+        }
+        Ok(())
+    }
+
+    fn validate(&self, path: &str) -> Result<()> {
+        let corrupt = |reason: String| Err(Error::corrupt(path, reason));
+        for pair in self.fragments.windows(2) {
+            if pair[0].id >= pair[1].id {
+                return corrupt(format!(
+                    "fragment ids not strictly increasing at {}",
+                    pair[1].id
+                ));
+            }
+        }
+        if let Some(last) = self.fragments.last() {
+            if self.max_fragment_id.is_none_or(|max| last.id > max) {
+                return corrupt(format!("fragment {} is above max_fragment_id", last.id));
+            }
+        }
+        for fragment in &self.fragments {
+            if fragment.files.is_empty() {
+                return corrupt(format!("fragment {} has no data files", fragment.id));
+            }
+            for file in &fragment.files {
+                if file.row_count != fragment.physical_rows as u64 {
+                    return corrupt(format!(
+                        "fragment {} has {} rows but file {} has {}",
+                        fragment.id, fragment.physical_rows, file.path, file.row_count
+                    ));
+                }
+                if let Some(id) = file
+                    .field_ids
+                    .iter()
+                    .find(|id| self.schema.field_by_id(**id).is_none())
+                {
+                    return corrupt(format!("file {} names unknown field id {id}", file.path));
+                }
+            }
+            if let Some(seq) = &fragment.row_ids {
+                if seq.len() != fragment.physical_rows as usize {
+                    return corrupt(format!(
+                        "fragment {} has {} rows but a row-id sequence of {}",
+                        fragment.id,
+                        fragment.physical_rows,
+                        seq.len()
+                    ));
+                }
+            }
+            if let Some(deletion) = &fragment.deletion {
+                if deletion.deleted_rows > fragment.physical_rows as u64 {
+                    return corrupt(format!(
+                        "fragment {} deletes more rows than it has",
+                        fragment.id
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn manifest_from_proto(raw: proto::Manifest, path: &str) -> Result<Manifest> {
+    let corrupt = |reason: &str| Error::corrupt(path, reason);
+    let schema = raw.schema.ok_or_else(|| corrupt("missing schema"))?;
+    let schema = Schema {
+        next_field_id: schema.next_field_id,
+        fields: schema
+            .fields
+            .into_iter()
+            .map(|f| {
+                let data_type = DataType::from_str(&f.data_type)
+                    .map_err(|e| corrupt(&format!("bad type '{}': {e}", f.data_type)))?;
+                Ok(Field {
+                    id: f.id,
+                    name: f.name,
+                    data_type,
+                    nullable: f.nullable,
+                })
+            })
+            .collect::<Result<_>>()?,
+    };
+    let fragments = raw
+        .fragments
+        .into_iter()
+        .map(|f| fragment_from_proto(f, path))
+        .collect::<Result<_>>()?;
+    let transaction = raw
+        .transaction
+        .ok_or_else(|| corrupt("missing transaction"))?;
+    let operation = match proto::transaction::Operation::try_from(transaction.operation) {
+        Ok(proto::transaction::Operation::Create) => Operation::Create,
+        Ok(proto::transaction::Operation::Append) => Operation::Append,
+        Ok(proto::transaction::Operation::Overwrite) => Operation::Overwrite,
+        Ok(proto::transaction::Operation::Delete) => Operation::Delete,
+        Ok(proto::transaction::Operation::Update) => Operation::Update,
+        Ok(proto::transaction::Operation::Compact) => Operation::Compact,
+        Ok(proto::transaction::Operation::Checkpoint) => Operation::Checkpoint,
+        Ok(proto::transaction::Operation::Restore) => Operation::Restore,
+        _ => return Err(corrupt("unknown transaction operation")),
+    };
+    Ok(Manifest {
+        version: raw.version,
+        parent_version: raw.parent_version,
+        timestamp_micros: raw.timestamp_micros,
+        table_uuid: raw.table_uuid,
+        schema,
+        fragments,
+        max_fragment_id: raw.max_fragment_id,
+        reader_flags: raw.reader_feature_flags,
+        writer_flags: raw.writer_feature_flags,
+        transaction: TransactionSummary {
+            operation,
+            read_version: transaction.read_version,
+            rows_added: transaction.rows_added,
+            rows_removed: transaction.rows_removed,
+            fragments_removed: transaction.fragments_removed,
+            fragments_added: transaction.fragments_added,
+        },
+        relocation_checkpoint: raw
+            .relocation_checkpoint
+            .map(|c| {
+                Ok::<_, Error>(CheckpointRef {
+                    path: TablePath::parse(&c.path)?,
+                    covers_fragments_through: c.covers_fragments_through,
+                    entry_count: c.entry_count,
+                    file_size_bytes: c.file_size_bytes,
+                })
+            })
+            .transpose()?,
+        max_rows_per_fragment: raw.max_rows_per_fragment,
+    })
+}
+
+fn fragment_from_proto(raw: proto::Fragment, path: &str) -> Result<Fragment> {
+    let corrupt = |reason: String| Error::corrupt(path, reason);
+    let physical_rows = u32::try_from(raw.physical_rows)
+        .map_err(|_| corrupt(format!("fragment {} has too many rows", raw.id)))?;
+    let files = raw
+        .files
+        .into_iter()
+        .map(|f| {
+            Ok(DataFile {
+                path: TablePath::parse(&f.path)?,
+                field_ids: f.field_ids,
+                row_count: f.row_count,
+                file_size_bytes: f.file_size_bytes,
+                column_stats: f.column_stats.into_iter().map(stats_from_proto).collect(),
+            })
+        })
+        .collect::<Result<_>>()?;
+    let deletion = raw
+        .deletion_file
+        .map(|d| {
+            Ok::<_, Error>(DeletionFile {
+                path: TablePath::parse(&d.path)?,
+                deleted_rows: d.deleted_rows,
+            })
+        })
+        .transpose()?;
+    let row_ids = raw
+        .row_id_sequence
+        .map(|s| {
+            let segments = s
+                .segments
+                .into_iter()
+                .map(|seg| {
+                    segment_from_proto(seg)
+                        .map_err(|r| corrupt(format!("fragment {}: {r}", raw.id)))
+                })
+                .collect::<Result<_>>()?;
+            Ok::<_, Error>(Arc::new(RowIdSequence::from_segments(segments)))
+        })
+        .transpose()?;
+    Ok(Fragment {
+        id: raw.id,
+        files,
+        deletion,
+        physical_rows,
+        row_ids,
+    })
+}
+
+fn stats_from_proto(raw: proto::ColumnStats) -> ColumnStats {
+    let value = |v: proto::StatValue| {
+        v.value.map(|v| match v {
+            proto::stat_value::Value::Boolean(b) => StatValue::Boolean(b),
+            proto::stat_value::Value::Int(i) => StatValue::Int(i),
+            proto::stat_value::Value::Uint(u) => StatValue::UInt(u),
+            proto::stat_value::Value::Float(f) => StatValue::Float(f),
+            proto::stat_value::Value::Utf8(s) => StatValue::Utf8(s),
+            proto::stat_value::Value::Binary(b) => StatValue::Binary(b),
+        })
+    };
+    ColumnStats {
+        field_id: raw.field_id,
+        min: raw.min.and_then(value),
+        max: raw.max.and_then(value),
+        null_count: raw.null_count,
+        nan_count: raw.nan_count,
+        bounds_only: raw.bounds_only,
+    }
+}
+
+fn array_from_proto(raw: proto::EncodedU64Array) -> Result<EncodedU64Array, String> {
+    let width = raw.width as usize;
+    if ![2, 4, 8].contains(&width) || !raw.packed.len().is_multiple_of(width) {
+        return Err(format!(
+            "bad packed array (width {width}, {} bytes)",
+            raw.packed.len()
+        ));
+    }
+    let words = raw.packed.chunks_exact(width);
+    let overflow = || "packed array value overflows u64".to_string();
+    Ok(match width {
+        2 => EncodedU64Array::U16 {
+            base: raw.base,
+            offsets: words.map(|w| u16::from_le_bytes([w[0], w[1]])).collect(),
+        },
+        4 => EncodedU64Array::U32 {
+            base: raw.base,
+            offsets: words
+                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                .collect(),
+        },
+        _ => EncodedU64Array::U64(
+            words
+                .map(|w| {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(w);
+                    u64::from_le_bytes(b)
+                        .checked_add(raw.base)
+                        .ok_or_else(overflow)
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+    })
+    .and_then(|a| {
+        // Narrow encodings add the base on read; make sure that cannot overflow.
+        let max_offset = match &a {
+            EncodedU64Array::U16 { offsets, .. } => offsets.iter().max().map(|&o| o as u64),
+            EncodedU64Array::U32 { offsets, .. } => offsets.iter().max().map(|&o| o as u64),
+            EncodedU64Array::U64(_) => None,
+        };
+        match max_offset {
+            Some(o) if raw.base.checked_add(o).is_none() => Err(overflow()),
+            _ => Ok(a),
+        }
+    })
+}
+
+fn array_to_proto(array: &EncodedU64Array) -> proto::EncodedU64Array {
+    let (base, width, packed) = match array {
+        EncodedU64Array::U16 { base, offsets } => (
+            *base,
+            2,
+            offsets.iter().flat_map(|o| o.to_le_bytes()).collect(),
+        ),
+        EncodedU64Array::U32 { base, offsets } => (
+            *base,
+            4,
+            offsets.iter().flat_map(|o| o.to_le_bytes()).collect(),
+        ),
+        EncodedU64Array::U64(values) => {
+            (0, 8, values.iter().flat_map(|v| v.to_le_bytes()).collect())
+        }
+    };
+    proto::EncodedU64Array {
+        base,
+        width,
+        packed,
+    }
+}
+
+fn segment_from_proto(raw: proto::U64Segment) -> Result<U64Segment, String> {
+    use proto::u64_segment::Segment as S;
+    let check_range = |start: u64, end: u64| {
+        if start > end {
+            Err(format!("segment range {start}..{end} is reversed"))
+        } else {
+            Ok(start..end)
+        }
+    };
+    match raw.segment.ok_or("empty segment")? {
+        S::Range(r) => Ok(U64Segment::Range(check_range(r.start, r.end)?)),
+        S::RangeWithHoles(r) => {
+            let range = check_range(r.start, r.end)?;
+            let holes = array_from_proto(r.holes.ok_or("segment without holes")?)?;
+            let sorted_inside = holes.iter().zip(holes.iter().skip(1)).all(|(a, b)| a < b)
+                && holes.iter().all(|h| range.contains(&h));
+            if !sorted_inside {
+                return Err("segment holes unsorted or outside its range".into());
+            }
+            Ok(U64Segment::RangeWithHoles { range, holes })
+        }
+        S::RangeWithBitmap(r) => {
+            let range = check_range(r.start, r.end)?;
+            let span = range.end - range.start;
+            if (r.bitmap.len() as u64) != span.div_ceil(8) {
+                return Err("segment bitmap does not match its range".into());
+            }
+            let len = r.bitmap.iter().map(|b| b.count_ones() as usize).sum();
+            Ok(U64Segment::RangeWithBitmap {
+                range,
+                bitmap: r.bitmap,
+                len,
+            })
+        }
+        S::SortedArray(a) => Ok(U64Segment::SortedArray(array_from_proto(a)?)),
+        S::Array(a) => Ok(U64Segment::Array(array_from_proto(a)?)),
+    }
+}
+
+fn segment_to_proto(segment: &U64Segment) -> proto::U64Segment {
+    use proto::u64_segment::{Range, RangeWithBitmap, RangeWithHoles, Segment as S};
+    let segment = match segment {
+        U64Segment::Range(r) => S::Range(Range {
+            start: r.start,
+            end: r.end,
+        }),
+        U64Segment::RangeWithHoles { range, holes } => S::RangeWithHoles(RangeWithHoles {
+            start: range.start,
+            end: range.end,
+            holes: Some(array_to_proto(holes)),
+        }),
+        U64Segment::RangeWithBitmap { range, bitmap, .. } => S::RangeWithBitmap(RangeWithBitmap {
+            start: range.start,
+            end: range.end,
+            bitmap: bitmap.clone(),
+        }),
+        U64Segment::SortedArray(a) => S::SortedArray(array_to_proto(a)),
+        U64Segment::Array(a) => S::Array(array_to_proto(a)),
+    };
+    proto::U64Segment {
+        segment: Some(segment),
+    }
+}
+
+fn stat_to_proto(value: &StatValue) -> proto::StatValue {
+    use proto::stat_value::Value;
+    proto::StatValue {
+        value: Some(match value {
+            StatValue::Boolean(b) => Value::Boolean(*b),
+            StatValue::Int(i) => Value::Int(*i),
+            StatValue::UInt(u) => Value::Uint(*u),
+            StatValue::Float(f) => Value::Float(*f),
+            StatValue::Utf8(s) => Value::Utf8(s.clone()),
+            StatValue::Binary(b) => Value::Binary(b.clone()),
+        }),
+    }
+}
+
+impl From<&Manifest> for proto::Manifest {
+    fn from(m: &Manifest) -> Self {
+        use proto::transaction::Operation as Op;
+        proto::Manifest {
+            version: m.version,
+            parent_version: m.parent_version,
+            timestamp_micros: m.timestamp_micros,
+            table_uuid: m.table_uuid.clone(),
+            schema: Some(proto::Schema {
+                fields: m
+                    .schema
+                    .fields
+                    .iter()
+                    .map(|f| proto::Field {
+                        id: f.id,
+                        name: f.name.clone(),
+                        data_type: f.data_type.to_string(),
+                        nullable: f.nullable,
+                    })
+                    .collect(),
+                next_field_id: m.schema.next_field_id,
+            }),
+            fragments: m
+                .fragments
+                .iter()
+                .map(|f| proto::Fragment {
+                    id: f.id,
+                    files: f
+                        .files
+                        .iter()
+                        .map(|d| proto::DataFile {
+                            path: d.path.as_str().to_string(),
+                            field_ids: d.field_ids.clone(),
+                            row_count: d.row_count,
+                            file_size_bytes: d.file_size_bytes,
+                            column_stats: d
+                                .column_stats
+                                .iter()
+                                .map(|s| proto::ColumnStats {
+                                    field_id: s.field_id,
+                                    min: s.min.as_ref().map(stat_to_proto),
+                                    max: s.max.as_ref().map(stat_to_proto),
+                                    null_count: s.null_count,
+                                    nan_count: s.nan_count,
+                                    bounds_only: s.bounds_only,
+                                })
+                                .collect(),
+                        })
+                        .collect(),
+                    deletion_file: f.deletion.as_ref().map(|d| proto::DeletionFile {
+                        path: d.path.as_str().to_string(),
+                        deleted_rows: d.deleted_rows,
+                    }),
+                    physical_rows: f.physical_rows as u64,
+                    row_id_sequence: f.row_ids.as_ref().map(|s| proto::RowIdSequence {
+                        segments: s.segments().iter().map(segment_to_proto).collect(),
+                    }),
+                })
+                .collect(),
+            max_fragment_id: m.max_fragment_id,
+            reader_feature_flags: m.reader_flags,
+            writer_feature_flags: m.writer_flags,
+            format_version: FORMAT_VERSION,
+            transaction: Some(proto::Transaction {
+                operation: match m.transaction.operation {
+                    Operation::Create => Op::Create,
+                    Operation::Append => Op::Append,
+                    Operation::Overwrite => Op::Overwrite,
+                    Operation::Delete => Op::Delete,
+                    Operation::Update => Op::Update,
+                    Operation::Compact => Op::Compact,
+                    Operation::Checkpoint => Op::Checkpoint,
+                    Operation::Restore => Op::Restore,
+                } as i32,
+                read_version: m.transaction.read_version,
+                rows_added: m.transaction.rows_added,
+                rows_removed: m.transaction.rows_removed,
+                fragments_removed: m.transaction.fragments_removed.clone(),
+                fragments_added: m.transaction.fragments_added.clone(),
+            }),
+            relocation_checkpoint: m.relocation_checkpoint.as_ref().map(|c| {
+                proto::RelocationCheckpoint {
+                    path: c.path.as_str().to_string(),
+                    covers_fragments_through: c.covers_fragments_through,
+                    entry_count: c.entry_count,
+                    file_size_bytes: c.file_size_bytes,
+                }
+            }),
+            max_rows_per_fragment: m.max_rows_per_fragment,
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! The domain model of one table version: [`Manifest`] and what it lists.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::rowid::{FragmentId, RowIdSequence};
+
+use super::{ColumnStats, Schema, TablePath};
+
+/// natal's on-disk format version. A manifest with another version is refused.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Reader and writer feature flags. A client refuses a manifest with a flag it does not know.
+pub mod flags {
+    /// Fragments may carry deletion files, which readers must apply.
+    pub const DELETION_FILES: u64 = 1 << 0;
+    /// Fragments may carry row-id sequences (rows born elsewhere), which readers must use.
+    pub const ROW_ID_SEQUENCES: u64 = 1 << 1;
+    /// Every reader flag this client implements.
+    pub const KNOWN_READER: u64 = DELETION_FILES | ROW_ID_SEQUENCES;
+    /// Every writer flag this client implements.
+    pub const KNOWN_WRITER: u64 = DELETION_FILES | ROW_ID_SEQUENCES;
+}
+
+/// One version of a table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    pub version: u64,
+    pub parent_version: Option<u64>,
+    pub timestamp_micros: i64,
+    pub table_uuid: String,
+    pub schema: Schema,
+    pub fragments: Vec<Fragment>,
+    /// The largest fragment id ever allocated; `None` until the first fragment.
+    pub max_fragment_id: Option<FragmentId>,
+    pub reader_flags: u64,
+    pub writer_flags: u64,
+    pub transaction: TransactionSummary,
+    pub relocation_checkpoint: Option<CheckpointRef>,
+    pub max_rows_per_fragment: u64,
+}
+
+impl Manifest {
+    /// The id the next new fragment gets (invariant I2: never a reused one).
+    pub fn next_fragment_id(&self) -> Result<FragmentId> {
+        match self.max_fragment_id {
+            None => Ok(0),
+            Some(max) => max
+                .checked_add(1)
+                .ok_or_else(|| Error::invalid("the table has used every fragment id")),
+        }
+    }
+
+    pub fn fragment(&self, id: FragmentId) -> Option<&Fragment> {
+        // Fragments are kept sorted by id.
+        self.fragments
+            .binary_search_by_key(&id, |f| f.id)
+            .ok()
+            .map(|i| &self.fragments[i])
+    }
+
+    /// Live rows: physical rows minus deleted rows.
+    pub fn live_rows(&self) -> u64 {
+        self.fragments.iter().map(Fragment::live_rows).sum()
+    }
+
+    /// Recomputes the feature flags from what the manifest uses.
+    pub fn refresh_flags(&mut self) {
+        let mut used = 0;
+        if self.fragments.iter().any(|f| f.deletion.is_some()) {
+            used |= flags::DELETION_FILES;
+        }
+        if self.fragments.iter().any(|f| f.row_ids.is_some()) {
+            used |= flags::ROW_ID_SEQUENCES;
+        }
+        self.reader_flags = used;
+        self.writer_flags = used;
+    }
+}
+
+/// A group of rows with one or more data files of equal row counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fragment {
+    pub id: FragmentId,
+    pub files: Vec<DataFile>,
+    pub deletion: Option<DeletionFile>,
+    pub physical_rows: u32,
+    /// The ids of the rows by offset; `None` for a native fragment (ids are addresses).
+    pub row_ids: Option<Arc<RowIdSequence>>,
+}
+
+impl Fragment {
+    pub fn live_rows(&self) -> u64 {
+        self.physical_rows as u64 - self.deletion.as_ref().map_or(0, |d| d.deleted_rows)
+    }
+}
+
+/// One Parquet file of a fragment, covering some field ids.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataFile {
+    pub path: TablePath,
+    pub field_ids: Vec<u32>,
+    pub row_count: u64,
+    pub file_size_bytes: u64,
+    pub column_stats: Vec<ColumnStats>,
+}
+
+/// A roaring bitmap of a fragment's deleted offsets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletionFile {
+    pub path: TablePath,
+    pub deleted_rows: u64,
+}
+
+/// A snapshot of the relocation view stored as a Parquet file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointRef {
+    pub path: TablePath,
+    /// Carried fragments with ids up to and including this one are in the checkpoint.
+    pub covers_fragments_through: FragmentId,
+    pub entry_count: u64,
+    pub file_size_bytes: u64,
+}
+
+/// What kind of operation produced a version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    Create,
+    Append,
+    Overwrite,
+    Delete,
+    Update,
+    Compact,
+    Checkpoint,
+    Restore,
+}
+
+impl std::fmt::Display for Operation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Operation::Create => "create",
+            Operation::Append => "append",
+            Operation::Overwrite => "overwrite",
+            Operation::Delete => "delete",
+            Operation::Update => "update",
+            Operation::Compact => "compaction",
+            Operation::Checkpoint => "checkpoint",
+            Operation::Restore => "restore",
+        })
+    }
+}
+
+/// A summary of the transaction that produced a version: enough to decide conflicts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransactionSummary {
+    pub operation: Operation,
+    pub read_version: u64,
+    pub rows_added: u64,
+    pub rows_removed: u64,
+    pub fragments_removed: Vec<FragmentId>,
+    pub fragments_added: Vec<FragmentId>,
+}

@@ -1,0 +1,141 @@
+//! Table schema: top-level fields with stable field ids. Data files store values by field id,
+//! so a rename or reorder touches only the manifest.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field as ArrowField, Schema as ArrowSchema, SchemaRef};
+
+use crate::error::{Error, Result};
+
+/// Arrow field metadata key carrying a field id in Parquet files.
+pub const PARQUET_FIELD_ID_KEY: &str = "PARQUET:field_id";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    pub id: u32,
+    pub name: String,
+    pub data_type: DataType,
+    pub nullable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schema {
+    pub fields: Vec<Field>,
+    /// Field ids are never reused: the next column added gets this id.
+    pub next_field_id: u32,
+}
+
+/// Names natal reserves for its system columns.
+pub const RESERVED_COLUMNS: [&str; 2] = ["_rowid", "_rowaddr"];
+
+impl Schema {
+    /// Assigns field ids 0.. to an Arrow schema's top-level fields.
+    pub fn from_arrow(schema: &ArrowSchema) -> Result<Self> {
+        let mut fields = Vec::with_capacity(schema.fields().len());
+        for (id, field) in schema.fields().iter().enumerate() {
+            if RESERVED_COLUMNS.contains(&field.name().as_str()) {
+                return Err(Error::invalid(format!(
+                    "column name '{}' is reserved for natal's system columns",
+                    field.name()
+                )));
+            }
+            if fields.iter().any(|f: &Field| f.name == *field.name()) {
+                return Err(Error::invalid(format!(
+                    "duplicate column name '{}'",
+                    field.name()
+                )));
+            }
+            fields.push(Field {
+                id: id as u32,
+                name: field.name().clone(),
+                data_type: field.data_type().clone(),
+                nullable: field.is_nullable(),
+            });
+        }
+        if fields.is_empty() {
+            return Err(Error::invalid("a table needs at least one column"));
+        }
+        Ok(Self {
+            next_field_id: fields.len() as u32,
+            fields,
+        })
+    }
+
+    /// The user-facing Arrow schema (no field-id metadata).
+    pub fn to_arrow(&self) -> SchemaRef {
+        Arc::new(ArrowSchema::new(
+            self.fields
+                .iter()
+                .map(|f| ArrowField::new(&f.name, f.data_type.clone(), f.nullable))
+                .collect::<Vec<_>>(),
+        ))
+    }
+
+    /// The Arrow schema data files are written with: field ids in Parquet metadata.
+    pub fn to_arrow_with_field_ids(&self) -> SchemaRef {
+        Arc::new(ArrowSchema::new(
+            self.fields
+                .iter()
+                .map(|f| {
+                    ArrowField::new(&f.name, f.data_type.clone(), f.nullable).with_metadata(
+                        [(PARQUET_FIELD_ID_KEY.to_string(), f.id.to_string())].into(),
+                    )
+                })
+                .collect::<Vec<_>>(),
+        ))
+    }
+
+    pub fn field_by_name(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    pub fn field_by_id(&self, id: u32) -> Option<&Field> {
+        self.fields.iter().find(|f| f.id == id)
+    }
+
+    pub fn field_ids(&self) -> Vec<u32> {
+        self.fields.iter().map(|f| f.id).collect()
+    }
+
+    /// Checks that `other` (an input's schema) can be written to this table: same column
+    /// names in the same order with the same types; a nullable input may feed a NOT NULL
+    /// column only if it holds no nulls, which the writer checks per batch.
+    pub fn check_input(&self, other: &ArrowSchema) -> Result<()> {
+        if other.fields().len() != self.fields.len() {
+            return Err(Error::invalid(format!(
+                "schema mismatch: the table has {} columns ({}), the input has {} ({})",
+                self.fields.len(),
+                self.fields
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                other.fields().len(),
+                other
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )));
+        }
+        for (mine, theirs) in self.fields.iter().zip(other.fields()) {
+            if mine.name != *theirs.name() {
+                return Err(Error::invalid(format!(
+                    "schema mismatch: expected column '{}', found '{}'",
+                    mine.name,
+                    theirs.name()
+                )));
+            }
+            if mine.data_type != *theirs.data_type() {
+                return Err(Error::invalid(format!(
+                    "schema mismatch: column '{}' has type {}, the input has {}",
+                    mine.name,
+                    mine.data_type,
+                    theirs.data_type()
+                )));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,469 @@
+//! Data files: Parquet, one per fragment and column group, columns tagged with field ids.
+//!
+//! Written with a page index and small pages so a take reads a few pages, not a row group.
+//! Statistics for the manifest come from the writer's own footer (min, max, null count) plus a
+//! NaN count for floats counted while the batches pass through.
+
+use arrow::array::{new_null_array, Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
+use arrow::compute::{cast, concat_batches};
+use arrow::datatypes::{DataType, Float16Type, Float32Type, Float64Type, SchemaRef};
+use bytes::Bytes;
+use futures::stream::{self, BoxStream};
+use futures::{StreamExt, TryStreamExt};
+use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection};
+use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder, ProjectionMask};
+use parquet::basic::Compression;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
+use parquet::file::properties::WriterProperties;
+use roaring::RoaringBitmap;
+
+use super::reader::ObjectFileReader;
+use super::TableStore;
+use crate::error::{Error, Result};
+use crate::format::{
+    truncate_max_binary, truncate_max_utf8, truncate_min_binary, truncate_min_utf8, ColumnStats,
+    DataFile, Fragment, Schema, StatValue, TablePath, PARQUET_FIELD_ID_KEY,
+};
+
+/// Rows per Parquet page: small enough that a point read decodes little.
+const PAGE_ROWS: usize = 8 * 1024;
+/// Rows per row group.
+const ROW_GROUP_ROWS: usize = 128 * 1024;
+/// Rows per batch a read yields.
+pub const READ_BATCH_ROWS: usize = 8 * 1024;
+
+fn writer_properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_data_page_row_count_limit(PAGE_ROWS)
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_statistics_truncate_length(Some(crate::format::MAX_STAT_BYTES))
+        .build()
+}
+
+impl TableStore {
+    /// Writes `batches` (in the table's user schema) as one new data file.
+    pub async fn write_data_file(
+        &self,
+        schema: &Schema,
+        batches: &[RecordBatch],
+    ) -> Result<DataFile> {
+        let file_schema = schema.to_arrow_with_field_ids();
+        let mut nan_counts = vec![0u64; schema.fields.len()];
+        let mut bytes = Vec::new();
+        let mut writer =
+            ArrowWriter::try_new(&mut bytes, file_schema.clone(), Some(writer_properties()))?;
+        let mut rows = 0u64;
+        for batch in batches {
+            let batch = RecordBatch::try_new(file_schema.clone(), batch.columns().to_vec())
+                .map_err(|e| Error::invalid(format!("cannot write batch: {e}")))?;
+            for (count, column) in nan_counts.iter_mut().zip(batch.columns()) {
+                *count += count_nans(column);
+            }
+            rows += batch.num_rows() as u64;
+            writer.write(&batch)?;
+        }
+        let metadata = writer.close()?;
+        let column_stats = column_stats(schema, &file_schema, &metadata, &nan_counts)?;
+        let path = TablePath::parse(&format!("data/{}.parquet", uuid::Uuid::new_v4()))?;
+        let file_size_bytes = bytes.len() as u64;
+        self.put(&self.path(&path), Bytes::from(bytes)).await?;
+        Ok(DataFile {
+            path,
+            field_ids: schema.field_ids(),
+            row_count: rows,
+            file_size_bytes,
+            column_stats,
+        })
+    }
+
+    /// Reads the rows of `fragment` at `offsets` (ascending; `None`: every row), projecting
+    /// the table fields `field_ids` in that order, into batches of the table's `output`
+    /// schema. Yields each batch with the offsets of its rows.
+    pub fn read_fragment(
+        &self,
+        fragment: &Fragment,
+        field_ids: &[u32],
+        output: SchemaRef,
+        offsets: Option<RoaringBitmap>,
+    ) -> BoxStream<'static, Result<(RecordBatch, Vec<u32>)>> {
+        let all_offsets = || (0..fragment.physical_rows).collect::<Vec<u32>>();
+        let selected: Vec<u32> = match &offsets {
+            Some(bitmap) => bitmap
+                .iter()
+                .filter(|&o| o < fragment.physical_rows)
+                .collect(),
+            None => all_offsets(),
+        };
+        if field_ids.is_empty() {
+            // Nothing to decode: only row counts (and ids computed by the caller) are needed.
+            let chunks: Vec<Vec<u32>> = selected
+                .chunks(READ_BATCH_ROWS)
+                .map(<[u32]>::to_vec)
+                .collect();
+            return stream::iter(chunks.into_iter().map(move |chunk| {
+                let options = RecordBatchOptions::new().with_row_count(Some(chunk.len()));
+                let batch = RecordBatch::try_new_with_options(output.clone(), vec![], &options)?;
+                Ok((batch, chunk))
+            }))
+            .boxed();
+        }
+        let this = self.clone();
+        let fragment = fragment.clone();
+        let field_ids = field_ids.to_vec();
+        let selection = offsets.map(|_| selection_for(&selected, fragment.physical_rows));
+        let stream = async move {
+            let batches = this
+                .read_columns(&fragment, &field_ids, output, selection)
+                .await?;
+            Ok::<_, Error>(attach_offsets(batches, selected))
+        };
+        stream::once(stream).try_flatten().boxed()
+    }
+
+    async fn read_columns(
+        &self,
+        fragment: &Fragment,
+        field_ids: &[u32],
+        output: SchemaRef,
+        selection: Option<RowSelection>,
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        // Which file holds each requested field (the newest file wins if two do).
+        let mut per_file: Vec<(usize, Vec<u32>)> = Vec::new();
+        for &id in field_ids {
+            if let Some(f) = fragment
+                .files
+                .iter()
+                .rposition(|f| f.field_ids.contains(&id))
+            {
+                match per_file.iter_mut().find(|(i, _)| *i == f) {
+                    Some((_, ids)) => ids.push(id),
+                    None => per_file.push((f, vec![id])),
+                }
+            }
+        }
+        if let [(file_index, ids)] = per_file.as_slice() {
+            if ids.len() == field_ids.len() {
+                let file = &fragment.files[*file_index];
+                let stream = self.read_file(file, field_ids, selection).await?;
+                let field_ids = field_ids.to_vec();
+                return Ok(stream
+                    .map(move |batch| conform(batch?, &field_ids, &output))
+                    .boxed());
+            }
+        }
+        // Several column groups (or missing columns): read each whole, then zip.
+        let mut columns: Vec<Option<ArrayRef>> = vec![None; field_ids.len()];
+        let mut rows = None;
+        for (file_index, ids) in per_file {
+            let file = &fragment.files[file_index];
+            let batches: Vec<RecordBatch> = self
+                .read_file(file, &ids, selection.clone())
+                .await?
+                .try_collect()
+                .await?;
+            let Some(first) = batches.first() else {
+                continue;
+            };
+            let batch = concat_batches(&first.schema(), &batches)?;
+            rows = Some(batch.num_rows());
+            for id in ids {
+                if let Some(slot) = field_ids.iter().position(|f| *f == id) {
+                    columns[slot] = column_by_field_id(&batch, id);
+                }
+            }
+        }
+        let rows = rows.unwrap_or_else(|| {
+            selection
+                .as_ref()
+                .map_or(fragment.physical_rows as usize, |s| s.row_count())
+        });
+        let arrays = columns
+            .into_iter()
+            .zip(output.fields())
+            .map(|(c, f)| conform_column(c, f.data_type(), rows))
+            .collect::<Result<Vec<_>>>()?;
+        let batch = RecordBatch::try_new_with_options(
+            output.clone(),
+            arrays,
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )?;
+        Ok(stream::iter(vec![Ok(batch)]).boxed())
+    }
+
+    /// Streams the columns `field_ids` of one file, in file column order.
+    async fn read_file(
+        &self,
+        file: &DataFile,
+        field_ids: &[u32],
+        selection: Option<RowSelection>,
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        let path = self.path(&file.path);
+        let reader = ObjectFileReader::new(self.object_store().clone(), path, file.file_size_bytes);
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+        let builder = ParquetRecordBatchStreamBuilder::new_with_options(reader, options)
+            .await
+            .map_err(|e| Error::corrupt(file.path.as_str(), e.to_string()))?;
+        if builder.metadata().file_metadata().num_rows() as u64 != file.row_count {
+            return Err(Error::corrupt(
+                file.path.as_str(),
+                "row count differs from the manifest",
+            ));
+        }
+        let mut roots = Vec::new();
+        for (index, field) in builder.schema().fields().iter().enumerate() {
+            let id = field
+                .metadata()
+                .get(PARQUET_FIELD_ID_KEY)
+                .and_then(|v| v.parse::<u32>().ok());
+            if id.is_some_and(|id| field_ids.contains(&id)) {
+                roots.push(index);
+            }
+        }
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+        let mut builder = builder
+            .with_projection(mask)
+            .with_batch_size(READ_BATCH_ROWS);
+        if let Some(selection) = selection {
+            builder = builder.with_row_selection(selection);
+        }
+        let path = file.path.to_string();
+        let stream = builder
+            .build()
+            .map_err(|e| Error::corrupt(&path, e.to_string()))?;
+        Ok(stream
+            .map_err(move |e| Error::corrupt(&path, e.to_string()))
+            .boxed())
+    }
+}
+
+/// A RowSelection choosing exactly the sorted `offsets`.
+fn selection_for(offsets: &[u32], total: u32) -> RowSelection {
+    let mut ranges = Vec::new();
+    let mut i = 0;
+    while i < offsets.len() {
+        let start = offsets[i] as usize;
+        let mut end = start + 1;
+        while i + 1 < offsets.len() && offsets[i + 1] as usize == end {
+            end += 1;
+            i += 1;
+        }
+        ranges.push(start..end);
+        i += 1;
+    }
+    RowSelection::from_consecutive_ranges(ranges.into_iter(), total as usize)
+}
+
+/// Pairs each batch with the offsets of its rows (the selection, consumed in order).
+fn attach_offsets(
+    batches: BoxStream<'static, Result<RecordBatch>>,
+    selected: Vec<u32>,
+) -> BoxStream<'static, Result<(RecordBatch, Vec<u32>)>> {
+    let mut position = 0usize;
+    batches
+        .map(move |batch| {
+            let batch = batch?;
+            let end = position + batch.num_rows();
+            let offsets = selected
+                .get(position..end)
+                .ok_or_else(|| Error::corrupt("data file", "returned more rows than selected"))?
+                .to_vec();
+            position = end;
+            Ok((batch, offsets))
+        })
+        .boxed()
+}
+
+/// Renames file columns to the table's current names, orders them as requested, and casts
+/// losslessly widened types.
+fn conform(batch: RecordBatch, field_ids: &[u32], output: &SchemaRef) -> Result<RecordBatch> {
+    let rows = batch.num_rows();
+    let columns = field_ids
+        .iter()
+        .zip(output.fields())
+        .map(|(&id, field)| conform_column(column_by_field_id(&batch, id), field.data_type(), rows))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new_with_options(
+        output.clone(),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
+}
+
+fn column_by_field_id(batch: &RecordBatch, id: u32) -> Option<ArrayRef> {
+    let position = batch.schema().fields().iter().position(|f| {
+        f.metadata()
+            .get(PARQUET_FIELD_ID_KEY)
+            .and_then(|v| v.parse::<u32>().ok())
+            == Some(id)
+    })?;
+    Some(batch.column(position).clone())
+}
+
+/// A column in the table's type: cast if the file stored a narrower type, nulls if the file
+/// predates the column.
+fn conform_column(column: Option<ArrayRef>, data_type: &DataType, rows: usize) -> Result<ArrayRef> {
+    match column {
+        Some(c) if c.data_type() == data_type => Ok(c),
+        Some(c) => Ok(cast(&c, data_type)?),
+        None => Ok(new_null_array(data_type, rows)),
+    }
+}
+
+fn count_nans(column: &ArrayRef) -> u64 {
+    let count = |values: &mut dyn Iterator<Item = bool>| values.filter(|nan| *nan).count() as u64;
+    match column.data_type() {
+        DataType::Float16 => count(
+            &mut column
+                .as_primitive::<Float16Type>()
+                .iter()
+                .flatten()
+                .map(|v| v.is_nan()),
+        ),
+        DataType::Float32 => count(
+            &mut column
+                .as_primitive::<Float32Type>()
+                .iter()
+                .flatten()
+                .map(|v| v.is_nan()),
+        ),
+        DataType::Float64 => count(
+            &mut column
+                .as_primitive::<Float64Type>()
+                .iter()
+                .flatten()
+                .map(|v| v.is_nan()),
+        ),
+        _ => 0,
+    }
+}
+
+/// Statistics of every column, folded over the row groups of the footer.
+fn column_stats(
+    schema: &Schema,
+    file_schema: &SchemaRef,
+    metadata: &ParquetMetaData,
+    nan_counts: &[u64],
+) -> Result<Vec<ColumnStats>> {
+    let parquet_schema = metadata.file_metadata().schema_descr();
+    let mut out = Vec::with_capacity(schema.fields.len());
+    for (field, &nans) in schema.fields.iter().zip(nan_counts) {
+        let converter = StatisticsConverter::try_new(&field.name, file_schema, parquet_schema)?;
+        let groups = metadata.row_groups();
+        let null_count = converter
+            .row_group_null_counts(groups.iter())?
+            .iter()
+            .try_fold(0u64, |acc, n| n.map(|n| acc + n));
+        let is_float = matches!(
+            field.data_type,
+            DataType::Float16 | DataType::Float32 | DataType::Float64
+        );
+        let mut stats = ColumnStats {
+            field_id: field.id,
+            null_count,
+            nan_count: is_float.then_some(nans),
+            ..Default::default()
+        };
+        let mins = stat_values(&converter.row_group_mins(groups.iter())?);
+        let maxes = stat_values(&converter.row_group_maxes(groups.iter())?);
+        if let (Some(mins), Some(maxes)) = (mins, maxes) {
+            // A row group with no min (all null) does not constrain the bounds.
+            let min = mins
+                .into_iter()
+                .flatten()
+                .reduce(|a, b| if lt(&b, &a) { b } else { a });
+            let max = maxes
+                .into_iter()
+                .flatten()
+                .reduce(|a, b| if lt(&a, &b) { b } else { a });
+            let (min, min_truncated) = truncate_stat_min(min);
+            let (max, max_truncated) = truncate_stat_max(max);
+            stats.bounds_only = min_truncated || max_truncated;
+            stats.min = min;
+            stats.max = max;
+        }
+        out.push(stats);
+    }
+    Ok(out)
+}
+
+fn lt(a: &StatValue, b: &StatValue) -> bool {
+    match (a, b) {
+        (StatValue::Boolean(a), StatValue::Boolean(b)) => a < b,
+        (StatValue::Int(a), StatValue::Int(b)) => a < b,
+        (StatValue::UInt(a), StatValue::UInt(b)) => a < b,
+        (StatValue::Float(a), StatValue::Float(b)) => a < b,
+        (StatValue::Utf8(a), StatValue::Utf8(b)) => a < b,
+        (StatValue::Binary(a), StatValue::Binary(b)) => a < b,
+        _ => false,
+    }
+}
+
+fn truncate_stat_min(value: Option<StatValue>) -> (Option<StatValue>, bool) {
+    match value {
+        Some(StatValue::Utf8(s)) => {
+            let (s, t) = truncate_min_utf8(&s);
+            (Some(StatValue::Utf8(s)), t)
+        }
+        Some(StatValue::Binary(b)) => {
+            let (b, t) = truncate_min_binary(&b);
+            (Some(StatValue::Binary(b)), t)
+        }
+        other => (other, false),
+    }
+}
+
+fn truncate_stat_max(value: Option<StatValue>) -> (Option<StatValue>, bool) {
+    match value {
+        Some(StatValue::Utf8(s)) => match truncate_max_utf8(&s) {
+            Some((s, t)) => (Some(StatValue::Utf8(s)), t),
+            None => (None, true),
+        },
+        Some(StatValue::Binary(b)) => match truncate_max_binary(&b) {
+            Some((b, t)) => (Some(StatValue::Binary(b)), t),
+            None => (None, true),
+        },
+        other => (other, false),
+    }
+}
+
+/// Per-row-group values in natal's stat families; `None` for types without statistics.
+fn stat_values(array: &ArrayRef) -> Option<Vec<Option<StatValue>>> {
+    let family = match array.data_type() {
+        DataType::Boolean => DataType::Boolean,
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => DataType::Int64,
+        DataType::Date32 | DataType::Date64 | DataType::Time32(_) | DataType::Time64(_) => {
+            DataType::Int64
+        }
+        DataType::Timestamp(_, _) | DataType::Duration(_) => DataType::Int64,
+        DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
+            DataType::UInt64
+        }
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => DataType::Float64,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => DataType::Binary,
+        _ => return None,
+    };
+    let array = cast(array, &family).ok()?;
+    let values = (0..array.len()).map(|i| {
+        if array.is_null(i) {
+            return None;
+        }
+        Some(match &family {
+            DataType::Boolean => StatValue::Boolean(array.as_boolean().value(i)),
+            DataType::Int64 => {
+                StatValue::Int(array.as_primitive::<arrow::datatypes::Int64Type>().value(i))
+            }
+            DataType::UInt64 => StatValue::UInt(
+                array
+                    .as_primitive::<arrow::datatypes::UInt64Type>()
+                    .value(i),
+            ),
+            DataType::Float64 => StatValue::Float(array.as_primitive::<Float64Type>().value(i)),
+            DataType::Utf8 => StatValue::Utf8(array.as_string::<i32>().value(i).to_string()),
+            _ => StatValue::Binary(array.as_binary::<i32>().value(i).to_vec()),
+        })
+    });
+    Some(values.collect())
+}

@@ -1,0 +1,121 @@
+//! Deletion files: a fragment's deleted offsets as a roaring bitmap.
+//!
+//! Bytes: `b"NATALDV1" | roaring portable serialization | crc32 of it as u32 LE`. Offsets are
+//! row offsets within the fragment (u32), never row ids.
+
+use bytes::Bytes;
+use roaring::RoaringBitmap;
+
+use super::TableStore;
+use crate::error::{Error, Result};
+use crate::format::{DeletionFile, TablePath};
+use crate::rowid::FragmentId;
+
+const MAGIC: &[u8; 8] = b"NATALDV1";
+
+pub fn encode_deletions(bitmap: &RoaringBitmap) -> Vec<u8> {
+    let mut body = Vec::with_capacity(bitmap.serialized_size());
+    // Writing into a Vec cannot fail.
+    let _ = bitmap.serialize_into(&mut body);
+    let mut out = Vec::with_capacity(MAGIC.len() + body.len() + 4);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&body);
+    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    out
+}
+
+/// # Errors
+/// [`Error::Corrupt`] for bad magic, checksum or bitmap, or offsets beyond the fragment.
+pub fn decode_deletions(path: &str, bytes: &[u8], physical_rows: u32) -> Result<RoaringBitmap> {
+    if bytes.len() < MAGIC.len() + 4 || &bytes[..MAGIC.len()] != MAGIC {
+        return Err(Error::corrupt(
+            path,
+            "not a natal deletion file (bad magic or truncated)",
+        ));
+    }
+    let (body, crc) = bytes[MAGIC.len()..].split_at(bytes.len() - MAGIC.len() - 4);
+    if crc32fast::hash(body).to_le_bytes() != crc {
+        return Err(Error::corrupt(
+            path,
+            "checksum mismatch (truncated or damaged)",
+        ));
+    }
+    let bitmap = RoaringBitmap::deserialize_from(body)
+        .map_err(|e| Error::corrupt(path, format!("undecodable bitmap: {e}")))?;
+    if bitmap.max().is_some_and(|max| max >= physical_rows) {
+        return Err(Error::corrupt(
+            path,
+            "deletes offsets beyond the fragment's rows",
+        ));
+    }
+    Ok(bitmap)
+}
+
+impl TableStore {
+    /// Writes a fragment's deletion vector as a new file (files are never rewritten).
+    pub async fn write_deletions(
+        &self,
+        fragment: FragmentId,
+        version: u64,
+        bitmap: &RoaringBitmap,
+    ) -> Result<DeletionFile> {
+        let path = TablePath::parse(&format!(
+            "_deletions/{fragment}-{version}-{}.bin",
+            uuid::Uuid::new_v4()
+        ))?;
+        self.put(&self.path(&path), Bytes::from(encode_deletions(bitmap)))
+            .await?;
+        Ok(DeletionFile {
+            path,
+            deleted_rows: bitmap.len(),
+        })
+    }
+
+    pub async fn read_deletions(
+        &self,
+        file: &DeletionFile,
+        physical_rows: u32,
+    ) -> Result<RoaringBitmap> {
+        let bytes = self.get(&self.path(&file.path)).await?;
+        let bitmap = decode_deletions(file.path.as_str(), &bytes, physical_rows)?;
+        if bitmap.len() != file.deleted_rows {
+            return Err(Error::corrupt(
+                file.path.as_str(),
+                format!(
+                    "holds {} deletions, the manifest says {}",
+                    bitmap.len(),
+                    file.deleted_rows
+                ),
+            ));
+        }
+        Ok(bitmap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_damage() {
+        let bitmap: RoaringBitmap = [1u32, 5, 900].into_iter().collect();
+        let bytes = encode_deletions(&bitmap);
+        assert_eq!(decode_deletions("x", &bytes, 1000).unwrap(), bitmap);
+        assert!(matches!(
+            decode_deletions("x", &bytes, 900),
+            Err(Error::Corrupt { .. })
+        ));
+        for cut in 0..bytes.len() {
+            assert!(matches!(
+                decode_deletions("x", &bytes[..cut], 1000),
+                Err(Error::Corrupt { .. })
+            ));
+        }
+        let mut flipped = bytes.clone();
+        flipped[10] ^= 0x40;
+        assert!(matches!(
+            decode_deletions("x", &flipped, 1000),
+            Err(Error::Corrupt { .. })
+        ));
+    }
+}

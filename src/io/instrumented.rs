@@ -1,0 +1,184 @@
+//! [`InstrumentedStore`]: an `ObjectStore` wrapper that counts requests by kind and can fail
+//! the Nth request. Benchmarks use it to report requests per open; tests use it to prove the
+//! request budget of opens and to inject a failure at every point of a workload.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::{self, BoxStream};
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+};
+
+/// Request counts, by kind.
+#[derive(Debug, Default)]
+pub struct RequestCounts {
+    pub get: AtomicU64,
+    pub put: AtomicU64,
+    pub list: AtomicU64,
+    pub delete: AtomicU64,
+    pub other: AtomicU64,
+}
+
+/// A plain copy of [`RequestCounts`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestTally {
+    pub get: u64,
+    pub put: u64,
+    pub list: u64,
+    pub delete: u64,
+    pub other: u64,
+}
+
+impl RequestTally {
+    pub fn total(&self) -> u64 {
+        self.get + self.put + self.list + self.delete + self.other
+    }
+}
+
+/// Counts every request and optionally fails the `fail_at`-th one (1-based) and every later
+/// one, as a store that went away would.
+#[derive(Debug)]
+pub struct InstrumentedStore {
+    inner: Arc<dyn ObjectStore>,
+    state: Arc<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    counts: RequestCounts,
+    seen: AtomicU64,
+    fail_at: AtomicU64,
+}
+
+impl State {
+    fn record(&self, kind: fn(&RequestCounts) -> &AtomicU64, location: &str) -> Result<()> {
+        kind(&self.counts).fetch_add(1, Ordering::SeqCst);
+        let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
+        if n >= self.fail_at.load(Ordering::SeqCst) {
+            return Err(object_store::Error::Generic {
+                store: "InstrumentedStore",
+                source: format!("injected failure at request {n} ({location})").into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl InstrumentedStore {
+    pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
+        Self {
+            inner,
+            state: Arc::new(State {
+                counts: RequestCounts::default(),
+                seen: AtomicU64::new(0),
+                fail_at: AtomicU64::new(u64::MAX),
+            }),
+        }
+    }
+
+    /// Fails request number `n` (counting from 1 after this call) and all after it.
+    pub fn fail_from(&self, n: u64) {
+        self.state.seen.store(0, Ordering::SeqCst);
+        self.state.fail_at.store(n.max(1), Ordering::SeqCst);
+    }
+
+    /// Stops failing.
+    pub fn heal(&self) {
+        self.state.fail_at.store(u64::MAX, Ordering::SeqCst);
+    }
+
+    pub fn tally(&self) -> RequestTally {
+        let c = &self.state.counts;
+        RequestTally {
+            get: c.get.load(Ordering::SeqCst),
+            put: c.put.load(Ordering::SeqCst),
+            list: c.list.load(Ordering::SeqCst),
+            delete: c.delete.load(Ordering::SeqCst),
+            other: c.other.load(Ordering::SeqCst),
+        }
+    }
+
+    pub fn reset(&self) {
+        let c = &self.state.counts;
+        for c in [&c.get, &c.put, &c.list, &c.delete, &c.other] {
+            c.store(0, Ordering::SeqCst);
+        }
+    }
+}
+
+impl fmt::Display for InstrumentedStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Instrumented({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for InstrumentedStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.state.record(|c| &c.put, location.as_ref())?;
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.state.record(|c| &c.put, location.as_ref())?;
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.state.record(|c| &c.get, location.as_ref())?;
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.state.record(|c| &c.get, location.as_ref())?;
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        let state = self.state.clone();
+        let checked = locations
+            .map(move |path| path.and_then(|p| state.record(|c| &c.delete, p.as_ref()).map(|_| p)));
+        self.inner.delete_stream(checked.boxed())
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        match self
+            .state
+            .record(|c| &c.list, prefix.map_or("", |p| p.as_ref()))
+        {
+            Ok(()) => self.inner.list(prefix),
+            Err(e) => stream::once(async move { Err(e) }).boxed(),
+        }
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.state
+            .record(|c| &c.list, prefix.map_or("", |p| p.as_ref()))?;
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.state.record(|c| &c.other, from.as_ref())?;
+        self.inner.copy_opts(from, to, options).await
+    }
+}

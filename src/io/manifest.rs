@@ -1,0 +1,77 @@
+//! Manifest files: `_versions/<u64::MAX - version, 20 digits>.manifest`, newest first in a
+//! lexical listing. Opening the latest version is one LIST and one GET; a pinned version is
+//! one GET. Publishing a version is one put-if-absent.
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+
+use super::store::VERSIONS_DIR;
+use super::TableStore;
+use crate::error::{Error, Result};
+use crate::format::Manifest;
+
+impl TableStore {
+    /// The newest published version, or `None` if the table has none.
+    pub async fn latest_version(&self) -> Result<Option<u64>> {
+        let prefix = self.child(VERSIONS_DIR);
+        let listing: Vec<_> = self
+            .object_store()
+            .list(Some(&prefix))
+            .try_collect()
+            .await?;
+        Ok(listing
+            .iter()
+            .filter_map(|meta| self.version_of_manifest(&meta.location))
+            .max())
+    }
+
+    /// Every published version, ascending (one LIST).
+    pub async fn list_versions(&self) -> Result<Vec<(u64, object_store::ObjectMeta)>> {
+        let prefix = self.child(VERSIONS_DIR);
+        let listing: Vec<_> = self
+            .object_store()
+            .list(Some(&prefix))
+            .try_collect()
+            .await?;
+        let mut versions: Vec<_> = listing
+            .into_iter()
+            .filter_map(|meta| self.version_of_manifest(&meta.location).map(|v| (v, meta)))
+            .collect();
+        versions.sort_by_key(|(v, _)| *v);
+        Ok(versions)
+    }
+
+    /// Reads and validates one version's manifest (one GET).
+    pub async fn read_manifest(&self, version: u64) -> Result<Manifest> {
+        let path = self.manifest_path(version);
+        let bytes = match self.get(&path).await {
+            Ok(bytes) => bytes,
+            Err(Error::ObjectStore(object_store::Error::NotFound { .. })) => {
+                return Err(Error::VersionNotFound {
+                    table: self.display(),
+                    version,
+                })
+            }
+            Err(e) => return Err(e),
+        };
+        let manifest = Manifest::decode(path.as_ref(), &bytes)?;
+        if manifest.version != version {
+            return Err(Error::corrupt(
+                path.as_ref(),
+                format!(
+                    "holds version {} under the name of version {version}",
+                    manifest.version
+                ),
+            ));
+        }
+        Ok(manifest)
+    }
+
+    /// Publishes `manifest` unless its version exists. Returns false if another writer
+    /// published that version first.
+    pub async fn publish_manifest(&self, manifest: &Manifest) -> Result<bool> {
+        let path = self.manifest_path(manifest.version);
+        self.put_if_absent(&path, Bytes::from(manifest.encode()))
+            .await
+    }
+}

@@ -1,0 +1,15 @@
+//! Object-store access: manifests, Parquet data files, deletion files and relocation
+//! checkpoints. Everything here speaks domain types from `format/` and `rowid/`.
+
+mod checkpoint;
+mod data;
+mod deletion;
+mod instrumented;
+mod manifest;
+mod reader;
+mod store;
+
+pub use data::READ_BATCH_ROWS;
+pub use deletion::{decode_deletions, encode_deletions};
+pub use instrumented::{InstrumentedStore, RequestTally};
+pub use store::{TableStore, MANIFEST_SUFFIX, VERSIONS_DIR};

@@ -1,0 +1,97 @@
+//! [`TableStore`]: one table's directory in an object store, and the only place that turns
+//! table-relative paths into object-store paths.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+use crate::error::{Error, Result};
+use crate::format::TablePath;
+
+pub const VERSIONS_DIR: &str = "_versions";
+pub const MANIFEST_SUFFIX: &str = ".manifest";
+
+/// A table's root in an object store.
+#[derive(Debug, Clone)]
+pub struct TableStore {
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+}
+
+impl TableStore {
+    pub fn new(store: Arc<dyn ObjectStore>, root: Path) -> Self {
+        Self { store, root }
+    }
+
+    pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The object-store path of a table-relative path.
+    pub fn path(&self, path: &TablePath) -> Path {
+        self.child(path.as_str())
+    }
+
+    pub(crate) fn child(&self, relative: &str) -> Path {
+        relative
+            .split('/')
+            .fold(self.root.clone(), |p, segment| p.clone().join(segment))
+    }
+
+    /// Manifest names invert the version so that a lexical listing puts the newest first.
+    pub fn manifest_path(&self, version: u64) -> Path {
+        self.child(&format!(
+            "{VERSIONS_DIR}/{:020}{MANIFEST_SUFFIX}",
+            u64::MAX - version
+        ))
+    }
+
+    /// The version a manifest file name stands for, if it is one.
+    pub fn version_of_manifest(&self, path: &Path) -> Option<u64> {
+        let name = path.filename()?;
+        let digits = name.strip_suffix(MANIFEST_SUFFIX)?;
+        if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        digits
+            .parse::<u64>()
+            .ok()
+            .map(|inverted| u64::MAX - inverted)
+    }
+
+    pub fn display(&self) -> String {
+        self.root.to_string()
+    }
+
+    pub async fn get(&self, path: &Path) -> Result<Bytes> {
+        Ok(self.store.get(path).await?.bytes().await?)
+    }
+
+    pub async fn put(&self, path: &Path, bytes: Bytes) -> Result<()> {
+        self.store.put(path, PutPayload::from(bytes)).await?;
+        Ok(())
+    }
+
+    /// Writes `bytes` only if nothing is at `path`. Returns false if something was.
+    pub async fn put_if_absent(&self, path: &Path, bytes: Bytes) -> Result<bool> {
+        let options = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        match self
+            .store
+            .put_opts(path, PutPayload::from(bytes), options)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(Error::ObjectStore(e)),
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Row masks: which offsets of which fragments a set of row ids selects.
+//!
+//! A mask is a block-list world: **native id ranges ∩ fragment − tombstones + moved rows**.
+//! Nothing here materializes the live rows of the table; cost follows the size of the query
+//! set and of the relocation view.
+
+use std::collections::BTreeMap;
+
+use roaring::{RoaringBitmap, RoaringTreemap};
+
+use super::{FragmentId, RelocationView, RowAddress, RowId, RowIdSequence};
+
+/// What a mask needs to know of a fragment.
+#[derive(Debug, Clone, Copy)]
+pub struct FragmentLayout<'a> {
+    pub id: FragmentId,
+    pub physical_rows: u32,
+    /// Present for carried fragments.
+    pub sequence: Option<&'a RowIdSequence>,
+    /// Deleted offsets, if any.
+    pub deleted: Option<&'a RoaringBitmap>,
+}
+
+impl FragmentLayout<'_> {
+    /// Offsets of this fragment whose rows were born here, intersected with `ids`.
+    fn native_offsets(&self, ids: &RoaringTreemap) -> RoaringBitmap {
+        let start = RowAddress::new(self.id, 0).as_u64();
+        let end = start + self.physical_rows as u64;
+        let mut out = RoaringBitmap::new();
+        match self.sequence {
+            None => {
+                let mut range = RoaringTreemap::new();
+                range.insert_range(start..end);
+                range &= ids;
+                out.extend(range.iter().map(|id| (id - start) as u32));
+            }
+            Some(seq) => {
+                for (offset, id) in seq.iter().enumerate() {
+                    let own = start + offset as u64;
+                    if id.as_u64() == own && ids.contains(own) {
+                        out.insert(offset as u32);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The live offsets, per fragment, of the rows whose ids are in `ids`. Fragments with no
+/// selected row are absent.
+pub fn mask_for_ids(
+    ids: &RoaringTreemap,
+    fragments: &[FragmentLayout<'_>],
+    view: &RelocationView,
+) -> BTreeMap<FragmentId, RoaringBitmap> {
+    let mut masks: BTreeMap<FragmentId, RoaringBitmap> = BTreeMap::new();
+    if ids.is_empty() {
+        return masks;
+    }
+    let (Some(min_id), Some(max_id)) = (ids.min(), ids.max()) else {
+        return masks;
+    };
+    let min_fragment = RowId::from_u64(min_id).birth_fragment();
+    let max_fragment = RowId::from_u64(max_id).birth_fragment();
+    for fragment in fragments {
+        // Native rows of a fragment have ids inside the fragment's own address range.
+        if fragment.id < min_fragment || fragment.id > max_fragment {
+            continue;
+        }
+        let offsets = fragment.native_offsets(ids);
+        if !offsets.is_empty() {
+            masks.insert(fragment.id, offsets);
+        }
+    }
+    let mut add_moved = |addr: RowAddress| {
+        masks
+            .entry(addr.fragment_id())
+            .or_default()
+            .insert(addr.offset());
+    };
+    if ids.len() <= view.moved_rows() {
+        for id in ids.iter() {
+            if let Some(addr) = view.lookup(RowId::from_u64(id)) {
+                add_moved(addr);
+            }
+        }
+    } else {
+        for (id, addr) in view.iter_points() {
+            if ids.contains(id.as_u64()) {
+                add_moved(addr);
+            }
+        }
+        for entry in view.range_entries() {
+            for k in 0..entry.len as u64 {
+                if ids.contains(entry.id_start.as_u64() + k) {
+                    add_moved(RowAddress::from_u64(entry.addr_start.as_u64() + k));
+                }
+            }
+        }
+    }
+    for fragment in fragments {
+        if let (Some(mask), Some(deleted)) = (masks.get_mut(&fragment.id), fragment.deleted) {
+            *mask -= deleted;
+        }
+    }
+    masks.retain(|_, mask| !mask.is_empty());
+    masks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rowid::CarriedFragment;
+
+    #[test]
+    fn masks_follow_moves_and_skip_tombstones() {
+        // Fragment 0: 10 native rows; row 3 deleted, row 4 updated into fragment 1.
+        let mut deleted0 = RoaringBitmap::new();
+        deleted0.insert(3);
+        deleted0.insert(4);
+        let seq1 = RowIdSequence::from_ids(&[RowAddress::new(0, 4).as_u64()]);
+        let fragments = [
+            FragmentLayout {
+                id: 0,
+                physical_rows: 10,
+                sequence: None,
+                deleted: Some(&deleted0),
+            },
+            FragmentLayout {
+                id: 1,
+                physical_rows: 1,
+                sequence: Some(&seq1),
+                deleted: None,
+            },
+        ];
+        let view = RelocationView::build(
+            &[CarriedFragment {
+                id: 1,
+                physical_rows: 1,
+            }],
+            [(1, &seq1)],
+        );
+        let mut ids = RoaringTreemap::new();
+        ids.insert_range(RowAddress::new(0, 2).as_u64()..RowAddress::new(0, 6).as_u64());
+        ids.insert(RowAddress::new(1, 0).as_u64()); // never existed: fragment 1 holds a moved row
+        let masks = mask_for_ids(&ids, &fragments, &view);
+        assert_eq!(masks[&0].iter().collect::<Vec<_>>(), vec![2, 5]);
+        assert_eq!(masks[&1].iter().collect::<Vec<_>>(), vec![0]);
+        assert_eq!(masks.len(), 2);
+    }
+}

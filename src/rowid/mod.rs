@@ -1,0 +1,15 @@
+//! Row identity: ids, addresses, id sequences, the relocation view and masks.
+//!
+//! Pure: no I/O, no DataFusion. One id model everywhere — a row's id is its birth address.
+
+mod address;
+mod mask;
+mod segment;
+mod sequence;
+mod view;
+
+pub use address::{FragmentId, RowAddress, RowId};
+pub use mask::{mask_for_ids, FragmentLayout};
+pub use segment::{EncodedU64Array, U64Segment};
+pub use sequence::RowIdSequence;
+pub use view::{CarriedFragment, RangeEntry, RelocationView};

@@ -1,0 +1,280 @@
+//! [`U64Segment`]: one run of a fragment's row-id sequence, in the cheapest encoding that fits.
+//!
+//! Decision tree, applied by [`U64Segment::from_slice`]:
+//! ```text
+//! not strictly increasing ............................ Array          len × width
+//! increasing, no gaps ................................ Range          16 B
+//! increasing, gaps: the smallest of
+//!     RangeWithHoles   holes × width
+//!     RangeWithBitmap  span / 8
+//!     SortedArray      len × width
+//! ```
+//! `width` is the narrowest of 2, 4 or 8 bytes that holds `value - min` ([`EncodedU64Array`]).
+
+use std::ops::Range;
+
+/// Unsigned integers stored as offsets from a base, in the narrowest width that fits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EncodedU64Array {
+    U16 { base: u64, offsets: Vec<u16> },
+    U32 { base: u64, offsets: Vec<u32> },
+    U64(Vec<u64>),
+}
+
+impl EncodedU64Array {
+    pub fn from_values(values: &[u64]) -> Self {
+        let (Some(&min), Some(&max)) = (values.iter().min(), values.iter().max()) else {
+            return Self::U16 {
+                base: 0,
+                offsets: Vec::new(),
+            };
+        };
+        let span = max - min;
+        if span <= u16::MAX as u64 {
+            Self::U16 {
+                base: min,
+                offsets: values.iter().map(|v| (v - min) as u16).collect(),
+            }
+        } else if span <= u32::MAX as u64 {
+            Self::U32 {
+                base: min,
+                offsets: values.iter().map(|v| (v - min) as u32).collect(),
+            }
+        } else {
+            Self::U64(values.to_vec())
+        }
+    }
+
+    /// Bytes one value takes for a span (`max - min`).
+    pub fn width_for_span(span: u64) -> usize {
+        if span <= u16::MAX as u64 {
+            2
+        } else if span <= u32::MAX as u64 {
+            4
+        } else {
+            8
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Self::U16 { offsets, .. } => offsets.len(),
+            Self::U32 { offsets, .. } => offsets.len(),
+            Self::U64(values) => values.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, index: usize) -> Option<u64> {
+        match self {
+            Self::U16 { base, offsets } => offsets.get(index).map(|&o| base + o as u64),
+            Self::U32 { base, offsets } => offsets.get(index).map(|&o| base + o as u64),
+            Self::U64(values) => values.get(index).copied(),
+        }
+    }
+
+    pub fn iter(&self) -> Box<dyn Iterator<Item = u64> + '_> {
+        match self {
+            Self::U16 { base, offsets } => Box::new(offsets.iter().map(move |&o| base + o as u64)),
+            Self::U32 { base, offsets } => Box::new(offsets.iter().map(move |&o| base + o as u64)),
+            Self::U64(values) => Box::new(values.iter().copied()),
+        }
+    }
+
+    pub fn heap_size(&self) -> usize {
+        match self {
+            Self::U16 { offsets, .. } => offsets.capacity() * 2,
+            Self::U32 { offsets, .. } => offsets.capacity() * 4,
+            Self::U64(values) => values.capacity() * 8,
+        }
+    }
+}
+
+/// One run of u64 values (row ids). See the module docs for which variant is chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum U64Segment {
+    /// Every value in `start..end`: 16 bytes whatever the length.
+    Range(Range<u64>),
+    /// `start..end` minus a few sorted holes.
+    RangeWithHoles {
+        range: Range<u64>,
+        holes: EncodedU64Array,
+    },
+    /// `start..end` filtered by a bitmap (bit i set: `start + i` present); for dense gaps.
+    RangeWithBitmap {
+        range: Range<u64>,
+        bitmap: Vec<u8>,
+        len: usize,
+    },
+    /// Strictly increasing values with wide gaps.
+    SortedArray(EncodedU64Array),
+    /// Values in any order.
+    Array(EncodedU64Array),
+}
+
+impl U64Segment {
+    /// The cheapest segment that holds exactly `values`, in order.
+    pub fn from_slice(values: &[u64]) -> Self {
+        let (Some(&first), Some(&last)) = (values.first(), values.last()) else {
+            return Self::Range(0..0);
+        };
+        let increasing = values.windows(2).all(|w| w[0] < w[1]);
+        if !increasing {
+            return Self::Array(EncodedU64Array::from_values(values));
+        }
+        let span = last - first + 1;
+        let len = values.len() as u64;
+        if span == len {
+            return Self::Range(first..last + 1);
+        }
+        let width = EncodedU64Array::width_for_span(span) as u64;
+        let holes_cost = (span - len).saturating_mul(width);
+        let bitmap_cost = span.div_ceil(8);
+        let sorted_cost = len * width;
+        if holes_cost <= bitmap_cost && holes_cost <= sorted_cost {
+            let mut holes = Vec::with_capacity((span - len) as usize);
+            let mut expected = first;
+            for &v in values {
+                holes.extend(expected..v);
+                expected = v + 1;
+            }
+            Self::RangeWithHoles {
+                range: first..last + 1,
+                holes: EncodedU64Array::from_values(&holes),
+            }
+        } else if bitmap_cost <= sorted_cost {
+            let mut bitmap = vec![0u8; bitmap_cost as usize];
+            for &v in values {
+                let bit = (v - first) as usize;
+                bitmap[bit / 8] |= 1 << (bit % 8);
+            }
+            Self::RangeWithBitmap {
+                range: first..last + 1,
+                bitmap,
+                len: values.len(),
+            }
+        } else {
+            Self::SortedArray(EncodedU64Array::from_values(values))
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Range(r) => (r.end - r.start) as usize,
+            Self::RangeWithHoles { range, holes } => {
+                (range.end - range.start) as usize - holes.len()
+            }
+            Self::RangeWithBitmap { len, .. } => *len,
+            Self::SortedArray(a) | Self::Array(a) => a.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The values in order.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = u64> + '_> {
+        match self {
+            Self::Range(r) => Box::new(r.clone()),
+            Self::RangeWithHoles { range, holes } => {
+                let mut holes = holes.iter().peekable();
+                Box::new(range.clone().filter(move |v| {
+                    if holes.peek() == Some(v) {
+                        holes.next();
+                        false
+                    } else {
+                        true
+                    }
+                }))
+            }
+            Self::RangeWithBitmap { range, bitmap, .. } => {
+                let start = range.start;
+                Box::new(range.clone().filter(move |v| {
+                    let bit = (v - start) as usize;
+                    bitmap[bit / 8] & (1 << (bit % 8)) != 0
+                }))
+            }
+            Self::SortedArray(a) | Self::Array(a) => a.iter(),
+        }
+    }
+
+    /// The value at `index`, if any. O(1) except for holes and bitmaps (O(len)).
+    pub fn get(&self, index: usize) -> Option<u64> {
+        match self {
+            Self::Range(r) => {
+                let v = r.start.checked_add(index as u64)?;
+                (v < r.end).then_some(v)
+            }
+            Self::SortedArray(a) | Self::Array(a) => a.get(index),
+            _ => self.iter().nth(index),
+        }
+    }
+
+    pub fn heap_size(&self) -> usize {
+        match self {
+            Self::Range(_) => 0,
+            Self::RangeWithHoles { holes, .. } => holes.heap_size(),
+            Self::RangeWithBitmap { bitmap, .. } => bitmap.capacity(),
+            Self::SortedArray(a) | Self::Array(a) => a.heap_size(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn chooses_by_shape() {
+        assert!(matches!(U64Segment::from_slice(&[5, 6, 7]), U64Segment::Range(r) if r == (5..8)));
+        let holes: Vec<u64> = (0..1000).filter(|v| v % 100 != 0).collect();
+        assert!(matches!(
+            U64Segment::from_slice(&holes),
+            U64Segment::RangeWithHoles { .. }
+        ));
+        let dense: Vec<u64> = (0..1000).filter(|v| v % 3 == 0).collect();
+        assert!(matches!(
+            U64Segment::from_slice(&dense),
+            U64Segment::RangeWithBitmap { .. }
+        ));
+        let sparse: Vec<u64> = (0..10).map(|v| v * 1_000_000).collect();
+        assert!(matches!(
+            U64Segment::from_slice(&sparse),
+            U64Segment::SortedArray(_)
+        ));
+        assert!(matches!(
+            U64Segment::from_slice(&[3, 1, 2]),
+            U64Segment::Array(_)
+        ));
+        assert!(U64Segment::from_slice(&[]).is_empty());
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips_any_values(values in prop::collection::vec(any::<u64>(), 0..200)) {
+            let segment = U64Segment::from_slice(&values);
+            prop_assert_eq!(segment.len(), values.len());
+            prop_assert_eq!(segment.iter().collect::<Vec<_>>(), values.clone());
+            for (i, v) in values.iter().enumerate() {
+                prop_assert_eq!(segment.get(i), Some(*v));
+            }
+            prop_assert_eq!(segment.get(values.len()), None);
+        }
+
+        #[test]
+        fn round_trips_sorted_runs(start in 0u64..1 << 40, gaps in prop::collection::vec(1u64..40, 0..300)) {
+            let mut values = vec![start];
+            for g in gaps {
+                let next = values[values.len() - 1] + g;
+                values.push(next);
+            }
+            let segment = U64Segment::from_slice(&values);
+            prop_assert_eq!(segment.iter().collect::<Vec<_>>(), values);
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! [`RowIdSequence`]: the ids of a carried fragment's rows, by position (seq[i] = id of the
+//! row at offset i). Only fragments written by update or compaction carry one; a native
+//! fragment's ids are implicit (invariant I3).
+
+use super::segment::U64Segment;
+use super::{FragmentId, RowAddress, RowId};
+
+/// Gaps wider than this start a new segment: a new `Range` costs less than encoding the gap.
+const SPLIT_GAP: u64 = 256;
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RowIdSequence {
+    segments: Vec<U64Segment>,
+}
+
+impl RowIdSequence {
+    pub fn from_segments(segments: Vec<U64Segment>) -> Self {
+        Self { segments }
+    }
+
+    /// Encodes ids in order, splitting at direction changes and wide gaps so each segment
+    /// takes its cheapest form.
+    pub fn from_ids(ids: &[u64]) -> Self {
+        let mut segments = Vec::new();
+        let mut start = 0;
+        let mut increasing_from = 0;
+        for i in 1..=ids.len() {
+            let breaks = i == ids.len() || {
+                let (prev, next) = (ids[i - 1], ids[i]);
+                next <= prev || next - prev > SPLIT_GAP
+            };
+            if !breaks {
+                continue;
+            }
+            // Short increasing runs would cost more as segments than as part of an Array.
+            if i - increasing_from >= 16 || i == ids.len() {
+                if increasing_from > start {
+                    segments.push(U64Segment::from_slice(&ids[start..increasing_from]));
+                }
+                segments.push(U64Segment::from_slice(&ids[increasing_from..i]));
+                start = i;
+            }
+            increasing_from = i;
+        }
+        Self { segments }
+    }
+
+    pub fn segments(&self) -> &[U64Segment] {
+        &self.segments
+    }
+
+    pub fn len(&self) -> usize {
+        self.segments.iter().map(U64Segment::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = RowId> + '_ {
+        self.segments
+            .iter()
+            .flat_map(|s| s.iter())
+            .map(RowId::from_u64)
+    }
+
+    /// The id at `offset`, if the sequence is that long.
+    pub fn get(&self, offset: usize) -> Option<RowId> {
+        let mut remaining = offset;
+        for segment in &self.segments {
+            let len = segment.len();
+            if remaining < len {
+                return segment.get(remaining).map(RowId::from_u64);
+            }
+            remaining -= len;
+        }
+        None
+    }
+
+    /// The sequence of a fragment whose rows are all native: ids equal addresses.
+    pub fn native(fragment: FragmentId, rows: u32) -> Self {
+        let start = RowAddress::new(fragment, 0).as_u64();
+        Self {
+            segments: vec![U64Segment::Range(start..start + rows as u64)],
+        }
+    }
+
+    pub fn heap_size(&self) -> usize {
+        self.segments.capacity() * std::mem::size_of::<U64Segment>()
+            + self
+                .segments
+                .iter()
+                .map(U64Segment::heap_size)
+                .sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn compaction_of_two_fragments_is_two_ranges() {
+        let mut ids: Vec<u64> = (0..1000).map(|o| RowAddress::new(3, o).as_u64()).collect();
+        ids.extend((0..500).map(|o| RowAddress::new(4, o).as_u64()));
+        let seq = RowIdSequence::from_ids(&ids);
+        assert_eq!(seq.segments().len(), 2);
+        assert!(seq
+            .segments()
+            .iter()
+            .all(|s| matches!(s, U64Segment::Range(_))));
+        assert_eq!(seq.iter().map(RowId::as_u64).collect::<Vec<_>>(), ids);
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips(ids in prop::collection::vec(prop_oneof![0u64..2000, any::<u64>()], 0..400)) {
+            let seq = RowIdSequence::from_ids(&ids);
+            prop_assert_eq!(seq.len(), ids.len());
+            prop_assert_eq!(seq.iter().map(RowId::as_u64).collect::<Vec<_>>(), ids.clone());
+            for (i, id) in ids.iter().enumerate() {
+                prop_assert_eq!(seq.get(i).map(RowId::as_u64), Some(*id));
+            }
+        }
+    }
+}

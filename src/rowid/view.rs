@@ -1,0 +1,503 @@
+//! The relocation view: where every moved row is now.
+//!
+//! It is the in-memory transpose of the carried fragments' forward sequences: for each
+//! position whose id differs from its own address, an entry id → address. Nothing is
+//! persisted except an optional checkpoint of the result, and deletion vectors are never read.
+//!
+//! Layout, chosen for resident size (bytes per moved row, seed 000's headline figure):
+//! - **range entries** (24 B each) for runs of consecutive ids moved to consecutive addresses
+//!   — what compaction produces;
+//! - **point entries** (8 B each) for the rest — what updates produce. Ids are grouped by
+//!   their birth fragment (the high 32 bits), so each entry stores the low 32 bits and a
+//!   32-bit *slot*: the row's position in the concatenation of all carried fragments, which a
+//!   small table of carried fragments turns back into an address.
+//!
+//! When an id appears twice, the larger address wins: writes only ever land at newer
+//! fragments, so the larger address is the current one.
+
+use std::collections::BTreeSet;
+
+use super::{FragmentId, RowAddress, RowId, RowIdSequence};
+
+/// Runs shorter than this stay point entries: a range entry costs as much as three points.
+const MIN_RANGE_LEN: u64 = 3;
+
+/// A run of `len` consecutive ids that moved to `len` consecutive addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RangeEntry {
+    pub id_start: RowId,
+    pub addr_start: RowAddress,
+    pub len: u32,
+}
+
+impl RangeEntry {
+    fn contains(&self, id: u64) -> bool {
+        id >= self.id_start.as_u64() && id - self.id_start.as_u64() < self.len as u64
+    }
+}
+
+/// A carried fragment, as the view needs it: its id and physical row count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CarriedFragment {
+    pub id: FragmentId,
+    pub physical_rows: u32,
+}
+
+/// Maps slots (positions across all carried fragments) to addresses and back.
+#[derive(Debug, Clone, Default)]
+struct SlotTable {
+    /// (fragment id, first slot), sorted by fragment id and so by slot.
+    starts: Vec<(FragmentId, u64)>,
+}
+
+impl SlotTable {
+    fn new(carried: &[CarriedFragment]) -> Self {
+        let mut starts = Vec::with_capacity(carried.len());
+        let mut next = 0u64;
+        let mut sorted = carried.to_vec();
+        sorted.sort_by_key(|c| c.id);
+        for c in sorted {
+            starts.push((c.id, next));
+            next += c.physical_rows as u64;
+        }
+        Self { starts }
+    }
+
+    fn slot_of(&self, addr: RowAddress) -> Option<u64> {
+        let i = self
+            .starts
+            .binary_search_by_key(&addr.fragment_id(), |&(f, _)| f)
+            .ok()?;
+        Some(self.starts[i].1 + addr.offset() as u64)
+    }
+
+    fn address_of(&self, slot: u64) -> RowAddress {
+        let i = self.starts.partition_point(|&(_, start)| start <= slot) - 1;
+        let (fragment, start) = self.starts[i];
+        RowAddress::new(fragment, (slot - start) as u32)
+    }
+}
+
+/// Slots in the narrowest width that holds them.
+#[derive(Debug, Clone)]
+enum Slots {
+    Narrow(Vec<u32>),
+    Wide(Vec<u64>),
+}
+
+impl Slots {
+    fn get(&self, i: usize) -> u64 {
+        match self {
+            Slots::Narrow(v) => v[i] as u64,
+            Slots::Wide(v) => v[i],
+        }
+    }
+
+    fn heap_size(&self) -> usize {
+        match self {
+            Slots::Narrow(v) => v.capacity() * 4,
+            Slots::Wide(v) => v.capacity() * 8,
+        }
+    }
+}
+
+/// The id → address map of every moved row. Build it with [`RelocationView::build`] or
+/// [`RelocationView::merge`]; query it with [`RelocationView::lookup`].
+#[derive(Debug, Clone)]
+pub struct RelocationView {
+    ranges: Vec<RangeEntry>,
+    /// (birth fragment, index of its first point), sorted by fragment.
+    point_blocks: Vec<(FragmentId, u32)>,
+    point_offsets: Vec<u32>,
+    point_slots: Slots,
+    slots: SlotTable,
+}
+
+impl Default for RelocationView {
+    fn default() -> Self {
+        Self {
+            ranges: Vec::new(),
+            point_blocks: Vec::new(),
+            point_offsets: Vec::new(),
+            point_slots: Slots::Narrow(Vec::new()),
+            slots: SlotTable::default(),
+        }
+    }
+}
+
+impl RelocationView {
+    /// Transposes the sequences of carried fragments. `all_carried` lists every carried
+    /// fragment of the snapshot (it defines slots); `sequences` those to transpose.
+    pub fn build<'a>(
+        all_carried: &[CarriedFragment],
+        sequences: impl IntoIterator<Item = (FragmentId, &'a RowIdSequence)>,
+    ) -> Self {
+        let slots = SlotTable::new(all_carried);
+        let pairs = moved_pairs(sequences);
+        Self::from_sorted_pairs(pairs, slots)
+    }
+
+    /// Combines an older view (from a checkpoint) with entries transposed from newer
+    /// fragments. Every newer entry beats every older one: newer fragments have larger ids.
+    /// Older entries whose target fragment is not in `all_carried` are dropped.
+    pub fn merge<'a>(
+        all_carried: &[CarriedFragment],
+        older: impl IntoIterator<Item = RangeEntry>,
+        newer_sequences: impl IntoIterator<Item = (FragmentId, &'a RowIdSequence)>,
+    ) -> Self {
+        let slots = SlotTable::new(all_carried);
+        let newer = Self::from_sorted_pairs(moved_pairs(newer_sequences), slots.clone());
+        let mut pairs: Vec<(u64, u64)> = Vec::new();
+        let mut older_ranges: Vec<RangeEntry> = Vec::new();
+        for entry in older {
+            if slots.slot_of(entry.addr_start).is_none() {
+                continue; // target fragment removed since the checkpoint
+            }
+            if entry.len as u64 >= MIN_RANGE_LEN {
+                older_ranges.push(entry);
+            } else {
+                for k in 0..entry.len as u64 {
+                    pairs.push((entry.id_start.as_u64() + k, entry.addr_start.as_u64() + k));
+                }
+            }
+        }
+        // Older points survive unless a newer entry names the same id.
+        pairs.retain(|&(id, _)| newer.lookup_raw(id).is_none());
+        // Older ranges lose the ids a newer entry names.
+        let mut ranges = Vec::new();
+        for entry in older_ranges {
+            subtract_newer(entry, &newer, &mut ranges);
+        }
+        for (id, addr) in newer.iter_points() {
+            pairs.push((id.as_u64(), addr.as_u64()));
+        }
+        pairs.sort_unstable();
+        ranges.extend(newer.ranges.iter().copied());
+        ranges.sort_by_key(|r| r.id_start);
+        let mut view = Self::from_sorted_pairs(pairs, slots);
+        view.ranges.extend(ranges);
+        view.ranges.sort_by_key(|r| r.id_start);
+        view
+    }
+
+    fn from_sorted_pairs(mut pairs: Vec<(u64, u64)>, slots: SlotTable) -> Self {
+        pairs.sort_unstable();
+        // Keep the largest address per id (the last after sorting).
+        pairs.dedup_by(|later, earlier| {
+            if later.0 == earlier.0 {
+                *earlier = *later;
+                true
+            } else {
+                false
+            }
+        });
+        let mut ranges = Vec::new();
+        let mut points: Vec<(u64, u64)> = Vec::new();
+        let mut i = 0;
+        while i < pairs.len() {
+            let mut j = i + 1;
+            while j < pairs.len()
+                && pairs[j].0 == pairs[j - 1].0 + 1
+                && pairs[j].1 == pairs[j - 1].1 + 1
+                && RowAddress::from_u64(pairs[j].1).fragment_id()
+                    == RowAddress::from_u64(pairs[i].1).fragment_id()
+                && RowId::from_u64(pairs[j].0).birth_fragment()
+                    == RowId::from_u64(pairs[i].0).birth_fragment()
+                && (j - i) < u32::MAX as usize
+            {
+                j += 1;
+            }
+            if (j - i) as u64 >= MIN_RANGE_LEN {
+                ranges.push(RangeEntry {
+                    id_start: RowId::from_u64(pairs[i].0),
+                    addr_start: RowAddress::from_u64(pairs[i].1),
+                    len: (j - i) as u32,
+                });
+            } else {
+                points.extend_from_slice(&pairs[i..j]);
+            }
+            i = j;
+        }
+        drop(pairs);
+        let mut point_blocks = Vec::new();
+        let mut point_offsets = Vec::with_capacity(points.len());
+        let mut raw_slots = Vec::with_capacity(points.len());
+        for (k, &(id, addr)) in points.iter().enumerate() {
+            let id = RowId::from_u64(id);
+            if point_blocks.last().map(|&(f, _)| f) != Some(id.birth_fragment()) {
+                point_blocks.push((id.birth_fragment(), k as u32));
+            }
+            point_offsets.push(id.as_u64() as u32);
+            // Every target is in a carried fragment, which the slot table lists.
+            raw_slots.push(
+                slots
+                    .slot_of(RowAddress::from_u64(addr))
+                    .unwrap_or(u64::MAX),
+            );
+        }
+        let point_slots = if raw_slots.iter().all(|&s| s <= u32::MAX as u64) {
+            Slots::Narrow(raw_slots.into_iter().map(|s| s as u32).collect())
+        } else {
+            Slots::Wide(raw_slots)
+        };
+        Self {
+            ranges,
+            point_blocks,
+            point_offsets,
+            point_slots,
+            slots,
+        }
+    }
+
+    /// Where a moved row is now, or `None` if the id never moved (its address is its id).
+    /// Does not consult deletions: the caller checks the address is live.
+    pub fn lookup(&self, id: RowId) -> Option<RowAddress> {
+        self.lookup_raw(id.as_u64())
+    }
+
+    fn lookup_raw(&self, id: u64) -> Option<RowAddress> {
+        let row = RowId::from_u64(id);
+        if let Ok(b) = self
+            .point_blocks
+            .binary_search_by_key(&row.birth_fragment(), |&(f, _)| f)
+        {
+            let start = self.point_blocks[b].1 as usize;
+            let end = self
+                .point_blocks
+                .get(b + 1)
+                .map_or(self.point_offsets.len(), |&(_, s)| s as usize);
+            if let Ok(k) = self.point_offsets[start..end].binary_search(&(id as u32)) {
+                return Some(self.slots.address_of(self.point_slots.get(start + k)));
+            }
+        }
+        let r = self.ranges.partition_point(|e| e.id_start.as_u64() <= id);
+        let entry = self.ranges.get(r.checked_sub(1)?)?;
+        entry.contains(id).then(|| {
+            RowAddress::from_u64(entry.addr_start.as_u64() + (id - entry.id_start.as_u64()))
+        })
+    }
+
+    pub fn range_entries(&self) -> &[RangeEntry] {
+        &self.ranges
+    }
+
+    pub fn point_count(&self) -> usize {
+        self.point_offsets.len()
+    }
+
+    /// Every point entry, by id.
+    pub fn iter_points(&self) -> impl Iterator<Item = (RowId, RowAddress)> + '_ {
+        self.point_blocks
+            .iter()
+            .enumerate()
+            .flat_map(move |(b, &(fragment, start))| {
+                let end = self
+                    .point_blocks
+                    .get(b + 1)
+                    .map_or(self.point_offsets.len(), |&(_, s)| s as usize);
+                (start as usize..end).map(move |k| {
+                    let id = RowAddress::new(fragment, self.point_offsets[k]).as_native_id();
+                    (id, self.slots.address_of(self.point_slots.get(k)))
+                })
+            })
+    }
+
+    /// All entries as ranges (points have length 1), sorted by id: what a checkpoint stores.
+    pub fn entries(&self) -> Vec<RangeEntry> {
+        let mut all: Vec<RangeEntry> = self
+            .iter_points()
+            .map(|(id_start, addr_start)| RangeEntry {
+                id_start,
+                addr_start,
+                len: 1,
+            })
+            .chain(self.ranges.iter().copied())
+            .collect();
+        all.sort_by_key(|e| e.id_start);
+        all
+    }
+
+    /// Number of moved rows the view covers.
+    pub fn moved_rows(&self) -> u64 {
+        self.point_offsets.len() as u64 + self.ranges.iter().map(|r| r.len as u64).sum::<u64>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.point_offsets.is_empty() && self.ranges.is_empty()
+    }
+
+    /// Resident heap bytes: what the view costs to keep in memory.
+    pub fn heap_size(&self) -> usize {
+        self.ranges.capacity() * std::mem::size_of::<RangeEntry>()
+            + self.point_blocks.capacity() * std::mem::size_of::<(FragmentId, u32)>()
+            + self.point_offsets.capacity() * 4
+            + self.point_slots.heap_size()
+            + self.slots.starts.capacity() * std::mem::size_of::<(FragmentId, u64)>()
+    }
+}
+
+/// (id, address) for every position whose id is not its own address.
+fn moved_pairs<'a>(
+    sequences: impl IntoIterator<Item = (FragmentId, &'a RowIdSequence)>,
+) -> Vec<(u64, u64)> {
+    let mut pairs = Vec::new();
+    for (fragment, sequence) in sequences {
+        let base = RowAddress::new(fragment, 0).as_u64();
+        for (offset, id) in sequence.iter().enumerate() {
+            let addr = base + offset as u64;
+            if id.as_u64() != addr {
+                pairs.push((id.as_u64(), addr));
+            }
+        }
+    }
+    pairs
+}
+
+/// Pushes the parts of `entry` whose ids no newer entry names.
+fn subtract_newer(entry: RangeEntry, newer: &RelocationView, out: &mut Vec<RangeEntry>) {
+    let start = entry.id_start.as_u64();
+    let end = start + entry.len as u64;
+    let mut covered: BTreeSet<u64> = BTreeSet::new();
+    for (id, _) in newer.iter_points() {
+        if (start..end).contains(&id.as_u64()) {
+            covered.insert(id.as_u64());
+        }
+    }
+    for r in &newer.ranges {
+        let (s, e) = (r.id_start.as_u64(), r.id_start.as_u64() + r.len as u64);
+        for id in s.max(start)..e.min(end) {
+            covered.insert(id);
+        }
+    }
+    let mut run_start = start;
+    for id in covered.into_iter().chain(std::iter::once(end)) {
+        if id > run_start {
+            out.push(RangeEntry {
+                id_start: RowId::from_u64(run_start),
+                addr_start: RowAddress::from_u64(entry.addr_start.as_u64() + (run_start - start)),
+                len: (id - run_start) as u32,
+            });
+        }
+        run_start = id + 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(f: u32, o: u32) -> u64 {
+        RowAddress::new(f, o).as_u64()
+    }
+
+    #[test]
+    fn updating_the_same_row_twice_leaves_one_point() {
+        // Row (0, 5) updated into fragment 2, then again into fragment 3.
+        let seq2 = RowIdSequence::from_ids(&[addr(0, 5)]);
+        let seq3 = RowIdSequence::from_ids(&[addr(0, 5)]);
+        let carried = [
+            CarriedFragment {
+                id: 2,
+                physical_rows: 1,
+            },
+            CarriedFragment {
+                id: 3,
+                physical_rows: 1,
+            },
+        ];
+        let view = RelocationView::build(&carried, [(2, &seq2), (3, &seq3)]);
+        assert_eq!(view.point_count(), 1);
+        assert!(view.range_entries().is_empty());
+        assert_eq!(
+            view.lookup(RowId::from_u64(addr(0, 5))),
+            Some(RowAddress::new(3, 0))
+        );
+        assert_eq!(view.lookup(RowId::from_u64(addr(0, 6))), None);
+    }
+
+    #[test]
+    fn compaction_makes_ranges_and_fresh_points() {
+        // Fragment 0 (rows 0..100, row 7 deleted and updated into fragment 1) and fragment 1
+        // compacted into fragment 2: survivors of 0 and the stray from 1.
+        let mut ids: Vec<u64> = (0..100).filter(|&o| o != 7).map(|o| addr(0, o)).collect();
+        ids.push(addr(0, 7));
+        let seq = RowIdSequence::from_ids(&ids);
+        let carried = [CarriedFragment {
+            id: 2,
+            physical_rows: 100,
+        }];
+        let view = RelocationView::build(&carried, [(2, &seq)]);
+        assert_eq!(view.range_entries().len(), 2);
+        assert_eq!(view.point_count(), 1);
+        assert_eq!(view.moved_rows(), 100);
+        for (pos, &id) in ids.iter().enumerate() {
+            assert_eq!(
+                view.lookup(RowId::from_u64(id)),
+                Some(RowAddress::new(2, pos as u32))
+            );
+        }
+    }
+
+    #[test]
+    fn merge_lets_newer_entries_win_and_drops_gone_targets() {
+        // Checkpoint: ids (0,0..10) → fragment 5; id (1,3) → fragment 6 (fragment 6 is gone).
+        let older = vec![
+            RangeEntry {
+                id_start: RowId::from_u64(addr(0, 0)),
+                addr_start: RowAddress::new(5, 0),
+                len: 10,
+            },
+            RangeEntry {
+                id_start: RowId::from_u64(addr(1, 3)),
+                addr_start: RowAddress::new(6, 0),
+                len: 1,
+            },
+        ];
+        // Newer: id (0,4) updated into fragment 9.
+        let seq9 = RowIdSequence::from_ids(&[addr(0, 4)]);
+        let carried = [
+            CarriedFragment {
+                id: 5,
+                physical_rows: 10,
+            },
+            CarriedFragment {
+                id: 9,
+                physical_rows: 1,
+            },
+        ];
+        let view = RelocationView::merge(&carried, older, [(9, &seq9)]);
+        assert_eq!(
+            view.lookup(RowId::from_u64(addr(0, 4))),
+            Some(RowAddress::new(9, 0))
+        );
+        assert_eq!(
+            view.lookup(RowId::from_u64(addr(0, 3))),
+            Some(RowAddress::new(5, 3))
+        );
+        assert_eq!(
+            view.lookup(RowId::from_u64(addr(0, 5))),
+            Some(RowAddress::new(5, 5))
+        );
+        assert_eq!(view.lookup(RowId::from_u64(addr(1, 3))), None);
+    }
+
+    #[test]
+    fn point_entries_cost_eight_bytes() {
+        let n = 100_000u32;
+        // Random-looking ids from ten birth fragments, moved into one carried fragment.
+        let ids: Vec<u64> = (0..n)
+            .map(|i| addr(i % 10, (i.wrapping_mul(2_654_435_761)) % 1_000_000))
+            .collect();
+        let mut unique = ids.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        let seq = RowIdSequence::from_ids(&unique.iter().rev().copied().collect::<Vec<_>>());
+        let carried = [CarriedFragment {
+            id: 20,
+            physical_rows: unique.len() as u32,
+        }];
+        let view = RelocationView::build(&carried, [(20, &seq)]);
+        let per_row = view.heap_size() as f64 / view.moved_rows() as f64;
+        assert!(per_row <= 8.5, "{per_row} bytes per moved row");
+    }
+}

@@ -1,0 +1,439 @@
+//! Commits: turn an [`Action`] into the next manifest and publish it with put-if-absent.
+//!
+//! When another writer publishes first, the commit walks every version it missed, checks
+//! each against its action (DESIGN.md §4) and rebases or fails with [`Error::Conflict`]:
+//! - append rebases over anything but overwrite/restore (new fragment ids; ids are implicit,
+//!   so nothing written is rewritten);
+//! - delete/update follow each row by id: a row deleted meanwhile is a conflict, a row moved
+//!   by compaction is found in the compacted fragment's sequence;
+//! - compaction rebases over deletes of its input rows (deletion vectors on its output) and
+//!   conflicts with anything else that touched its inputs;
+//! - overwrite and restore rebase over anything; everything else conflicts with them.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use roaring::RoaringBitmap;
+
+use crate::error::{Error, Result};
+use crate::format::{DataFile, Fragment, Manifest, Operation, TransactionSummary};
+use crate::io::TableStore;
+use crate::rowid::{FragmentId, RowAddress, RowId, RowIdSequence};
+
+/// A data file written for a new fragment, with the ids of its rows.
+#[derive(Debug, Clone)]
+pub(crate) struct NewFragment {
+    pub file: DataFile,
+    pub rows: u32,
+    /// `None`: every row is new (native). Otherwise per row: `Some(id)` for a row carried
+    /// from elsewhere, `None` for a new row.
+    pub carried_ids: Option<Vec<Option<RowId>>>,
+}
+
+impl NewFragment {
+    fn into_fragment(self, id: FragmentId) -> Fragment {
+        let row_ids = self.carried_ids.and_then(|ids| {
+            let all_native = ids.iter().all(Option::is_none);
+            (!all_native).then(|| {
+                let ids: Vec<u64> = ids
+                    .iter()
+                    .enumerate()
+                    .map(|(offset, carried)| match carried {
+                        Some(id) => id.as_u64(),
+                        None => RowAddress::new(id, offset as u32).as_u64(),
+                    })
+                    .collect();
+                Arc::new(RowIdSequence::from_ids(&ids))
+            })
+        });
+        Fragment {
+            id,
+            files: vec![self.file],
+            deletion: None,
+            physical_rows: self.rows,
+            row_ids,
+        }
+    }
+}
+
+/// What a transaction does, in terms that can be re-applied to a newer version.
+#[derive(Debug, Clone)]
+pub(crate) enum Action {
+    Append {
+        fragments: Vec<NewFragment>,
+    },
+    Overwrite {
+        fragments: Vec<NewFragment>,
+    },
+    /// Delete rows, each named by id and its address when the transaction read it.
+    Delete {
+        rows: Vec<(RowId, RowAddress)>,
+    },
+    /// Delete the old copies of rows and add fragments holding their new values.
+    Update {
+        rows: Vec<(RowId, RowAddress)>,
+        fragments: Vec<NewFragment>,
+    },
+    /// Replace `inputs` (as read) by `fragments`.
+    Compact {
+        inputs: Vec<Fragment>,
+        fragments: Vec<NewFragment>,
+    },
+    Checkpoint {
+        checkpoint: crate::format::CheckpointRef,
+    },
+    Restore {
+        from: Box<Manifest>,
+    },
+}
+
+impl Action {
+    fn operation(&self) -> Operation {
+        match self {
+            Action::Append { .. } => Operation::Append,
+            Action::Overwrite { .. } => Operation::Overwrite,
+            Action::Delete { .. } => Operation::Delete,
+            Action::Update { .. } => Operation::Update,
+            Action::Compact { .. } => Operation::Compact,
+            Action::Checkpoint { .. } => Operation::Checkpoint,
+            Action::Restore { .. } => Operation::Restore,
+        }
+    }
+}
+
+/// Applies `action` on top of `read` and publishes it, rebasing over concurrent commits.
+pub(crate) async fn commit(
+    store: &TableStore,
+    read: &Manifest,
+    mut action: Action,
+    max_retries: u32,
+) -> Result<Manifest> {
+    let table = store.display();
+    read.check_writable(&table)?;
+    let mut base = read.clone();
+    for _ in 0..=max_retries {
+        let next = apply(store, &base, &action, read.version).await?;
+        if store.publish_manifest(&next).await? {
+            return Ok(next);
+        }
+        let latest = store
+            .latest_version()
+            .await?
+            .ok_or_else(|| Error::TableNotFound {
+                table: table.clone(),
+            })?;
+        for version in base.version + 1..=latest {
+            let other = store.read_manifest(version).await?;
+            other.check_writable(&table)?;
+            rebase(store, &mut action, &base, &other, read.version).await?;
+            base = other;
+        }
+    }
+    Err(Error::Conflict {
+        operation: action.operation().to_string(),
+        read_version: read.version,
+        other: "stream of commits".into(),
+        other_version: base.version,
+        reason: format!("gave up after {max_retries} retries"),
+    })
+}
+
+fn conflict(
+    action: &Action,
+    read_version: u64,
+    other: &Manifest,
+    reason: impl Into<String>,
+) -> Error {
+    Error::Conflict {
+        operation: action.operation().to_string(),
+        read_version,
+        other: other.transaction.operation.to_string(),
+        other_version: other.version,
+        reason: reason.into(),
+    }
+}
+
+/// Checks `action` against `next` (published on top of `prev`) and updates it to apply on
+/// top of `next`.
+async fn rebase(
+    store: &TableStore,
+    action: &mut Action,
+    prev: &Manifest,
+    next: &Manifest,
+    read_version: u64,
+) -> Result<()> {
+    let replaces_all = matches!(
+        next.transaction.operation,
+        Operation::Overwrite | Operation::Restore
+    );
+    let other_rewrote = matches!(
+        next.transaction.operation,
+        Operation::Delete | Operation::Update | Operation::Compact
+    );
+    match action {
+        Action::Overwrite { .. } | Action::Restore { .. } => Ok(()),
+        _ if replaces_all => Err(conflict(
+            action,
+            read_version,
+            next,
+            "the table was replaced",
+        )),
+        Action::Append { .. } | Action::Checkpoint { .. } => Ok(()),
+        Action::Delete { rows } | Action::Update { rows, .. } if other_rewrote => {
+            let outcome = follow_rows(store, rows, prev, next).await?;
+            outcome.map_err(|reason| conflict(action, read_version, next, reason))
+        }
+        Action::Compact { inputs, .. } if other_rewrote => {
+            for input in inputs.iter() {
+                let reason = match next.fragment(input.id) {
+                    None => format!("fragment {} was rewritten", input.id),
+                    Some(now)
+                        if next.transaction.operation != Operation::Delete
+                            && prev
+                                .fragment(input.id)
+                                .is_none_or(|p| p.deletion != now.deletion) =>
+                    {
+                        format!("rows of fragment {} were updated", input.id)
+                    }
+                    Some(_) => continue,
+                };
+                return Err(conflict(action, read_version, next, reason));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Moves each row's address from `prev` to `next`. `Ok(Err(reason))` is a conflict.
+async fn follow_rows(
+    store: &TableStore,
+    rows: &mut [(RowId, RowAddress)],
+    prev: &Manifest,
+    next: &Manifest,
+) -> Result<Result<(), String>> {
+    let mut deletions: HashMap<FragmentId, Option<RoaringBitmap>> = HashMap::new();
+    let mut moved: Option<HashMap<RowId, RowAddress>> = None;
+    for (id, addr) in rows.iter_mut() {
+        let fragment = match next.fragment(addr.fragment_id()) {
+            Some(now) => {
+                let before = prev.fragment(addr.fragment_id());
+                if before.is_some_and(|b| b.deletion == now.deletion) {
+                    continue;
+                }
+                now
+            }
+            None => {
+                // Its fragment was compacted away: find the id where compaction put it.
+                let moved = moved.get_or_insert_with(|| added_row_ids(prev, next));
+                let Some(&new_addr) = moved.get(id) else {
+                    return Ok(Err(format!("row {id} was removed")));
+                };
+                *addr = new_addr;
+                match next.fragment(new_addr.fragment_id()) {
+                    Some(f) => f,
+                    None => return Ok(Err(format!("row {id} was removed"))),
+                }
+            }
+        };
+        let bitmap = match deletions.get(&fragment.id) {
+            Some(b) => b.clone(),
+            None => {
+                let b = match &fragment.deletion {
+                    Some(file) => Some(store.read_deletions(file, fragment.physical_rows).await?),
+                    None => None,
+                };
+                deletions.insert(fragment.id, b.clone());
+                b
+            }
+        };
+        if bitmap.is_some_and(|b| b.contains(addr.offset())) {
+            return Ok(Err(format!("row {id} was deleted or updated concurrently")));
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Where the carried rows of fragments new in `next` are.
+fn added_row_ids(prev: &Manifest, next: &Manifest) -> HashMap<RowId, RowAddress> {
+    let mut out = HashMap::new();
+    for fragment in &next.fragments {
+        if prev.fragment(fragment.id).is_some() {
+            continue;
+        }
+        if let Some(seq) = &fragment.row_ids {
+            for (offset, id) in seq.iter().enumerate() {
+                out.insert(id, RowAddress::new(fragment.id, offset as u32));
+            }
+        }
+    }
+    out
+}
+
+/// Builds the manifest that `action` makes of `base`. Writes deletion files as needed.
+async fn apply(
+    store: &TableStore,
+    base: &Manifest,
+    action: &Action,
+    read_version: u64,
+) -> Result<Manifest> {
+    let mut m = base.clone();
+    m.version = base.version + 1;
+    m.parent_version = Some(base.version);
+    m.timestamp_micros = chrono::Utc::now()
+        .timestamp_micros()
+        .max(base.timestamp_micros + 1);
+    let mut summary = TransactionSummary {
+        operation: action.operation(),
+        read_version,
+        rows_added: 0,
+        rows_removed: 0,
+        fragments_removed: Vec::new(),
+        fragments_added: Vec::new(),
+    };
+    let add = |m: &mut Manifest,
+               summary: &mut TransactionSummary,
+               fragments: &[NewFragment]|
+     -> Result<()> {
+        for new in fragments {
+            let id = m.next_fragment_id()?;
+            m.max_fragment_id = Some(id);
+            summary.rows_added += new.rows as u64;
+            summary.fragments_added.push(id);
+            m.fragments.push(new.clone().into_fragment(id));
+        }
+        Ok(())
+    };
+    match action {
+        Action::Append { fragments } => add(&mut m, &mut summary, fragments)?,
+        Action::Overwrite { fragments } => {
+            summary.rows_removed = base.live_rows();
+            summary.fragments_removed = base.fragments.iter().map(|f| f.id).collect();
+            m.fragments.clear();
+            m.relocation_checkpoint = None;
+            add(&mut m, &mut summary, fragments)?;
+        }
+        Action::Delete { rows } => {
+            summary.rows_removed = delete_rows(store, &mut m, rows).await?;
+        }
+        Action::Update { rows, fragments } => {
+            summary.rows_removed = delete_rows(store, &mut m, rows).await?;
+            add(&mut m, &mut summary, fragments)?;
+        }
+        Action::Compact { inputs, fragments } => {
+            apply_compaction(store, &mut m, &mut summary, inputs, fragments).await?;
+        }
+        Action::Checkpoint { checkpoint } => {
+            m.relocation_checkpoint = Some(checkpoint.clone());
+        }
+        Action::Restore { from } => {
+            summary.rows_removed = base.live_rows();
+            summary.rows_added = from.live_rows();
+            m.schema = from.schema.clone();
+            m.fragments = from.fragments.clone();
+            m.relocation_checkpoint = from.relocation_checkpoint.clone();
+            m.max_fragment_id = base.max_fragment_id.max(from.max_fragment_id);
+        }
+    }
+    m.fragments.sort_by_key(|f| f.id);
+    m.transaction = summary;
+    m.refresh_flags();
+    Ok(m)
+}
+
+/// Marks `rows` deleted in `m`, writing one new deletion file per touched fragment.
+async fn delete_rows(
+    store: &TableStore,
+    m: &mut Manifest,
+    rows: &[(RowId, RowAddress)],
+) -> Result<u64> {
+    let mut by_fragment: BTreeMap<FragmentId, RoaringBitmap> = BTreeMap::new();
+    for (_, addr) in rows {
+        by_fragment
+            .entry(addr.fragment_id())
+            .or_default()
+            .insert(addr.offset());
+    }
+    let mut removed = 0;
+    for (fragment_id, offsets) in by_fragment {
+        let version = m.version;
+        let fragment = m
+            .fragments
+            .iter_mut()
+            .find(|f| f.id == fragment_id)
+            .ok_or_else(|| Error::invalid(format!("fragment {fragment_id} is not in the table")))?;
+        let mut deleted = match &fragment.deletion {
+            Some(file) => store.read_deletions(file, fragment.physical_rows).await?,
+            None => RoaringBitmap::new(),
+        };
+        let before = deleted.len();
+        deleted |= offsets;
+        removed += deleted.len() - before;
+        fragment.deletion = Some(
+            store
+                .write_deletions(fragment_id, version, &deleted)
+                .await?,
+        );
+    }
+    Ok(removed)
+}
+
+async fn apply_compaction(
+    store: &TableStore,
+    m: &mut Manifest,
+    summary: &mut TransactionSummary,
+    inputs: &[Fragment],
+    fragments: &[NewFragment],
+) -> Result<()> {
+    // Rows of the inputs deleted since the compaction read them: delete them in the output.
+    let mut deleted_since: HashSet<RowId> = HashSet::new();
+    for input in inputs {
+        let now = m.fragment(input.id).ok_or_else(|| {
+            Error::invalid(format!("fragment {} is no longer in the table", input.id))
+        })?;
+        if now.deletion == input.deletion {
+            continue;
+        }
+        let mut newly = match &now.deletion {
+            Some(file) => store.read_deletions(file, now.physical_rows).await?,
+            None => RoaringBitmap::new(),
+        };
+        if let Some(file) = &input.deletion {
+            newly -= store.read_deletions(file, input.physical_rows).await?;
+        }
+        for offset in newly {
+            let id = match &input.row_ids {
+                Some(seq) => seq
+                    .get(offset as usize)
+                    .ok_or_else(|| Error::corrupt("manifest", "sequence shorter than fragment"))?,
+                None => RowAddress::new(input.id, offset).as_native_id(),
+            };
+            deleted_since.insert(id);
+        }
+    }
+    let input_ids: HashSet<FragmentId> = inputs.iter().map(|f| f.id).collect();
+    summary.fragments_removed = inputs.iter().map(|f| f.id).collect();
+    summary.rows_removed = deleted_since.len() as u64;
+    m.fragments.retain(|f| !input_ids.contains(&f.id));
+    for new in fragments {
+        let id = m.next_fragment_id()?;
+        m.max_fragment_id = Some(id);
+        summary.fragments_added.push(id);
+        let mut fragment = new.clone().into_fragment(id);
+        if !deleted_since.is_empty() {
+            let mut deleted = RoaringBitmap::new();
+            if let Some(ids) = &new.carried_ids {
+                for (offset, carried) in ids.iter().enumerate() {
+                    if carried.is_some_and(|c| deleted_since.contains(&c)) {
+                        deleted.insert(offset as u32);
+                    }
+                }
+            }
+            if !deleted.is_empty() {
+                fragment.deletion = Some(store.write_deletions(id, m.version, &deleted).await?);
+            }
+        }
+        m.fragments.push(fragment);
+    }
+    Ok(())
+}

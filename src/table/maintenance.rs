@@ -1,0 +1,281 @@
+//! Maintenance: compaction, relocation checkpoints, restore and cleanup. None of these
+//! changes what any version reads; they change cost.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use object_store::ObjectStoreExt;
+
+use super::commit::Action;
+use super::snapshot::ScanRequest;
+use super::write::FragmentWriter;
+use super::{Committed, Table};
+use crate::error::{Error, Result};
+use crate::format::{Fragment, Manifest};
+use crate::rowid::RowId;
+
+/// Which fragments compaction rewrites.
+#[derive(Debug, Clone)]
+pub struct CompactOptions {
+    /// Rows per output fragment; `None`: the table's fragment size.
+    pub target_rows_per_fragment: Option<u64>,
+    /// A fragment with at least this fraction of deleted rows is rewritten even if large.
+    pub max_deleted_fraction: f64,
+}
+
+impl Default for CompactOptions {
+    fn default() -> Self {
+        Self {
+            target_rows_per_fragment: None,
+            max_deleted_fraction: 0.1,
+        }
+    }
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CompactionReport {
+    /// The version published, or `None` if there was nothing to compact.
+    pub version: Option<u64>,
+    pub fragments_removed: usize,
+    pub fragments_added: usize,
+    pub rows_rewritten: u64,
+    pub deleted_rows_dropped: u64,
+}
+
+/// Which versions and files cleanup keeps.
+#[derive(Debug, Clone)]
+pub struct CleanupPolicy {
+    /// The newest this many versions are kept (at least 1: the latest is always kept).
+    pub keep_versions: usize,
+    /// Versions committed less than this long ago are kept.
+    pub keep_newer_than: Duration,
+    /// Unreferenced files younger than this are kept: they may belong to a commit in flight.
+    pub min_file_age: Duration,
+}
+
+impl Default for CleanupPolicy {
+    fn default() -> Self {
+        Self {
+            keep_versions: 10,
+            keep_newer_than: Duration::from_secs(7 * 24 * 3600),
+            min_file_age: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// What a cleanup removed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CleanupReport {
+    pub versions_removed: u64,
+    pub files_removed: u64,
+    pub bytes_removed: u64,
+}
+
+/// Every file a manifest references, as table-relative paths.
+fn referenced_files(manifest: &Manifest, into: &mut HashSet<String>) {
+    for fragment in &manifest.fragments {
+        for file in &fragment.files {
+            into.insert(file.path.as_str().to_string());
+        }
+        if let Some(deletion) = &fragment.deletion {
+            into.insert(deletion.path.as_str().to_string());
+        }
+    }
+    if let Some(checkpoint) = &manifest.relocation_checkpoint {
+        into.insert(checkpoint.path.as_str().to_string());
+    }
+}
+
+impl Table {
+    /// Merges small fragments and drops deleted rows. Every row keeps its id; the moved
+    /// rows become range entries in the relocation view.
+    pub async fn compact(&self, options: CompactOptions) -> Result<CompactionReport> {
+        let read = self.read_snapshot().await?;
+        let target = options
+            .target_rows_per_fragment
+            .unwrap_or(self.options.max_rows_per_fragment)
+            .clamp(1, u32::MAX as u64);
+        let groups = plan_compaction(
+            &read.manifest().fragments,
+            target,
+            options.max_deleted_fraction,
+        );
+        if groups.is_empty() {
+            return Ok(CompactionReport::default());
+        }
+        let schema = read.schema().clone();
+        let mut writer = FragmentWriter::new(&self.store, &schema, target, true);
+        let mut inputs: Vec<Fragment> = Vec::new();
+        let mut report = CompactionReport::default();
+        for group in groups {
+            for fragment in &group {
+                report.deleted_rows_dropped += fragment.physical_rows as u64 - fragment.live_rows();
+            }
+            let mut scan = read
+                .scan(ScanRequest {
+                    with_row_id: true,
+                    fragments: Some(group.iter().map(|f| f.id).collect()),
+                    ..Default::default()
+                })
+                .await?;
+            while let Some(batch) = scan.try_next().await? {
+                let ids = batch
+                    .column(schema.fields.len())
+                    .as_any()
+                    .downcast_ref::<arrow::array::UInt64Array>()
+                    .ok_or_else(|| Error::invalid("scan lost _rowid"))?
+                    .values()
+                    .iter()
+                    .map(|&v| Some(RowId::from_u64(v)))
+                    .collect();
+                report.rows_rewritten += batch.num_rows() as u64;
+                let user = batch.project(&(0..schema.fields.len()).collect::<Vec<_>>())?;
+                writer.push(user, ids).await?;
+            }
+            // Output fragments never mix groups' rows with a later group's.
+            writer.flush().await?;
+            inputs.extend(group);
+        }
+        let fragments = writer.finish().await?;
+        report.fragments_removed = inputs.len();
+        report.fragments_added = fragments.len();
+        let committed = self
+            .commit(&read, Action::Compact { inputs, fragments })
+            .await?;
+        report.version = Some(committed.version);
+        Ok(report)
+    }
+
+    /// Stores the relocation view as a checkpoint, so a cold open loads it with one GET and
+    /// transposes only newer carried fragments.
+    pub async fn checkpoint(&self) -> Result<Committed> {
+        let read = self.read_snapshot().await?;
+        let view = read.relocation_view().await?;
+        let covers = read.manifest().max_fragment_id.unwrap_or(0);
+        let checkpoint = self
+            .store
+            .write_checkpoint(read.version() + 1, &view.entries(), covers)
+            .await?;
+        self.commit(&read, Action::Checkpoint { checkpoint }).await
+    }
+
+    /// Publishes a new version whose rows are those of `version`. Fragment ids keep rising.
+    pub async fn restore(&self, version: u64) -> Result<Committed> {
+        let read = self.read_snapshot().await?;
+        let from = self.store.read_manifest(version).await?;
+        self.commit(
+            &read,
+            Action::Restore {
+                from: Box::new(from),
+            },
+        )
+        .await
+    }
+
+    /// Deletes versions the policy does not keep and files no kept version references.
+    /// Never deletes the latest version, files younger than `min_file_age`, or anything
+    /// outside the table's own directories.
+    pub async fn cleanup(&self, policy: CleanupPolicy) -> Result<CleanupReport> {
+        let versions = self.store.list_versions().await?;
+        let Some(&(latest, _)) = versions.last() else {
+            return Ok(CleanupReport::default());
+        };
+        let now = chrono::Utc::now();
+        let newer_than = now.timestamp_micros() - policy.keep_newer_than.as_micros() as i64;
+        let keep_from = versions.len().saturating_sub(policy.keep_versions.max(1));
+        let mut kept: HashSet<u64> = HashSet::from([latest]);
+        let mut referenced = HashSet::new();
+        let mut removable_manifests = Vec::new();
+        for (i, (version, meta)) in versions.iter().enumerate() {
+            let manifest = self.store.read_manifest(*version).await?;
+            if i >= keep_from || manifest.timestamp_micros >= newer_than || *version == latest {
+                kept.insert(*version);
+                referenced_files(&manifest, &mut referenced);
+            } else {
+                removable_manifests.push(meta.clone());
+            }
+        }
+        let min_age = chrono::Duration::from_std(policy.min_file_age)
+            .map_err(|_| Error::invalid("min_file_age is too large"))?;
+        let mut report = CleanupReport::default();
+        let root = self.store.root().clone();
+        let listing: Vec<_> = self
+            .store
+            .object_store()
+            .list(Some(&root))
+            .try_collect()
+            .await?;
+        let mut to_delete = Vec::new();
+        for meta in listing {
+            let Some(parts) = meta.location.prefix_match(&root) else {
+                continue;
+            };
+            let relative: Vec<String> = parts.map(|p| p.as_ref().to_string()).collect();
+            let relative = relative.join("/");
+            let top = relative.split('/').next().unwrap_or_default();
+            let ours = matches!(top, "data" | "_deletions" | "_relocations");
+            if ours && !referenced.contains(&relative) && now - meta.last_modified >= min_age {
+                to_delete.push(meta);
+            }
+        }
+        for meta in removable_manifests {
+            // Manifests go first: a version is never left pointing at deleted files.
+            self.store.object_store().delete(&meta.location).await?;
+            report.versions_removed += 1;
+        }
+        for meta in to_delete {
+            match self.store.object_store().delete(&meta.location).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {
+                    report.files_removed += 1;
+                    report.bytes_removed += meta.size;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// Groups of fragments to rewrite together: runs of small or heavily deleted fragments,
+/// each group at most `target` live rows. A lone fragment is rewritten only to drop deletions.
+fn plan_compaction(
+    fragments: &[Fragment],
+    target: u64,
+    max_deleted_fraction: f64,
+) -> Vec<Vec<Fragment>> {
+    let needs = |f: &Fragment| {
+        let deleted = (f.physical_rows as u64 - f.live_rows()) as f64;
+        let heavy = f.physical_rows > 0
+            && deleted / f.physical_rows as f64 >= max_deleted_fraction
+            && deleted > 0.0;
+        (f.physical_rows as u64) < target / 2 || heavy || f.live_rows() == 0
+    };
+    let mut groups: Vec<Vec<Fragment>> = Vec::new();
+    let mut current: Vec<Fragment> = Vec::new();
+    let mut current_rows = 0u64;
+    let close = |current: &mut Vec<Fragment>, groups: &mut Vec<Vec<Fragment>>| {
+        let worth = current.len() > 1 || current.iter().any(|f| f.deletion.is_some());
+        if worth {
+            groups.push(std::mem::take(current));
+        } else {
+            current.clear();
+        }
+    };
+    for fragment in fragments {
+        if !needs(fragment) {
+            close(&mut current, &mut groups);
+            current_rows = 0;
+            continue;
+        }
+        if current_rows + fragment.live_rows() > target && !current.is_empty() {
+            close(&mut current, &mut groups);
+            current_rows = 0;
+        }
+        current_rows += fragment.live_rows();
+        current.push(fragment.clone());
+    }
+    close(&mut current, &mut groups);
+    groups
+}

@@ -1,0 +1,219 @@
+//! [`Table`]: a natal table in an object store — create, open, time travel, and every
+//! operation that publishes a version. Each operation reads the latest version, plans an
+//! [`commit::Action`], and commits it (see [`commit`] for the conflict rules).
+//!
+//! ```no_run
+//! # async fn example() -> natal::Result<()> {
+//! use std::sync::Arc;
+//! use arrow::array::{Int64Array, RecordBatch};
+//! use arrow::datatypes::{DataType, Field, Schema};
+//! use natal::table::{Table, TableOptions};
+//!
+//! let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+//! let store = Arc::new(object_store::memory::InMemory::new());
+//! let table = Table::create(store, "t".into(), &schema, TableOptions::default()).await?;
+//! let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1, 2, 3]))])?;
+//! table.append(vec![batch]).await?;
+//! assert_eq!(table.latest().await?.count_rows(), 3);
+//! # Ok(()) }
+//! ```
+
+mod commit;
+mod maintenance;
+mod snapshot;
+mod write;
+
+use std::sync::Arc;
+
+use arrow::datatypes::Schema as ArrowSchema;
+use object_store::path::Path;
+use object_store::ObjectStore;
+
+use crate::error::{Error, Result};
+use crate::format::{Manifest, Operation, Schema, TransactionSummary};
+use crate::io::TableStore;
+
+pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, CompactionReport};
+pub use snapshot::{ScanRequest, Snapshot, ROW_ADDR, ROW_ID};
+pub use write::{BatchPredicate, BatchUpdate};
+
+/// Options fixed when a table is created or opened.
+#[derive(Debug, Clone)]
+pub struct TableOptions {
+    /// Rows per fragment written by append, overwrite and compaction.
+    pub max_rows_per_fragment: u64,
+    /// How many times a commit rebases onto newer versions before giving up.
+    pub max_commit_retries: u32,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        Self {
+            max_rows_per_fragment: 1024 * 1024,
+            max_commit_retries: 20,
+        }
+    }
+}
+
+/// What a commit published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub version: u64,
+    pub rows_added: u64,
+    pub rows_removed: u64,
+}
+
+impl Committed {
+    fn of(manifest: &Manifest) -> Self {
+        Self {
+            version: manifest.version,
+            rows_added: manifest.transaction.rows_added,
+            rows_removed: manifest.transaction.rows_removed,
+        }
+    }
+}
+
+/// A natal table: a directory of immutable files plus one manifest per version.
+#[derive(Debug, Clone)]
+pub struct Table {
+    store: TableStore,
+    options: TableOptions,
+    /// When set, operations plan against this version instead of the latest.
+    planned_at: Option<Arc<Snapshot>>,
+}
+
+impl Table {
+    /// Creates an empty table (version 1) at `root`.
+    ///
+    /// # Errors
+    /// [`Error::TableAlreadyExists`] if a table is there; [`Error::InvalidInput`] for a schema
+    /// natal cannot store.
+    pub async fn create(
+        store: Arc<dyn ObjectStore>,
+        root: Path,
+        schema: &ArrowSchema,
+        options: TableOptions,
+    ) -> Result<Self> {
+        if options.max_rows_per_fragment == 0 || options.max_rows_per_fragment > u32::MAX as u64 {
+            return Err(Error::invalid(
+                "max_rows_per_fragment must be in 1..=u32::MAX",
+            ));
+        }
+        let store = TableStore::new(store, root);
+        let schema = Schema::from_arrow(schema)?;
+        let manifest = Manifest {
+            version: 1,
+            parent_version: None,
+            timestamp_micros: chrono::Utc::now().timestamp_micros(),
+            table_uuid: uuid::Uuid::new_v4().to_string(),
+            schema,
+            fragments: Vec::new(),
+            max_fragment_id: None,
+            reader_flags: 0,
+            writer_flags: 0,
+            transaction: TransactionSummary {
+                operation: Operation::Create,
+                read_version: 0,
+                rows_added: 0,
+                rows_removed: 0,
+                fragments_removed: Vec::new(),
+                fragments_added: Vec::new(),
+            },
+            relocation_checkpoint: None,
+            max_rows_per_fragment: options.max_rows_per_fragment,
+        };
+        if store.latest_version().await?.is_some() || !store.publish_manifest(&manifest).await? {
+            return Err(Error::TableAlreadyExists {
+                table: store.display(),
+            });
+        }
+        Ok(Self {
+            store,
+            options,
+            planned_at: None,
+        })
+    }
+
+    /// Opens the table at `root`; fragment size comes from the table's manifest.
+    ///
+    /// # Errors
+    /// [`Error::TableNotFound`] if there is none; decoding errors of the latest manifest.
+    pub async fn open(store: Arc<dyn ObjectStore>, root: Path) -> Result<Self> {
+        let store = TableStore::new(store, root);
+        let table = Self {
+            store,
+            options: TableOptions::default(),
+            planned_at: None,
+        };
+        let latest = table.latest().await?;
+        let options = TableOptions {
+            max_rows_per_fragment: latest.manifest().max_rows_per_fragment.max(1),
+            ..TableOptions::default()
+        };
+        Ok(Self { options, ..table })
+    }
+
+    pub fn store(&self) -> &TableStore {
+        &self.store
+    }
+
+    pub fn options(&self) -> &TableOptions {
+        &self.options
+    }
+
+    /// The newest version: one LIST and one GET.
+    pub async fn latest(&self) -> Result<Snapshot> {
+        let version = self
+            .store
+            .latest_version()
+            .await?
+            .ok_or_else(|| Error::TableNotFound {
+                table: self.store.display(),
+            })?;
+        self.at_version(version).await
+    }
+
+    /// A pinned version (time travel): one GET.
+    pub async fn at_version(&self, version: u64) -> Result<Snapshot> {
+        let manifest = self.store.read_manifest(version).await?;
+        Ok(Snapshot::new(self.store.clone(), manifest))
+    }
+
+    /// Every retained version, ascending, with its manifest.
+    pub async fn versions(&self) -> Result<Vec<Manifest>> {
+        let mut out = Vec::new();
+        for (version, _) in self.store.list_versions().await? {
+            out.push(self.store.read_manifest(version).await?);
+        }
+        Ok(out)
+    }
+
+    /// A handle whose operations read `snapshot` instead of the latest version, as a writer
+    /// that read an older version would. Commits still land on the latest version, rebasing
+    /// or failing with [`Error::Conflict`] by the usual rules.
+    pub fn planned_at(&self, snapshot: Snapshot) -> Self {
+        Self {
+            planned_at: Some(Arc::new(snapshot)),
+            ..self.clone()
+        }
+    }
+
+    /// The version an operation plans against.
+    async fn read_snapshot(&self) -> Result<Arc<Snapshot>> {
+        match &self.planned_at {
+            Some(snapshot) => Ok(snapshot.clone()),
+            None => Ok(Arc::new(self.latest().await?)),
+        }
+    }
+
+    async fn commit(&self, read: &Snapshot, action: commit::Action) -> Result<Committed> {
+        let manifest = commit::commit(
+            &self.store,
+            read.manifest(),
+            action,
+            self.options.max_commit_retries,
+        )
+        .await?;
+        Ok(Committed::of(&manifest))
+    }
+}

@@ -1,0 +1,379 @@
+//! [`Snapshot`]: one version of a table, read-only. Scans, takes, `resolve`, and the lazily
+//! built relocation view live here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, UInt64Array};
+use arrow::compute::{concat_batches, take};
+use arrow::datatypes::{DataType, Field as ArrowField, Schema as ArrowSchema, SchemaRef};
+use futures::stream::{self, BoxStream};
+use futures::{StreamExt, TryStreamExt};
+use roaring::{RoaringBitmap, RoaringTreemap};
+use tokio::sync::OnceCell;
+
+use crate::error::{Error, Result};
+use crate::format::{Fragment, Manifest, Schema};
+use crate::io::TableStore;
+use crate::rowid::{
+    mask_for_ids, CarriedFragment, FragmentId, FragmentLayout, RelocationView, RowAddress, RowId,
+};
+
+/// Column names of the system columns.
+pub const ROW_ID: &str = "_rowid";
+pub const ROW_ADDR: &str = "_rowaddr";
+
+/// What a scan reads.
+#[derive(Debug, Clone, Default)]
+pub struct ScanRequest {
+    /// User columns to read, by name; `None` reads every column.
+    pub columns: Option<Vec<String>>,
+    pub with_row_id: bool,
+    pub with_row_addr: bool,
+    /// Only rows whose ids are in this set (a mask: native ranges − tombstones + moves).
+    pub row_ids: Option<RoaringTreemap>,
+    /// Only these fragments (for partitioned scans); `None` reads all.
+    pub fragments: Option<Vec<FragmentId>>,
+}
+
+/// A read-only view of one table version.
+#[derive(Debug)]
+pub struct Snapshot {
+    store: TableStore,
+    manifest: Arc<Manifest>,
+    view: OnceCell<Arc<RelocationView>>,
+    deletions: Mutex<HashMap<FragmentId, Arc<RoaringBitmap>>>,
+}
+
+impl Snapshot {
+    pub(crate) fn new(store: TableStore, manifest: Manifest) -> Self {
+        Self {
+            store,
+            manifest: Arc::new(manifest),
+            view: OnceCell::new(),
+            deletions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        self.manifest.version
+    }
+
+    pub fn manifest(&self) -> &Arc<Manifest> {
+        &self.manifest
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.manifest.schema
+    }
+
+    pub fn store(&self) -> &TableStore {
+        &self.store
+    }
+
+    /// Live rows, from metadata alone.
+    pub fn count_rows(&self) -> u64 {
+        self.manifest.live_rows()
+    }
+
+    /// The deleted offsets of a fragment (one GET the first time, cached after).
+    pub async fn deletions(&self, fragment: &Fragment) -> Result<Option<Arc<RoaringBitmap>>> {
+        let Some(file) = &fragment.deletion else {
+            return Ok(None);
+        };
+        if let Some(cached) = self.cached_deletions(fragment.id) {
+            return Ok(Some(cached));
+        }
+        let bitmap = Arc::new(
+            self.store
+                .read_deletions(file, fragment.physical_rows)
+                .await?,
+        );
+        if let Ok(mut cache) = self.deletions.lock() {
+            cache.insert(fragment.id, bitmap.clone());
+        }
+        Ok(Some(bitmap))
+    }
+
+    fn cached_deletions(&self, fragment: FragmentId) -> Option<Arc<RoaringBitmap>> {
+        self.deletions.lock().ok()?.get(&fragment).cloned()
+    }
+
+    /// The relocation view of this version, built on first use: the checkpoint (one GET) plus
+    /// a transpose of the carried fragments newer than it.
+    pub async fn relocation_view(&self) -> Result<Arc<RelocationView>> {
+        self.view
+            .get_or_try_init(|| async {
+                let carried: Vec<CarriedFragment> = self
+                    .manifest
+                    .fragments
+                    .iter()
+                    .filter(|f| f.row_ids.is_some())
+                    .map(|f| CarriedFragment {
+                        id: f.id,
+                        physical_rows: f.physical_rows,
+                    })
+                    .collect();
+                let view = match &self.manifest.relocation_checkpoint {
+                    None => RelocationView::build(&carried, self.carried_sequences(None)),
+                    Some(checkpoint) => {
+                        let entries = self.store.read_checkpoint(checkpoint).await?;
+                        RelocationView::merge(
+                            &carried,
+                            entries,
+                            self.carried_sequences(Some(checkpoint.covers_fragments_through)),
+                        )
+                    }
+                };
+                Ok(Arc::new(view))
+            })
+            .await
+            .cloned()
+    }
+
+    fn carried_sequences(
+        &self,
+        newer_than: Option<FragmentId>,
+    ) -> impl Iterator<Item = (FragmentId, &crate::rowid::RowIdSequence)> {
+        self.manifest.fragments.iter().filter_map(move |f| {
+            let seq = f.row_ids.as_deref()?;
+            newer_than.is_none_or(|n| f.id > n).then_some((f.id, seq))
+        })
+    }
+
+    /// Where the row with `id` is now, if it is live in this version.
+    pub async fn resolve(&self, id: RowId) -> Result<Option<RowAddress>> {
+        let view = self.relocation_view().await?;
+        let addr = view.lookup(id).unwrap_or(id.birth_address());
+        let Some(fragment) = self.manifest.fragment(addr.fragment_id()) else {
+            return Ok(None);
+        };
+        if addr.offset() >= fragment.physical_rows {
+            return Ok(None);
+        }
+        // The address holds this id only if it was born there or moved there.
+        if let Some(seq) = &fragment.row_ids {
+            if seq.get(addr.offset() as usize) != Some(id) {
+                return Ok(None);
+            }
+        }
+        let deleted = self.deletions(fragment).await?;
+        Ok((!deleted.is_some_and(|d| d.contains(addr.offset()))).then_some(addr))
+    }
+
+    /// The output schema of a scan.
+    pub fn scan_schema(&self, request: &ScanRequest) -> Result<SchemaRef> {
+        let (_, schema) = self.projection(request)?;
+        Ok(schema)
+    }
+
+    fn projection(&self, request: &ScanRequest) -> Result<(Vec<u32>, SchemaRef)> {
+        let schema = &self.manifest.schema;
+        let fields: Vec<&crate::format::Field> = match &request.columns {
+            None => schema.fields.iter().collect(),
+            Some(names) => names
+                .iter()
+                .map(|n| {
+                    schema
+                        .field_by_name(n)
+                        .ok_or_else(|| Error::invalid(format!("no column named '{n}'")))
+                })
+                .collect::<Result<_>>()?,
+        };
+        let mut arrow_fields: Vec<ArrowField> = fields
+            .iter()
+            .map(|f| ArrowField::new(&f.name, f.data_type.clone(), f.nullable))
+            .collect();
+        if request.with_row_id {
+            arrow_fields.push(ArrowField::new(ROW_ID, DataType::UInt64, false));
+        }
+        if request.with_row_addr {
+            arrow_fields.push(ArrowField::new(ROW_ADDR, DataType::UInt64, false));
+        }
+        Ok((
+            fields.iter().map(|f| f.id).collect(),
+            Arc::new(ArrowSchema::new(arrow_fields)),
+        ))
+    }
+
+    /// Streams the live rows the request selects, fragment by fragment.
+    pub async fn scan(
+        &self,
+        request: ScanRequest,
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        let (field_ids, output) = self.projection(&request)?;
+        let masks = match &request.row_ids {
+            Some(ids) => Some(self.masks(ids).await?),
+            None => None,
+        };
+        let mut parts = Vec::new();
+        for fragment in &self.manifest.fragments {
+            if request
+                .fragments
+                .as_ref()
+                .is_some_and(|only| !only.contains(&fragment.id))
+            {
+                continue;
+            }
+            let offsets = match &masks {
+                Some(masks) => match masks.get(&fragment.id) {
+                    Some(mask) => Some(mask.clone()),
+                    None => continue,
+                },
+                None => match self.deletions(fragment).await? {
+                    Some(deleted) => {
+                        let mut live = RoaringBitmap::new();
+                        live.insert_range(0..fragment.physical_rows);
+                        live -= deleted.as_ref();
+                        Some(live)
+                    }
+                    None => None,
+                },
+            };
+            parts.push(self.read_with_ids(fragment, &field_ids, &output, &request, offsets));
+        }
+        Ok(stream::iter(parts).flatten().boxed())
+    }
+
+    fn read_with_ids(
+        &self,
+        fragment: &Fragment,
+        field_ids: &[u32],
+        output: &SchemaRef,
+        request: &ScanRequest,
+        offsets: Option<RoaringBitmap>,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
+        let user = Arc::new(ArrowSchema::new(
+            output.fields()[..field_ids.len()].to_vec(),
+        ));
+        let output = output.clone();
+        let (with_id, with_addr) = (request.with_row_id, request.with_row_addr);
+        let fragment_id = fragment.id;
+        let sequence = fragment.row_ids.clone();
+        self.store
+            .read_fragment(fragment, field_ids, user, offsets)
+            .map(move |item| {
+                let (batch, offsets) = item?;
+                let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+                if with_id {
+                    let ids: UInt64Array = offsets
+                        .iter()
+                        .map(|&o| match &sequence {
+                            Some(seq) => seq.get(o as usize).map(RowId::as_u64).unwrap_or(u64::MAX),
+                            None => RowAddress::new(fragment_id, o).as_u64(),
+                        })
+                        .collect::<Vec<u64>>()
+                        .into();
+                    columns.push(Arc::new(ids));
+                }
+                if with_addr {
+                    let addrs: UInt64Array = offsets
+                        .iter()
+                        .map(|&o| RowAddress::new(fragment_id, o).as_u64())
+                        .collect::<Vec<u64>>()
+                        .into();
+                    columns.push(Arc::new(addrs));
+                }
+                Ok(RecordBatch::try_new_with_options(
+                    output.clone(),
+                    columns,
+                    &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+                )?)
+            })
+            .boxed()
+    }
+
+    /// Live offsets per fragment of the rows whose ids are in `ids`.
+    pub async fn masks(&self, ids: &RoaringTreemap) -> Result<BTreeMap<FragmentId, RoaringBitmap>> {
+        let view = self.relocation_view().await?;
+        let mut deletions = Vec::with_capacity(self.manifest.fragments.len());
+        for fragment in &self.manifest.fragments {
+            deletions.push(self.deletions(fragment).await?);
+        }
+        let layouts: Vec<FragmentLayout<'_>> = self
+            .manifest
+            .fragments
+            .iter()
+            .zip(&deletions)
+            .map(|(f, d)| FragmentLayout {
+                id: f.id,
+                physical_rows: f.physical_rows,
+                sequence: f.row_ids.as_deref(),
+                deleted: d.as_deref(),
+            })
+            .collect();
+        Ok(mask_for_ids(ids, &layouts, &view))
+    }
+
+    /// The live rows with the given ids, in the order asked, skipping ids that name no live
+    /// row. Resolves through the relocation view and reads only the rows' pages.
+    pub async fn take(&self, ids: &[RowId], request: ScanRequest) -> Result<RecordBatch> {
+        let (field_ids, output) = self.projection(&request)?;
+        let mut by_fragment: BTreeMap<FragmentId, RoaringBitmap> = BTreeMap::new();
+        let mut wanted: Vec<Option<RowAddress>> = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let addr = self.resolve(id).await?;
+            if let Some(addr) = addr {
+                by_fragment
+                    .entry(addr.fragment_id())
+                    .or_default()
+                    .insert(addr.offset());
+            }
+            wanted.push(addr);
+        }
+        // Read with addresses, to put the rows back in the order asked.
+        let internal = ScanRequest {
+            with_row_addr: true,
+            ..request.clone()
+        };
+        let (_, read_schema) = self.projection(&internal)?;
+        let reads = by_fragment
+            .into_iter()
+            .filter_map(|(fragment_id, offsets)| {
+                let fragment = self.manifest.fragment(fragment_id)?;
+                Some(self.read_with_ids(
+                    fragment,
+                    &field_ids,
+                    &read_schema,
+                    &internal,
+                    Some(offsets),
+                ))
+            });
+        let batches: Vec<RecordBatch> = stream::iter(reads)
+            .flatten_unordered(8)
+            .try_collect()
+            .await?;
+        let all = concat_batches(&read_schema, &batches)?;
+        let addr_column = all
+            .column_by_name(ROW_ADDR)
+            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+            .ok_or_else(|| Error::invalid("take lost its address column"))?;
+        let position: HashMap<u64, u64> = addr_column
+            .values()
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (*a, i as u64))
+            .collect();
+        let indices: UInt64Array = wanted
+            .iter()
+            .flatten()
+            .filter_map(|a| position.get(&a.as_u64()).copied())
+            .collect::<Vec<u64>>()
+            .into();
+        let columns = output
+            .fields()
+            .iter()
+            .map(|f| {
+                let column = all
+                    .column_by_name(f.name())
+                    .ok_or_else(|| Error::invalid(format!("take lost column {}", f.name())))?;
+                Ok(take(column.as_ref(), &indices, None)?)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(RecordBatch::try_new_with_options(
+            output,
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(indices.len())),
+        )?)
+    }
+}

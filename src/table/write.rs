@@ -1,0 +1,327 @@
+//! Row writes: append, overwrite, delete, update and upsert. Each reads the latest version,
+//! writes its data files, and commits one action.
+
+use std::collections::HashMap;
+
+use arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::UInt64Type;
+use arrow::row::{RowConverter, SortField};
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+
+use super::commit::{Action, NewFragment};
+use super::snapshot::{ScanRequest, ROW_ADDR, ROW_ID};
+use super::{Committed, Snapshot, Table};
+use crate::error::{Error, Result};
+use crate::format::Schema;
+use crate::io::TableStore;
+use crate::rowid::{RowAddress, RowId};
+
+/// Chooses rows: given a batch of user columns followed by `_rowid` and `_rowaddr`, returns
+/// which rows match (a null counts as no match).
+pub type BatchPredicate<'a> = &'a (dyn Fn(&RecordBatch) -> Result<BooleanArray> + Send + Sync);
+
+/// Computes new values: given matched rows (user columns), returns their replacement with
+/// the same schema and row count.
+pub type BatchUpdate<'a> = &'a (dyn Fn(&RecordBatch) -> Result<RecordBatch> + Send + Sync);
+
+/// Cuts a stream of rows into fragments of at most `max_rows`, writing each as it fills.
+pub(crate) struct FragmentWriter<'a> {
+    store: &'a TableStore,
+    schema: &'a Schema,
+    max_rows: usize,
+    pending: Vec<RecordBatch>,
+    pending_ids: Vec<Option<RowId>>,
+    pending_rows: usize,
+    carries_ids: bool,
+    done: Vec<NewFragment>,
+}
+
+impl<'a> FragmentWriter<'a> {
+    pub(crate) fn new(
+        store: &'a TableStore,
+        schema: &'a Schema,
+        max_rows: u64,
+        carries_ids: bool,
+    ) -> Self {
+        Self {
+            store,
+            schema,
+            max_rows: max_rows as usize,
+            pending: Vec::new(),
+            pending_ids: Vec::new(),
+            pending_rows: 0,
+            carries_ids,
+            done: Vec::new(),
+        }
+    }
+
+    /// Adds rows; `ids[i]` is the carried id of row i (`None`: a new row).
+    pub(crate) async fn push(
+        &mut self,
+        mut batch: RecordBatch,
+        mut ids: Vec<Option<RowId>>,
+    ) -> Result<()> {
+        self.schema.check_input(&batch.schema())?;
+        while batch.num_rows() > 0 {
+            let room = self.max_rows - self.pending_rows;
+            let take = room.min(batch.num_rows());
+            self.pending.push(batch.slice(0, take));
+            if self.carries_ids {
+                self.pending_ids.extend(ids.drain(..take));
+            }
+            self.pending_rows += take;
+            batch = batch.slice(take, batch.num_rows() - take);
+            if self.pending_rows == self.max_rows {
+                self.flush().await?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn flush(&mut self) -> Result<()> {
+        if self.pending_rows == 0 {
+            return Ok(());
+        }
+        let file = self
+            .store
+            .write_data_file(self.schema, &self.pending)
+            .await?;
+        self.done.push(NewFragment {
+            file,
+            rows: self.pending_rows as u32,
+            carried_ids: self
+                .carries_ids
+                .then(|| std::mem::take(&mut self.pending_ids)),
+        });
+        self.pending.clear();
+        self.pending_rows = 0;
+        Ok(())
+    }
+
+    pub(crate) async fn finish(mut self) -> Result<Vec<NewFragment>> {
+        self.flush().await?;
+        Ok(self.done)
+    }
+}
+
+fn system_columns(batch: &RecordBatch) -> Result<(Vec<RowId>, Vec<RowAddress>)> {
+    let column = |name: &str| {
+        batch
+            .column_by_name(name)
+            .and_then(|c| c.as_primitive_opt::<UInt64Type>())
+            .ok_or_else(|| Error::invalid(format!("scan lost {name}")))
+    };
+    let ids = column(ROW_ID)?
+        .values()
+        .iter()
+        .map(|&v| RowId::from_u64(v))
+        .collect();
+    let addrs = column(ROW_ADDR)?
+        .values()
+        .iter()
+        .map(|&v| RowAddress::from_u64(v))
+        .collect();
+    Ok((ids, addrs))
+}
+
+fn user_columns(batch: &RecordBatch, schema: &Schema) -> Result<RecordBatch> {
+    Ok(batch.project(&(0..schema.fields.len()).collect::<Vec<_>>())?)
+}
+
+impl Table {
+    /// Appends rows as new native fragments; their ids are their addresses.
+    pub async fn append(&self, batches: Vec<RecordBatch>) -> Result<Committed> {
+        self.append_stream(futures::stream::iter(batches.into_iter().map(Ok)).boxed())
+            .await
+    }
+
+    /// Appends a stream of rows, writing each fragment as it fills.
+    pub async fn append_stream(
+        &self,
+        batches: BoxStream<'_, Result<RecordBatch>>,
+    ) -> Result<Committed> {
+        let read = self.read_snapshot().await?;
+        let fragments = self.write_native(&read, batches).await?;
+        self.commit(&read, Action::Append { fragments }).await
+    }
+
+    /// Replaces every row. New rows get new ids; the fragment-id high-water mark is kept,
+    /// so no id is ever reused.
+    pub async fn overwrite(&self, batches: Vec<RecordBatch>) -> Result<Committed> {
+        let read = self.read_snapshot().await?;
+        let stream = futures::stream::iter(batches.into_iter().map(Ok)).boxed();
+        let fragments = self.write_native(&read, stream).await?;
+        self.commit(&read, Action::Overwrite { fragments }).await
+    }
+
+    async fn write_native(
+        &self,
+        read: &Snapshot,
+        mut batches: BoxStream<'_, Result<RecordBatch>>,
+    ) -> Result<Vec<NewFragment>> {
+        read.manifest().check_writable(&self.store.display())?;
+        let schema = read.schema();
+        let mut writer = FragmentWriter::new(
+            &self.store,
+            schema,
+            self.options.max_rows_per_fragment,
+            false,
+        );
+        while let Some(batch) = batches.try_next().await? {
+            writer.push(batch, Vec::new()).await?;
+        }
+        writer.finish().await
+    }
+
+    /// Deletes the rows the predicate matches.
+    pub async fn delete_where(&self, predicate: BatchPredicate<'_>) -> Result<Committed> {
+        let read = self.read_snapshot().await?;
+        let mut rows = Vec::new();
+        let mut scan = read.scan(scan_all()).await?;
+        while let Some(batch) = scan.try_next().await? {
+            let matched = filter_record_batch(&batch, &predicate(&batch)?)?;
+            let (ids, addrs) = system_columns(&matched)?;
+            rows.extend(ids.into_iter().zip(addrs));
+        }
+        self.commit(&read, Action::Delete { rows }).await
+    }
+
+    /// Deletes rows by id.
+    ///
+    /// # Errors
+    /// [`Error::RowNotFound`] if an id names no live row; nothing is deleted then.
+    pub async fn delete_rows(&self, ids: &[RowId]) -> Result<Committed> {
+        let read = self.read_snapshot().await?;
+        let mut rows = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let addr = read.resolve(id).await?.ok_or(Error::RowNotFound(id))?;
+            rows.push((id, addr));
+        }
+        rows.sort_unstable();
+        rows.dedup();
+        self.commit(&read, Action::Delete { rows }).await
+    }
+
+    /// Rewrites the rows the predicate matches with the values `update` computes. Updated
+    /// rows keep their ids and move to a new fragment.
+    pub async fn update_where(
+        &self,
+        predicate: BatchPredicate<'_>,
+        update: BatchUpdate<'_>,
+    ) -> Result<Committed> {
+        let read = self.read_snapshot().await?;
+        let schema = read.schema().clone();
+        let mut writer = FragmentWriter::new(
+            &self.store,
+            &schema,
+            self.options.max_rows_per_fragment,
+            true,
+        );
+        let mut rows = Vec::new();
+        let mut scan = read.scan(scan_all()).await?;
+        while let Some(batch) = scan.try_next().await? {
+            let matched = filter_record_batch(&batch, &predicate(&batch)?)?;
+            if matched.num_rows() == 0 {
+                continue;
+            }
+            let (ids, addrs) = system_columns(&matched)?;
+            let updated = update(&user_columns(&matched, &schema)?)?;
+            if updated.num_rows() != matched.num_rows() {
+                return Err(Error::invalid(format!(
+                    "update returned {} rows for {} matched rows",
+                    updated.num_rows(),
+                    matched.num_rows()
+                )));
+            }
+            writer
+                .push(updated, ids.iter().copied().map(Some).collect())
+                .await?;
+            rows.extend(ids.into_iter().zip(addrs));
+        }
+        let fragments = writer.finish().await?;
+        self.commit(&read, Action::Update { rows, fragments }).await
+    }
+
+    /// Merges rows by the key column `key`: a row whose key matches a live row replaces it
+    /// and keeps its id; other rows are appended with new ids.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an unknown key column, a schema mismatch, or a key that
+    /// appears twice in the input.
+    pub async fn upsert(&self, key: &str, batches: Vec<RecordBatch>) -> Result<Committed> {
+        let read = self.read_snapshot().await?;
+        let schema = read.schema().clone();
+        let key_field = schema
+            .field_by_name(key)
+            .ok_or_else(|| Error::invalid(format!("no column named '{key}' to merge on")))?;
+        let converter = RowConverter::new(vec![SortField::new(key_field.data_type.clone())])?;
+        let key_index = schema
+            .fields
+            .iter()
+            .position(|f| f.name == key)
+            .unwrap_or(0);
+        // Index the live keys of the table.
+        let mut existing: HashMap<Vec<u8>, (RowId, RowAddress)> = HashMap::new();
+        let mut scan = read
+            .scan(ScanRequest {
+                columns: Some(vec![key.to_string()]),
+                with_row_id: true,
+                with_row_addr: true,
+                ..Default::default()
+            })
+            .await?;
+        while let Some(batch) = scan.try_next().await? {
+            let keys = converter.convert_columns(&[batch.column(0).clone()])?;
+            let (ids, addrs) = system_columns(&batch)?;
+            for (i, (id, addr)) in ids.into_iter().zip(addrs).enumerate() {
+                if batch.column(0).is_valid(i) {
+                    existing.insert(keys.row(i).as_ref().to_vec(), (id, addr));
+                }
+            }
+        }
+        let mut writer = FragmentWriter::new(
+            &self.store,
+            &schema,
+            self.options.max_rows_per_fragment,
+            true,
+        );
+        let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+        let mut rows = Vec::new();
+        for batch in batches {
+            schema.check_input(&batch.schema())?;
+            let keys = converter.convert_columns(&[batch.column(key_index).clone()])?;
+            let mut carried = Vec::with_capacity(batch.num_rows());
+            for i in 0..batch.num_rows() {
+                let key = keys.row(i).as_ref().to_vec();
+                if !seen.insert(key.clone()) {
+                    return Err(Error::invalid(format!(
+                        "key column '{key}' repeats a value in the upsert input",
+                        key = key_field.name
+                    )));
+                }
+                match existing.get(&key) {
+                    Some(&(id, addr)) if batch.column(key_index).is_valid(i) => {
+                        carried.push(Some(id));
+                        rows.push((id, addr));
+                    }
+                    _ => carried.push(None),
+                }
+            }
+            writer.push(batch, carried).await?;
+        }
+        let fragments = writer.finish().await?;
+        self.commit(&read, Action::Update { rows, fragments }).await
+    }
+}
+
+/// Every user column plus both system columns.
+fn scan_all() -> ScanRequest {
+    ScanRequest {
+        columns: None,
+        with_row_id: true,
+        with_row_addr: true,
+        ..Default::default()
+    }
+}

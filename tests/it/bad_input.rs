@@ -1,0 +1,348 @@
+//! Bad input gets a typed error, never a panic, and loses nothing: damaged files of every
+//! kind, paths escaping the table, unknown feature flags and format versions, wrong schemas.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use natal::error::FlagKind;
+use natal::format::Manifest;
+use natal::rowid::RowId;
+use natal::table::{Table, TableOptions};
+use natal::Error;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+use crate::common::*;
+
+async fn put(store: &Arc<dyn ObjectStore>, path: &Path, bytes: Vec<u8>) {
+    store
+        .put(path, PutPayload::from(Bytes::from(bytes)))
+        .await
+        .unwrap();
+}
+
+async fn get(store: &Arc<dyn ObjectStore>, path: &Path) -> Vec<u8> {
+    store
+        .get(path)
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec()
+}
+
+/// A table with data, deletions and a checkpoint; returns it with its store.
+async fn populated() -> (Table, Arc<dyn ObjectStore>) {
+    let (table, store) = memory_table(2).await;
+    table
+        .append(vec![batch(&[(1, 1), (2, 2), (3, 3)])])
+        .await
+        .unwrap();
+    table
+        .update_where(&key_matches(|k| k == 1), &add_to_val(1))
+        .await
+        .unwrap();
+    table.checkpoint().await.unwrap();
+    (table, store)
+}
+
+#[tokio::test]
+async fn damaged_manifests_are_corrupt_and_older_versions_still_read() {
+    let (table, store) = populated().await;
+    let latest = table.latest().await.unwrap().version();
+    let path = table.store().manifest_path(latest);
+    let good = get(&store, &path).await;
+    let before = read_rows(&table.at_version(latest - 1).await.unwrap())
+        .await
+        .unwrap();
+    let mut flipped = good.clone();
+    flipped[good.len() / 2] ^= 0x10;
+    for bad in [
+        good[..good.len() / 2].to_vec(),
+        good[..7].to_vec(),
+        vec![],
+        flipped,
+    ] {
+        put(&store, &path, bad).await;
+        let err = table.latest().await.unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        assert_eq!(
+            read_rows(&table.at_version(latest - 1).await.unwrap())
+                .await
+                .unwrap(),
+            before
+        );
+    }
+    put(&store, &path, good).await;
+    assert_eq!(table.latest().await.unwrap().version(), latest);
+}
+
+/// Rewrites the latest manifest through `edit` (a byte-level patch of the encoded form).
+async fn patch_latest(table: &Table, store: &Arc<dyn ObjectStore>, edit: impl Fn(&mut Vec<u8>)) {
+    let version = table.latest().await.unwrap().version();
+    let path = table.store().manifest_path(version);
+    let bytes = get(store, &path).await;
+    let mut body = bytes[8..bytes.len() - 4].to_vec();
+    edit(&mut body);
+    let mut out = bytes[..8].to_vec();
+    out.extend_from_slice(&body);
+    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    put(store, &path, out).await;
+}
+
+#[tokio::test]
+async fn a_path_escaping_the_table_is_refused() {
+    let (table, store) = populated().await;
+    let snapshot = table.latest().await.unwrap();
+    let data = snapshot.manifest().fragments[0].files[0].path.to_string();
+    // Same length, so the protobuf framing stays valid.
+    let escape = format!("data/../{}", &data[8..]);
+    assert_eq!(escape.len(), data.len());
+    patch_latest(&table, &store, |body| {
+        let at = body
+            .windows(data.len())
+            .position(|w| w == data.as_bytes())
+            .expect("path in manifest");
+        body[at..at + data.len()].copy_from_slice(escape.as_bytes());
+    })
+    .await;
+    let err = table.latest().await.unwrap_err();
+    assert!(matches!(err, Error::PathEscapesTable { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn unknown_feature_flags_refuse_reads_or_writes() {
+    let (table, store) = populated().await;
+    let version = table.latest().await.unwrap().version();
+    let path = table.store().manifest_path(version);
+    let original = Manifest::decode(path.as_ref(), &get(&store, &path).await).unwrap();
+
+    let mut writer_flagged = original.clone();
+    writer_flagged.writer_flags |= 1 << 40;
+    put(&store, &path, writer_flagged.encode()).await;
+    let snapshot = table
+        .latest()
+        .await
+        .expect("unknown writer flags still read");
+    assert_eq!(read_rows(&snapshot).await.unwrap().len(), 3);
+    let err = table.append(vec![batch(&[(9, 9)])]).await.unwrap_err();
+    assert!(
+        matches!(err, Error::UnsupportedFeature { kind: FlagKind::Writer, flag, .. } if flag == 1 << 40),
+        "{err}"
+    );
+    assert_eq!(
+        table.latest().await.unwrap().version(),
+        version,
+        "nothing committed"
+    );
+
+    let mut reader_flagged = original.clone();
+    reader_flagged.reader_flags |= 1 << 33;
+    put(&store, &path, reader_flagged.encode()).await;
+    let err = table.latest().await.unwrap_err();
+    assert!(
+        matches!(err, Error::UnsupportedFeature { kind: FlagKind::Reader, flag, .. } if flag == 1 << 33),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_format_version_refuses_both() {
+    let (table, store) = memory_table(2).await;
+    // format_version is field 10, varint: tag 0x50 followed by the value.
+    patch_latest(&table, &store, |body| {
+        let at = body
+            .windows(2)
+            .position(|w| w == [0x50, 0x01])
+            .expect("format version");
+        body[at + 1] = 0x07;
+    })
+    .await;
+    let err = table.latest().await.unwrap_err();
+    assert!(
+        matches!(err, Error::UnsupportedFormatVersion { found: 7, .. }),
+        "{err}"
+    );
+    assert!(table.append(vec![batch(&[(1, 1)])]).await.is_err());
+}
+
+#[tokio::test]
+async fn damaged_data_deletion_and_checkpoint_files_are_errors_not_panics() {
+    let (table, store) = populated().await;
+    let snapshot = table.latest().await.unwrap();
+    let manifest = snapshot.manifest().clone();
+    let data = table.store().path(&manifest.fragments[0].files[0].path);
+    let deletion = table.store().path(
+        &manifest.fragments[0]
+            .deletion
+            .clone()
+            .expect("row 1 was updated")
+            .path,
+    );
+    let checkpoint = table.store().path(
+        &manifest
+            .relocation_checkpoint
+            .clone()
+            .expect("checkpointed")
+            .path,
+    );
+    for path in [data, deletion, checkpoint] {
+        let good = get(&store, &path).await;
+        // Every kind of file ends in a checked trailer (checksum or Parquet magic).
+        for bad in [good[..good.len() / 2].to_vec(), good[..3].to_vec(), {
+            let mut b = good.clone();
+            let at = b.len() - 2;
+            b[at] ^= 0xFF;
+            b
+        }] {
+            put(&store, &path, bad).await;
+            let fresh = table.latest().await.unwrap();
+            let scanned = read_rows(&fresh).await;
+            let resolved = fresh.resolve(RowId::from_u64(addr(0, 0))).await;
+            assert!(
+                scanned.is_err() || resolved.is_err(),
+                "damage to {path} went unnoticed"
+            );
+            for err in [scanned.err(), resolved.err()].into_iter().flatten() {
+                assert!(
+                    matches!(err, Error::Corrupt { .. } | Error::Parquet(_)),
+                    "{path}: {err}"
+                );
+            }
+        }
+        put(&store, &path, good).await;
+    }
+    assert_eq!(
+        read_rows(&table.latest().await.unwrap())
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
+#[tokio::test]
+async fn schema_mismatches_and_bad_rows_commit_nothing() {
+    let (table, _) = memory_table(10).await;
+    table.append(vec![batch(&[(1, 1)])]).await.unwrap();
+    use arrow::array::{Int32Array, Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    let wrong_type = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("key", DataType::Int32, false),
+            Field::new("val", DataType::Int64, true),
+            Field::new("name", DataType::Utf8, true),
+        ])),
+        vec![
+            Arc::new(Int32Array::from(vec![1])),
+            Arc::new(Int64Array::from(vec![1])),
+            Arc::new(arrow::array::StringArray::from(vec!["x"])),
+        ],
+    )
+    .unwrap();
+    let missing = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("key", DataType::Int64, true)])),
+        vec![Arc::new(Int64Array::from(vec![Some(1)]))],
+    )
+    .unwrap();
+    let null_key = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("key", DataType::Int64, true),
+            Field::new("val", DataType::Int64, true),
+            Field::new("name", DataType::Utf8, true),
+        ])),
+        vec![
+            Arc::new(Int64Array::from(vec![None])),
+            Arc::new(Int64Array::from(vec![Some(1)])),
+            Arc::new(arrow::array::StringArray::from(vec![Some("x")])),
+        ],
+    )
+    .unwrap();
+    for bad in [wrong_type, missing, null_key] {
+        let err = table.append(vec![bad]).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidInput(_)), "{err}");
+    }
+    let err = table
+        .delete_rows(&[RowId::from_u64(addr(5, 5))])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::RowNotFound(_)), "{err}");
+    let err = table
+        .upsert("key", vec![batch(&[(3, 3), (3, 4)])])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidInput(_)), "{err}");
+    let err = table
+        .upsert("nope", vec![batch(&[(3, 3)])])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidInput(_)), "{err}");
+    assert!(matches!(
+        table.at_version(99).await,
+        Err(Error::VersionNotFound { version: 99, .. })
+    ));
+    assert_eq!(
+        table.latest().await.unwrap().version(),
+        2,
+        "nothing committed"
+    );
+    assert_eq!(
+        read_rows(&table.latest().await.unwrap())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let reserved = Schema::new(vec![Field::new("_rowid", DataType::UInt64, false)]);
+    let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let err = Table::create(
+        store.clone(),
+        "r".into(),
+        &reserved,
+        TableOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, Error::InvalidInput(_)), "{err}");
+    assert!(matches!(
+        Table::open(store, "r".into()).await,
+        Err(Error::TableNotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn opens_cost_one_list_and_one_get() {
+    let inner: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let counted = Arc::new(natal::io::InstrumentedStore::new(inner));
+    let table = Table::create(
+        counted.clone(),
+        "t".into(),
+        &schema(),
+        TableOptions {
+            max_rows_per_fragment: 2,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for k in 0..5 {
+        table
+            .append(vec![batch(&[(k, k), (k + 10, k)])])
+            .await
+            .unwrap();
+    }
+    counted.reset();
+    let snapshot = table.latest().await.unwrap();
+    let tally = counted.tally();
+    assert_eq!((tally.list, tally.get, tally.total()), (1, 1, 2));
+    counted.reset();
+    table.at_version(3).await.unwrap();
+    let tally = counted.tally();
+    assert_eq!((tally.get, tally.total()), (1, 1));
+    // count(*) needs no request beyond the open.
+    counted.reset();
+    assert_eq!(snapshot.count_rows(), 10);
+    assert_eq!(counted.tally().total(), 0);
+}

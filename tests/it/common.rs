@@ -1,0 +1,127 @@
+//! Shared fixtures: a small schema, batches, in-memory tables, and reading a whole version
+//! back as plain rows.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{AsArray, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, UInt64Type};
+use futures::TryStreamExt;
+use natal::table::{ScanRequest, Snapshot, Table, TableOptions};
+use object_store::memory::InMemory;
+use object_store::ObjectStore;
+
+pub fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Int64, false),
+        Field::new("val", DataType::Int64, true),
+        Field::new("name", DataType::Utf8, true),
+    ]))
+}
+
+/// Rows `(key, val)`; `name` is derived from both so a misplaced column shows.
+pub fn batch(rows: &[(i64, i64)]) -> RecordBatch {
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| format!("n{}-{}", r.0, r.1)),
+            )),
+        ],
+    )
+    .expect("valid batch")
+}
+
+pub async fn memory_table(max_rows_per_fragment: u64) -> (Table, Arc<dyn ObjectStore>) {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = Table::create(
+        store.clone(),
+        "t".into(),
+        &schema(),
+        TableOptions {
+            max_rows_per_fragment,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("create");
+    (table, store)
+}
+
+/// One live row as a test sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Row {
+    pub addr: u64,
+    pub key: i64,
+    pub val: i64,
+}
+
+/// Every live row of a version, by id. Also checks `name` agrees with key and val.
+pub async fn read_rows(snapshot: &Snapshot) -> natal::Result<BTreeMap<u64, Row>> {
+    let batches: Vec<RecordBatch> = snapshot
+        .scan(ScanRequest {
+            with_row_id: true,
+            with_row_addr: true,
+            ..Default::default()
+        })
+        .await?
+        .try_collect()
+        .await?;
+    let mut rows = BTreeMap::new();
+    for batch in batches {
+        let keys = batch.column(0).as_primitive::<Int64Type>();
+        let vals = batch.column(1).as_primitive::<Int64Type>();
+        let names = batch.column(2).as_string::<i32>();
+        let ids = batch.column(3).as_primitive::<UInt64Type>();
+        let addrs = batch.column(4).as_primitive::<UInt64Type>();
+        for i in 0..batch.num_rows() {
+            let row = Row {
+                addr: addrs.value(i),
+                key: keys.value(i),
+                val: vals.value(i),
+            };
+            assert_eq!(
+                names.value(i),
+                format!("n{}-{}", row.key, row.val),
+                "columns misaligned"
+            );
+            assert!(
+                rows.insert(ids.value(i), row).is_none(),
+                "id {} twice",
+                ids.value(i)
+            );
+        }
+    }
+    Ok(rows)
+}
+
+pub fn addr(fragment: u32, offset: u32) -> u64 {
+    ((fragment as u64) << 32) | offset as u64
+}
+
+/// A predicate over the `key` column.
+pub fn key_matches(
+    f: impl Fn(i64) -> bool + Send + Sync + 'static,
+) -> impl Fn(&RecordBatch) -> natal::Result<arrow::array::BooleanArray> + Send + Sync {
+    move |batch: &RecordBatch| {
+        let keys = batch.column(0).as_primitive::<Int64Type>();
+        Ok(keys.iter().map(|k| k.map(&f)).collect())
+    }
+}
+
+/// An update that adds `delta` to `val`.
+pub fn add_to_val(delta: i64) -> impl Fn(&RecordBatch) -> natal::Result<RecordBatch> + Send + Sync {
+    move |batch: &RecordBatch| {
+        let keys = batch.column(0).as_primitive::<Int64Type>();
+        let vals = batch.column(1).as_primitive::<Int64Type>();
+        let rows: Vec<(i64, i64)> = keys
+            .values()
+            .iter()
+            .zip(vals.values())
+            .map(|(k, v)| (*k, v + delta))
+            .collect();
+        Ok(self::batch(&rows))
+    }
+}

@@ -1,0 +1,8 @@
+//! natal's integration tests: one binary, one module per area.
+
+mod bad_input;
+mod common;
+mod concurrency;
+mod faults;
+mod model;
+mod rowid;

@@ -1,0 +1,481 @@
+//! The table against a model: random sequences of every operation, including concurrent
+//! pairs, compared after every step with a plain in-memory map of id → row.
+//!
+//! After each step: every live row's id and values; no id ever reused; `resolve` finds
+//! exactly the live rows; rows never moved sit at their birth address; and every retained
+//! version still reads exactly as it did when it was committed.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use natal::rowid::RowId;
+use natal::table::{CleanupPolicy, CompactOptions, Table};
+use natal::Error;
+use proptest::prelude::*;
+use proptest::sample::Index;
+
+use crate::common::*;
+
+type State = BTreeMap<u64, (i64, i64)>;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Append(u8),
+    DeleteWhere {
+        modulus: u8,
+        rest: u8,
+    },
+    DeleteIds(Vec<Index>),
+    Update {
+        modulus: u8,
+        rest: u8,
+        delta: i64,
+    },
+    Upsert {
+        existing: Vec<Index>,
+        new_rows: u8,
+        delta: i64,
+    },
+    Compact {
+        target: u8,
+    },
+    Checkpoint,
+    Overwrite(u8),
+    Restore(Index),
+    Cleanup {
+        keep: u8,
+    },
+    Concurrent(Box<Op>, Box<Op>),
+}
+
+fn row_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (1u8..12).prop_map(Op::Append),
+        (2u8..6, 0u8..6).prop_map(|(modulus, rest)| Op::DeleteWhere {
+            modulus,
+            rest: rest % modulus
+        }),
+        prop::collection::vec(any::<Index>(), 1..4).prop_map(Op::DeleteIds),
+        (2u8..6, 0u8..6, 1i64..50).prop_map(|(modulus, rest, delta)| Op::Update {
+            modulus,
+            rest: rest % modulus,
+            delta
+        }),
+        (
+            prop::collection::vec(any::<Index>(), 0..4),
+            0u8..4,
+            1i64..50
+        )
+            .prop_map(|(existing, new_rows, delta)| Op::Upsert {
+                existing,
+                new_rows,
+                delta
+            }),
+        (2u8..30).prop_map(|target| Op::Compact { target }),
+        Just(Op::Checkpoint),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => row_op(),
+        1 => (1u8..8).prop_map(Op::Overwrite),
+        1 => any::<Index>().prop_map(Op::Restore),
+        1 => (1u8..4).prop_map(|keep| Op::Cleanup { keep }),
+        3 => (row_op(), row_op()).prop_map(|(a, b)| Op::Concurrent(Box::new(a), Box::new(b))),
+    ]
+}
+
+struct Model {
+    live: State,
+    ever: HashSet<u64>,
+    /// Ids whose rows were ever rewritten; all others must sit at their birth address.
+    moved: HashSet<u64>,
+    versions: Vec<(u64, State)>,
+    next_key: i64,
+}
+
+/// What an operation is expected to do to the model, computed against the state it read.
+enum Expect {
+    /// New rows (key, val) added with fresh ids, plus changed rows (id → new values), plus
+    /// removed ids.
+    Change {
+        added: Vec<(i64, i64)>,
+        changed: BTreeMap<u64, (i64, i64)>,
+        removed: Vec<u64>,
+        replace_all: bool,
+    },
+    /// Values unchanged (compaction, checkpoint); rows may move.
+    NoValueChange,
+    Restore(State),
+}
+
+impl Model {
+    fn fresh_rows(&mut self, n: u8) -> Vec<(i64, i64)> {
+        (0..n as i64)
+            .map(|i| {
+                self.next_key += 1;
+                (self.next_key, i)
+            })
+            .collect()
+    }
+}
+
+/// Plans `op` against `read` (the state it sees) and returns what to run and what to expect.
+fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
+    let pick = |indexes: &[Index]| -> Vec<u64> {
+        let ids: Vec<u64> = read.keys().copied().collect();
+        let mut picked: Vec<u64> = if ids.is_empty() {
+            vec![]
+        } else {
+            indexes.iter().map(|i| ids[i.index(ids.len())]).collect()
+        };
+        picked.sort_unstable();
+        picked.dedup();
+        picked
+    };
+    let matching = |m: u8, r: u8| -> Vec<u64> {
+        read.iter()
+            .filter(|(_, (k, _))| k.rem_euclid(m as i64) == r as i64)
+            .map(|(id, _)| *id)
+            .collect()
+    };
+    let change = |added, changed, removed| Expect::Change {
+        added,
+        changed,
+        removed,
+        replace_all: false,
+    };
+    match op {
+        Op::Append(n) => {
+            let rows = model.fresh_rows(*n);
+            (
+                Action::Append(rows.clone()),
+                change(rows, BTreeMap::new(), vec![]),
+            )
+        }
+        Op::DeleteWhere { modulus, rest } => (
+            Action::DeleteWhere(*modulus, *rest),
+            change(vec![], BTreeMap::new(), matching(*modulus, *rest)),
+        ),
+        Op::DeleteIds(indexes) => {
+            let ids = pick(indexes);
+            (
+                Action::DeleteIds(ids.clone()),
+                change(vec![], BTreeMap::new(), ids),
+            )
+        }
+        Op::Update {
+            modulus,
+            rest,
+            delta,
+        } => {
+            let changed = matching(*modulus, *rest)
+                .into_iter()
+                .map(|id| (id, (read[&id].0, read[&id].1 + delta)))
+                .collect();
+            (
+                Action::Update(*modulus, *rest, *delta),
+                change(vec![], changed, vec![]),
+            )
+        }
+        Op::Upsert {
+            existing,
+            new_rows,
+            delta,
+        } => {
+            let ids = pick(existing);
+            let changed: BTreeMap<u64, (i64, i64)> = ids
+                .iter()
+                .map(|id| (*id, (read[id].0, read[id].1 + delta)))
+                .collect();
+            let added = model.fresh_rows(*new_rows);
+            let input: Vec<(i64, i64)> = changed
+                .values()
+                .copied()
+                .chain(added.iter().copied())
+                .collect();
+            (Action::Upsert(input), change(added, changed, vec![]))
+        }
+        Op::Compact { target } => (Action::Compact(*target as u64), Expect::NoValueChange),
+        Op::Checkpoint => (Action::Checkpoint, Expect::NoValueChange),
+        Op::Overwrite(n) => {
+            let rows = model.fresh_rows(*n);
+            (
+                Action::Overwrite(rows.clone()),
+                Expect::Change {
+                    added: rows,
+                    changed: BTreeMap::new(),
+                    removed: vec![],
+                    replace_all: true,
+                },
+            )
+        }
+        Op::Restore(index) => {
+            let (version, state) = model.versions[index.index(model.versions.len())].clone();
+            (Action::Restore(version), Expect::Restore(state))
+        }
+        Op::Cleanup { .. } | Op::Concurrent(..) => unreachable!("handled by the runner"),
+    }
+}
+
+#[derive(Debug)]
+enum Action {
+    Append(Vec<(i64, i64)>),
+    DeleteWhere(u8, u8),
+    DeleteIds(Vec<u64>),
+    Update(u8, u8, i64),
+    Upsert(Vec<(i64, i64)>),
+    Compact(u64),
+    Checkpoint,
+    Overwrite(Vec<(i64, i64)>),
+    Restore(u64),
+}
+
+async fn run(table: &Table, action: &Action) -> natal::Result<u64> {
+    let modulo = |m: u8, r: u8| key_matches(move |k| k.rem_euclid(m as i64) == r as i64);
+    Ok(match action {
+        Action::Append(rows) => table.append(vec![batch(rows)]).await?.version,
+        Action::DeleteWhere(m, r) => table.delete_where(&modulo(*m, *r)).await?.version,
+        Action::DeleteIds(ids) => {
+            let ids: Vec<RowId> = ids.iter().map(|v| RowId::from_u64(*v)).collect();
+            table.delete_rows(&ids).await?.version
+        }
+        Action::Update(m, r, d) => {
+            table
+                .update_where(&modulo(*m, *r), &add_to_val(*d))
+                .await?
+                .version
+        }
+        Action::Upsert(rows) => table.upsert("key", vec![batch(rows)]).await?.version,
+        Action::Compact(target) => {
+            let options = CompactOptions {
+                target_rows_per_fragment: Some(*target),
+                max_deleted_fraction: 0.2,
+            };
+            // No version (0) when there was nothing to compact.
+            table.compact(options).await?.version.unwrap_or(0)
+        }
+        Action::Checkpoint => table.checkpoint().await?.version,
+        Action::Overwrite(rows) => table.overwrite(vec![batch(rows)]).await?.version,
+        Action::Restore(v) => table.restore(*v).await?.version,
+    })
+}
+
+/// Applies a committed operation's expectation to the model, checking new ids on the way.
+async fn apply(model: &mut Model, expect: Expect, version: u64, table: &Table) {
+    if version == 0 {
+        return; // compaction found nothing to do: no version
+    }
+    let last = model.versions.last().map_or(0, |v| v.0);
+    assert_eq!(version, last + 1, "versions are consecutive");
+    let actual = read_rows(&table.at_version(version).await.unwrap())
+        .await
+        .unwrap();
+    match expect {
+        Expect::Change {
+            added,
+            changed,
+            removed,
+            replace_all,
+        } => {
+            if replace_all {
+                model.live.clear();
+            }
+            for id in removed {
+                assert!(model.live.remove(&id).is_some(), "removed id {id} was live");
+            }
+            for (id, values) in changed {
+                assert!(
+                    model.live.insert(id, values).is_some(),
+                    "changed id {id} was live"
+                );
+                model.moved.insert(id);
+            }
+            let mut new_ids: Vec<u64> = actual
+                .keys()
+                .filter(|id| !model.live.contains_key(id))
+                .copied()
+                .collect();
+            new_ids.sort_unstable();
+            assert_eq!(new_ids.len(), added.len(), "new rows get new ids");
+            let mut new_rows: Vec<(i64, i64)> = new_ids
+                .iter()
+                .map(|id| (actual[id].key, actual[id].val))
+                .collect();
+            let mut added = added;
+            new_rows.sort_unstable();
+            added.sort_unstable();
+            assert_eq!(new_rows, added);
+            for id in new_ids {
+                assert!(!model.ever.contains(&id), "id {id} reused");
+                assert_eq!(actual[&id].addr, id, "a new row's id is its birth address");
+                model.live.insert(id, (actual[&id].key, actual[&id].val));
+            }
+        }
+        Expect::NoValueChange => {
+            let before = read_rows(&table.at_version(version - 1).await.unwrap())
+                .await
+                .unwrap();
+            for (id, row) in &actual {
+                if before.get(id).is_some_and(|b| b.addr != row.addr) {
+                    model.moved.insert(*id);
+                }
+            }
+        }
+        Expect::Restore(state) => model.live = state,
+    }
+    model.ever.extend(model.live.keys().copied());
+    model.versions.push((version, model.live.clone()));
+}
+
+async fn check(model: &Model, table: &Table) {
+    let snapshot = table.latest().await.unwrap();
+    assert_eq!(snapshot.version(), model.versions.last().unwrap().0);
+    let actual = read_rows(&snapshot).await.unwrap();
+    let values: State = actual.iter().map(|(id, r)| (*id, (r.key, r.val))).collect();
+    assert_eq!(values, model.live, "live rows differ from the model");
+    assert_eq!(snapshot.count_rows(), model.live.len() as u64);
+    for (id, row) in &actual {
+        if !model.moved.contains(id) {
+            assert_eq!(
+                row.addr, *id,
+                "row {id} never moved but is not at its birth address"
+            );
+        }
+        let resolved = snapshot.resolve(RowId::from_u64(*id)).await.unwrap();
+        assert_eq!(
+            resolved.map(|a| a.as_u64()),
+            Some(row.addr),
+            "resolve({id})"
+        );
+    }
+    for dead in model
+        .ever
+        .iter()
+        .filter(|id| !model.live.contains_key(id))
+        .take(20)
+    {
+        assert_eq!(
+            snapshot.resolve(RowId::from_u64(*dead)).await.unwrap(),
+            None,
+            "dead id {dead} resolves"
+        );
+    }
+    for (version, state) in &model.versions {
+        let old = read_rows(&table.at_version(*version).await.unwrap())
+            .await
+            .unwrap();
+        let old: State = old.iter().map(|(id, r)| (*id, (r.key, r.val))).collect();
+        assert_eq!(&old, state, "version {version} changed");
+    }
+}
+
+/// Ids whose rows `a` rewrote or removed between `before` and `after`.
+fn touched(before: &State, after: &State) -> HashSet<u64> {
+    before
+        .iter()
+        .filter(|(id, v)| after.get(id) != Some(v))
+        .map(|(id, _)| *id)
+        .collect()
+}
+
+async fn step(op: &Op, model: &mut Model, table: &Table) {
+    match op {
+        Op::Cleanup { keep } => {
+            let policy = CleanupPolicy {
+                keep_versions: *keep as usize,
+                keep_newer_than: Duration::ZERO,
+                min_file_age: Duration::ZERO,
+            };
+            table.cleanup(policy).await.unwrap();
+            let removed = model.versions.len().saturating_sub(*keep as usize);
+            for (version, _) in model.versions.drain(..removed) {
+                assert!(matches!(
+                    table.at_version(version).await,
+                    Err(Error::VersionNotFound { .. })
+                ));
+            }
+        }
+        Op::Concurrent(a, b) => {
+            let read_version = model.versions.last().unwrap().0;
+            let read = model.live.clone();
+            let handle_a = table.planned_at(table.at_version(read_version).await.unwrap());
+            let handle_b = table.planned_at(table.at_version(read_version).await.unwrap());
+            let (action_a, expect_a) = plan(a, &read, model);
+            let (action_b, expect_b) = plan(b, &read, model);
+            let version = run(&handle_a, &action_a).await.unwrap();
+            apply(model, expect_a, version, table).await;
+            let touched_by_a = touched(&read, &model.live);
+            let result = run(&handle_b, &action_b).await;
+            let conflicts = match &expect_b {
+                Expect::Change {
+                    changed, removed, ..
+                } => changed
+                    .keys()
+                    .chain(removed.iter())
+                    .any(|id| touched_by_a.contains(id)),
+                _ => false,
+            };
+            match result {
+                Err(e) if e.is_conflict() => {
+                    // Compaction gives way to an update or compaction of its input fragments.
+                    let rewrote = matches!(
+                        action_a,
+                        Action::Update(..) | Action::Upsert(_) | Action::Compact(_)
+                    );
+                    let allowed = conflicts || (matches!(action_b, Action::Compact(_)) && rewrote);
+                    assert!(
+                        allowed,
+                        "unexpected conflict for {action_b:?} after {action_a:?}: {e}"
+                    );
+                }
+                Err(e) => panic!("{action_b:?} after {action_a:?} failed: {e}"),
+                Ok(version) => {
+                    assert!(!conflicts, "{action_b:?} should conflict with {action_a:?}");
+                    apply(model, expect_b, version, table).await;
+                }
+            }
+        }
+        op => {
+            let read = model.live.clone();
+            let (action, expect) = plan(op, &read, model);
+            let version = run(table, &action)
+                .await
+                .unwrap_or_else(|e| panic!("{action:?}: {e}"));
+            apply(model, expect, version, table).await;
+        }
+    }
+}
+
+async fn run_case(ops: Vec<Op>, fragment_rows: u64) {
+    let (table, _) = memory_table(fragment_rows).await;
+    let mut model = Model {
+        live: State::new(),
+        ever: HashSet::new(),
+        moved: HashSet::new(),
+        versions: vec![(1, State::new())],
+        next_key: 0,
+    };
+    for op in &ops {
+        step(op, &mut model, &table).await;
+        check(&model, &table).await;
+    }
+}
+
+fn cases() -> u32 {
+    std::env::var("NATAL_MODEL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn table_matches_model(ops in prop::collection::vec(op(), 1..24), fragment_rows in 2u64..9) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(run_case(ops, fragment_rows));
+    }
+}

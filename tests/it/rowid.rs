@@ -1,0 +1,226 @@
+//! Row identity end to end: birth addresses, moves, the relocation view's shape (seed 000's
+//! three notes) and time travel.
+
+use natal::rowid::RowId;
+use natal::table::CompactOptions;
+
+use crate::common::*;
+
+#[tokio::test]
+async fn new_ids_are_birth_addresses() {
+    let (table, _) = memory_table(4).await;
+    let rows: Vec<(i64, i64)> = (0..10).map(|k| (k, k * 10)).collect();
+    table.append(vec![batch(&rows)]).await.unwrap();
+    let read = read_rows(&table.latest().await.unwrap()).await.unwrap();
+    let ids: Vec<u64> = read.keys().copied().collect();
+    let expected: Vec<u64> = (0..10).map(|k| addr(k / 4, k % 4)).collect();
+    assert_eq!(ids, expected);
+    for (id, row) in &read {
+        assert_eq!(*id, row.addr);
+    }
+    assert_eq!(table.latest().await.unwrap().manifest().fragments.len(), 3);
+}
+
+#[tokio::test]
+async fn updating_a_row_twice_leaves_one_point_entry() {
+    let (table, _) = memory_table(100).await;
+    table
+        .append(vec![batch(&[(1, 10), (2, 20), (3, 30)])])
+        .await
+        .unwrap();
+    table
+        .update_where(&key_matches(|k| k == 2), &add_to_val(1))
+        .await
+        .unwrap();
+    table
+        .update_where(&key_matches(|k| k == 2), &add_to_val(1))
+        .await
+        .unwrap();
+    let snapshot = table.latest().await.unwrap();
+    let view = snapshot.relocation_view().await.unwrap();
+    assert_eq!(view.point_count(), 1);
+    assert!(view.range_entries().is_empty());
+    let id = RowId::from_u64(addr(0, 1));
+    let now = snapshot.resolve(id).await.unwrap().expect("row 2 is live");
+    assert_eq!(now.fragment_id(), 2, "the second update's fragment");
+    let rows = read_rows(&snapshot).await.unwrap();
+    assert_eq!(rows[&id.as_u64()].val, 22);
+    assert_eq!(rows[&id.as_u64()].addr, now.as_u64());
+    // The copy in fragment 1 is deleted: resolving never returns a stale address.
+    assert_eq!(rows.len(), 3);
+}
+
+#[tokio::test]
+async fn compaction_keeps_ids_and_makes_range_entries() {
+    let (table, _) = memory_table(10).await;
+    for chunk in 0..4 {
+        let rows: Vec<(i64, i64)> = (0..10).map(|k| (chunk * 10 + k, k)).collect();
+        table.append(vec![batch(&rows)]).await.unwrap();
+    }
+    table
+        .delete_where(&key_matches(|k| k % 7 == 3))
+        .await
+        .unwrap();
+    table
+        .update_where(&key_matches(|k| k == 15), &add_to_val(100))
+        .await
+        .unwrap();
+    let before = read_rows(&table.latest().await.unwrap()).await.unwrap();
+    let report = table
+        .compact(CompactOptions {
+            target_rows_per_fragment: Some(100),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(report.fragments_removed >= 4, "{report:?}");
+    assert_eq!(report.fragments_added, 1);
+    let snapshot = table.latest().await.unwrap();
+    let after = read_rows(&snapshot).await.unwrap();
+    assert_eq!(before.len(), after.len());
+    for (id, row) in &before {
+        let moved = after[id];
+        assert_eq!(
+            (moved.key, moved.val),
+            (row.key, row.val),
+            "id {id} changed value"
+        );
+        assert_ne!(moved.addr, row.addr, "compaction moved every row");
+        // Single hop: the view answers with the current address directly.
+        assert_eq!(
+            snapshot
+                .resolve(RowId::from_u64(*id))
+                .await
+                .unwrap()
+                .map(|a| a.as_u64()),
+            Some(moved.addr)
+        );
+    }
+    let view = snapshot.relocation_view().await.unwrap();
+    // Contiguous survivors are ranges; the one updated row and the gaps cost few entries.
+    assert!(
+        view.range_entries().len() <= 12,
+        "{} ranges",
+        view.range_entries().len()
+    );
+    assert!(view.point_count() <= 8, "{} points", view.point_count());
+    assert_eq!(view.moved_rows(), after.len() as u64);
+}
+
+#[tokio::test]
+async fn overwrite_never_reuses_fragment_ids() {
+    let (table, _) = memory_table(2).await;
+    table
+        .append(vec![batch(&[(1, 1), (2, 2), (3, 3)])])
+        .await
+        .unwrap();
+    let old = read_rows(&table.latest().await.unwrap()).await.unwrap();
+    table
+        .overwrite(vec![batch(&[(7, 7), (8, 8)])])
+        .await
+        .unwrap();
+    let snapshot = table.latest().await.unwrap();
+    let new = read_rows(&snapshot).await.unwrap();
+    assert!(old.keys().all(|id| !new.contains_key(id)));
+    assert_eq!(snapshot.manifest().fragments[0].id, 2);
+    assert_eq!(snapshot.manifest().max_fragment_id, Some(2));
+    // The old version still reads as it did.
+    let v2 = table.at_version(2).await.unwrap();
+    assert_eq!(read_rows(&v2).await.unwrap(), old);
+}
+
+#[tokio::test]
+async fn take_returns_rows_in_the_order_asked_and_skips_dead_ids() {
+    let (table, _) = memory_table(3).await;
+    table
+        .append(vec![batch(&[(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)])])
+        .await
+        .unwrap();
+    table
+        .update_where(&key_matches(|k| k == 4), &add_to_val(10))
+        .await
+        .unwrap();
+    table.delete_where(&key_matches(|k| k == 2)).await.unwrap();
+    let snapshot = table.latest().await.unwrap();
+    let ids = [addr(1, 0), addr(0, 0), addr(0, 1), addr(9, 9), addr(0, 2)];
+    let ids: Vec<RowId> = ids.iter().map(|&v| RowId::from_u64(v)).collect();
+    let batch = snapshot
+        .take(
+            &ids,
+            natal::table::ScanRequest {
+                with_row_id: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    use arrow::array::AsArray;
+    let keys: Vec<i64> = batch
+        .column(0)
+        .as_primitive::<arrow::datatypes::Int64Type>()
+        .values()
+        .to_vec();
+    let vals: Vec<i64> = batch
+        .column(1)
+        .as_primitive::<arrow::datatypes::Int64Type>()
+        .values()
+        .to_vec();
+    assert_eq!(keys, vec![4, 1, 3]);
+    assert_eq!(vals, vec![14, 1, 3]);
+}
+
+#[tokio::test]
+async fn restore_brings_back_old_rows_with_their_ids() {
+    let (table, _) = memory_table(10).await;
+    table.append(vec![batch(&[(1, 1), (2, 2)])]).await.unwrap();
+    let v2 = read_rows(&table.latest().await.unwrap()).await.unwrap();
+    table.delete_where(&key_matches(|_| true)).await.unwrap();
+    table.append(vec![batch(&[(3, 3)])]).await.unwrap();
+    let restored = table.restore(2).await.unwrap();
+    assert_eq!(restored.version, 5);
+    let snapshot = table.latest().await.unwrap();
+    assert_eq!(read_rows(&snapshot).await.unwrap(), v2);
+    // New rows after a restore still get fresh fragment ids.
+    table.append(vec![batch(&[(4, 4)])]).await.unwrap();
+    let rows = read_rows(&table.latest().await.unwrap()).await.unwrap();
+    let (&id, _) = rows.iter().find(|(_, r)| r.key == 4).unwrap();
+    assert_eq!(RowId::from_u64(id).birth_fragment(), 2);
+}
+
+#[tokio::test]
+async fn checkpoint_answers_like_a_full_transpose() {
+    let (table, store) = memory_table(50).await;
+    let rows: Vec<(i64, i64)> = (0..200).map(|k| (k, k)).collect();
+    table.append(vec![batch(&rows)]).await.unwrap();
+    table
+        .update_where(&key_matches(|k| k % 9 == 0), &add_to_val(1))
+        .await
+        .unwrap();
+    table
+        .compact(CompactOptions {
+            target_rows_per_fragment: Some(120),
+            max_deleted_fraction: 0.01,
+        })
+        .await
+        .unwrap();
+    table.checkpoint().await.unwrap();
+    table
+        .update_where(&key_matches(|k| k % 10 == 1), &add_to_val(1))
+        .await
+        .unwrap();
+    table.delete_where(&key_matches(|k| k == 11)).await.unwrap();
+    let with_checkpoint = table.latest().await.unwrap();
+    assert!(with_checkpoint.manifest().relocation_checkpoint.is_some());
+    let rows = read_rows(&with_checkpoint).await.unwrap();
+    // A fresh handle, as a cold process would open it.
+    let cold = natal::table::Table::open(store, "t".into()).await.unwrap();
+    let cold = cold.latest().await.unwrap();
+    for (id, row) in &rows {
+        let found = cold.resolve(RowId::from_u64(*id)).await.unwrap();
+        assert_eq!(found.map(|a| a.as_u64()), Some(row.addr), "id {id}");
+    }
+    assert_eq!(
+        cold.resolve(RowId::from_u64(addr(0, 11))).await.unwrap(),
+        None
+    );
+}
