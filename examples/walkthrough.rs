@@ -25,7 +25,11 @@ async fn show(title: &str, snapshot: &Snapshot) -> natal::Result<()> {
         .await?
         .try_collect()
         .await?;
-    println!("\n== {title} (version {}, {} rows)", snapshot.version(), snapshot.count_rows());
+    println!(
+        "\n== {title} (version {}, {} rows)",
+        snapshot.version(),
+        snapshot.count_rows()
+    );
     println!("{}", pretty_format_batches(&batches)?);
     Ok(())
 }
@@ -35,27 +39,39 @@ fn batch(schema: &Arc<Schema>, ids: std::ops::Range<i64>) -> natal::Result<Recor
         schema.clone(),
         vec![
             Arc::new(Int64Array::from_iter_values(ids.clone())),
-            Arc::new(StringArray::from_iter_values(ids.map(|i| format!("item-{i}")))),
+            Arc::new(StringArray::from_iter_values(
+                ids.map(|i| format!("item-{i}")),
+            )),
         ],
     )?)
 }
 
 #[tokio::main]
 async fn main() -> natal::Result<()> {
-    let dir = std::env::args().nth(1).unwrap_or_else(|| "./natal-demo".to_string());
-    std::fs::create_dir_all(&dir).map_err(|e| natal::Error::InvalidInput(format!("cannot create {dir}: {e}")))?;
+    let dir = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "./natal-demo".to_string());
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| natal::Error::InvalidInput(format!("cannot create {dir}: {e}")))?;
     let store = Arc::new(LocalFileSystem::new_with_prefix(&dir)?);
     let name = format!("items_{}", chrono::Utc::now().timestamp_millis());
     let schema = Arc::new(Schema::new(vec![
         Field::new("sku", DataType::Int64, false),
         Field::new("label", DataType::Utf8, true),
     ]));
-    let options = TableOptions { max_rows_per_fragment: 4, ..Default::default() };
+    let options = TableOptions {
+        max_rows_per_fragment: 4,
+        ..Default::default()
+    };
     let table = Table::create(store, name.as_str().into(), &schema, options).await?;
     println!("created table '{name}' in {dir}");
 
     table.append(vec![batch(&schema, 0..6)?]).await?;
-    show("appended 6 rows: each _rowid is its birth address (fragment << 32 | offset)", &table.latest().await?).await?;
+    show(
+        "appended 6 rows: each _rowid is its birth address (fragment << 32 | offset)",
+        &table.latest().await?,
+    )
+    .await?;
 
     let relabel = |b: &RecordBatch| -> natal::Result<RecordBatch> {
         let skus = b.column(0).as_primitive::<Int64Type>();
@@ -63,24 +79,43 @@ async fn main() -> natal::Result<()> {
             b.schema(),
             vec![
                 b.column(0).clone(),
-                Arc::new(StringArray::from_iter_values(skus.values().iter().map(|s| format!("updated-{s}")))),
+                Arc::new(StringArray::from_iter_values(
+                    skus.values().iter().map(|s| format!("updated-{s}")),
+                )),
             ],
         )?)
     };
     let sku_is = |wanted: i64| {
         move |b: &RecordBatch| -> natal::Result<arrow::array::BooleanArray> {
-            Ok(b.column(0).as_primitive::<Int64Type>().iter().map(|s| s.map(|s| s == wanted)).collect())
+            Ok(b.column(0)
+                .as_primitive::<Int64Type>()
+                .iter()
+                .map(|s| s.map(|s| s == wanted))
+                .collect())
         }
     };
     table.update_where(&sku_is(2), &relabel).await?;
-    show("updated sku 2: same _rowid, new _rowaddr", &table.latest().await?).await?;
+    show(
+        "updated sku 2: same _rowid, new _rowaddr",
+        &table.latest().await?,
+    )
+    .await?;
 
     table.delete_where(&sku_is(4)).await?;
     table.append(vec![batch(&schema, 6..8)?]).await?;
-    let report = table.compact(CompactOptions { target_rows_per_fragment: Some(100), ..Default::default() }).await?;
+    let report = table
+        .compact(CompactOptions {
+            target_rows_per_fragment: Some(100),
+            ..Default::default()
+        })
+        .await?;
     println!("\ncompaction: {report:?}");
     let latest = table.latest().await?;
-    show("deleted sku 4, appended 2 rows, compacted: every _rowid kept", &latest).await?;
+    show(
+        "deleted sku 4, appended 2 rows, compacted: every _rowid kept",
+        &latest,
+    )
+    .await?;
 
     let view = latest.relocation_view().await?;
     println!(
@@ -91,9 +126,16 @@ async fn main() -> natal::Result<()> {
         view.heap_size()
     );
     let id = RowId::from_u64(2);
-    println!("resolve(_rowid {id}) -> {:?}", latest.resolve(id).await?.map(|a| a.to_string()));
+    println!(
+        "resolve(_rowid {id}) -> {:?}",
+        latest.resolve(id).await?.map(|a| a.to_string())
+    );
 
     table.checkpoint().await?;
-    show("time travel: version 2, before any change", &table.at_version(2).await?).await?;
+    show(
+        "time travel: version 2, before any change",
+        &table.at_version(2).await?,
+    )
+    .await?;
     Ok(())
 }

@@ -95,7 +95,7 @@ impl Table {
         let read = self.read_snapshot().await?;
         let target = options
             .target_rows_per_fragment
-            .unwrap_or(self.options.max_rows_per_fragment)
+            .unwrap_or(read.manifest().max_rows_per_fragment)
             .clamp(1, u32::MAX as u64);
         let groups = plan_compaction(
             &read.manifest().fragments,

@@ -37,10 +37,11 @@ pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, CompactionRe
 pub use snapshot::{ScanRequest, Snapshot, ROW_ADDR, ROW_ID};
 pub use write::{BatchPredicate, BatchUpdate};
 
-/// Options fixed when a table is created or opened.
+/// Options of a table handle.
 #[derive(Debug, Clone)]
 pub struct TableOptions {
-    /// Rows per fragment written by append, overwrite and compaction.
+    /// Rows per fragment written by append, overwrite and compaction; fixed at create time
+    /// and stored in the manifest.
     pub max_rows_per_fragment: u64,
     /// How many times a commit rebases onto newer versions before giving up.
     pub max_commit_retries: u32,
@@ -134,23 +135,15 @@ impl Table {
         })
     }
 
-    /// Opens the table at `root`; fragment size comes from the table's manifest.
-    ///
-    /// # Errors
-    /// [`Error::TableNotFound`] if there is none; decoding errors of the latest manifest.
-    pub async fn open(store: Arc<dyn ObjectStore>, root: Path) -> Result<Self> {
-        let store = TableStore::new(store, root);
-        let table = Self {
-            store,
+    /// A handle on the table at `root`. Does no I/O: the first read finds the latest
+    /// version (and reports [`Error::TableNotFound`] if there is none). Fragment size comes
+    /// from the table's manifest.
+    pub fn open(store: Arc<dyn ObjectStore>, root: Path) -> Self {
+        Self {
+            store: TableStore::new(store, root),
             options: TableOptions::default(),
             planned_at: None,
-        };
-        let latest = table.latest().await?;
-        let options = TableOptions {
-            max_rows_per_fragment: latest.manifest().max_rows_per_fragment.max(1),
-            ..TableOptions::default()
-        };
-        Ok(Self { options, ..table })
+        }
     }
 
     pub fn store(&self) -> &TableStore {

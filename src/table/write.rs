@@ -163,12 +163,7 @@ impl Table {
     ) -> Result<Vec<NewFragment>> {
         read.manifest().check_writable(&self.store.display())?;
         let schema = read.schema();
-        let mut writer = FragmentWriter::new(
-            &self.store,
-            schema,
-            self.options.max_rows_per_fragment,
-            false,
-        );
+        let mut writer = FragmentWriter::new(&self.store, schema, fragment_rows(read), false);
         while let Some(batch) = batches.try_next().await? {
             writer.push(batch, Vec::new()).await?;
         }
@@ -213,12 +208,7 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let schema = read.schema().clone();
-        let mut writer = FragmentWriter::new(
-            &self.store,
-            &schema,
-            self.options.max_rows_per_fragment,
-            true,
-        );
+        let mut writer = FragmentWriter::new(&self.store, &schema, fragment_rows(&read), true);
         let mut rows = Vec::new();
         let mut scan = read.scan(scan_all()).await?;
         while let Some(batch) = scan.try_next().await? {
@@ -241,6 +231,41 @@ impl Table {
             rows.extend(ids.into_iter().zip(addrs));
         }
         let fragments = writer.finish().await?;
+        self.commit(&read, Action::Update { rows, fragments }).await
+    }
+
+    /// Rewrites the rows with the given ids with the values `update` computes from them.
+    /// Reads only those rows (through the relocation view); each keeps its id.
+    ///
+    /// # Errors
+    /// [`Error::RowNotFound`] if an id names no live row; nothing is written then.
+    pub async fn update_rows(&self, ids: &[RowId], update: BatchUpdate<'_>) -> Result<Committed> {
+        let read = self.read_snapshot().await?;
+        let schema = read.schema().clone();
+        let mut unique = ids.to_vec();
+        unique.sort_unstable();
+        unique.dedup();
+        let found = read.take(&unique, scan_all()).await?;
+        let (found_ids, addrs) = system_columns(&found)?;
+        if found_ids.len() != unique.len() {
+            let live: std::collections::HashSet<RowId> = found_ids.iter().copied().collect();
+            let missing = unique.iter().find(|id| !live.contains(id)).copied();
+            return Err(Error::RowNotFound(missing.unwrap_or(unique[0])));
+        }
+        let updated = update(&user_columns(&found, &schema)?)?;
+        if updated.num_rows() != found.num_rows() {
+            return Err(Error::invalid(format!(
+                "update returned {} rows for {} rows",
+                updated.num_rows(),
+                found.num_rows()
+            )));
+        }
+        let mut writer = FragmentWriter::new(&self.store, &schema, fragment_rows(&read), true);
+        writer
+            .push(updated, found_ids.iter().copied().map(Some).collect())
+            .await?;
+        let fragments = writer.finish().await?;
+        let rows = found_ids.into_iter().zip(addrs).collect();
         self.commit(&read, Action::Update { rows, fragments }).await
     }
 
@@ -281,12 +306,7 @@ impl Table {
                 }
             }
         }
-        let mut writer = FragmentWriter::new(
-            &self.store,
-            &schema,
-            self.options.max_rows_per_fragment,
-            true,
-        );
+        let mut writer = FragmentWriter::new(&self.store, &schema, fragment_rows(&read), true);
         let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
         let mut rows = Vec::new();
         for batch in batches {
@@ -314,6 +334,13 @@ impl Table {
         let fragments = writer.finish().await?;
         self.commit(&read, Action::Update { rows, fragments }).await
     }
+}
+
+/// Rows per fragment, as the table was created with.
+fn fragment_rows(read: &Snapshot) -> u64 {
+    read.manifest()
+        .max_rows_per_fragment
+        .clamp(1, u32::MAX as u64)
 }
 
 /// Every user column plus both system columns.

@@ -307,7 +307,7 @@ async fn schema_mismatches_and_bad_rows_commit_nothing() {
     .unwrap_err();
     assert!(matches!(err, Error::InvalidInput(_)), "{err}");
     assert!(matches!(
-        Table::open(store, "r".into()).await,
+        Table::open(store, "r".into()).latest().await,
         Err(Error::TableNotFound { .. })
     ));
 }

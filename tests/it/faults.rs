@@ -69,7 +69,7 @@ async fn every_failed_request_leaves_the_last_committed_version_whole() {
         let table = Table::create(instrumented.clone(), "t".into(), &schema(), options)
             .await
             .unwrap();
-        let healthy = Table::open(inner.clone(), "t".into()).await.unwrap();
+        let healthy = Table::open(inner.clone(), "t".into());
         let mut committed = read_rows(&healthy.latest().await.unwrap()).await.unwrap();
         let mut committed_version = 1;
         instrumented.reset();
@@ -95,7 +95,7 @@ async fn every_failed_request_leaves_the_last_committed_version_whole() {
             }
         }
         instrumented.heal();
-        let reopened = Table::open(inner.clone(), "t".into()).await.unwrap();
+        let reopened = Table::open(inner.clone(), "t".into());
         let latest = reopened.latest().await.unwrap();
         assert_eq!(
             latest.version(),

@@ -31,6 +31,7 @@ enum Op {
         rest: u8,
         delta: i64,
     },
+    UpdateIds(Vec<Index>, i64),
     Upsert {
         existing: Vec<Index>,
         new_rows: u8,
@@ -61,6 +62,8 @@ fn row_op() -> impl Strategy<Value = Op> {
             rest: rest % modulus,
             delta
         }),
+        (prop::collection::vec(any::<Index>(), 1..4), 1i64..50)
+            .prop_map(|(ids, delta)| Op::UpdateIds(ids, delta)),
         (
             prop::collection::vec(any::<Index>(), 0..4),
             0u8..4,
@@ -179,6 +182,17 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
                 change(vec![], changed, vec![]),
             )
         }
+        Op::UpdateIds(indexes, delta) => {
+            let ids = pick(indexes);
+            let changed = ids
+                .iter()
+                .map(|id| (*id, (read[id].0, read[id].1 + delta)))
+                .collect();
+            (
+                Action::UpdateIds(ids, *delta),
+                change(vec![], changed, vec![]),
+            )
+        }
         Op::Upsert {
             existing,
             new_rows,
@@ -225,6 +239,7 @@ enum Action {
     DeleteWhere(u8, u8),
     DeleteIds(Vec<u64>),
     Update(u8, u8, i64),
+    UpdateIds(Vec<u64>, i64),
     Upsert(Vec<(i64, i64)>),
     Compact(u64),
     Checkpoint,
@@ -246,6 +261,10 @@ async fn run(table: &Table, action: &Action) -> natal::Result<u64> {
                 .update_where(&modulo(*m, *r), &add_to_val(*d))
                 .await?
                 .version
+        }
+        Action::UpdateIds(ids, d) => {
+            let ids: Vec<RowId> = ids.iter().map(|v| RowId::from_u64(*v)).collect();
+            table.update_rows(&ids, &add_to_val(*d)).await?.version
         }
         Action::Upsert(rows) => table.upsert("key", vec![batch(rows)]).await?.version,
         Action::Compact(target) => {
@@ -422,7 +441,10 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
                     // Compaction gives way to an update or compaction of its input fragments.
                     let rewrote = matches!(
                         action_a,
-                        Action::Update(..) | Action::Upsert(_) | Action::Compact(_)
+                        Action::Update(..)
+                            | Action::UpdateIds(..)
+                            | Action::Upsert(_)
+                            | Action::Compact(_)
                     );
                     let allowed = conflicts || (matches!(action_b, Action::Compact(_)) && rewrote);
                     assert!(

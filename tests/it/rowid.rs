@@ -213,7 +213,7 @@ async fn checkpoint_answers_like_a_full_transpose() {
     assert!(with_checkpoint.manifest().relocation_checkpoint.is_some());
     let rows = read_rows(&with_checkpoint).await.unwrap();
     // A fresh handle, as a cold process would open it.
-    let cold = natal::table::Table::open(store, "t".into()).await.unwrap();
+    let cold = natal::table::Table::open(store, "t".into());
     let cold = cold.latest().await.unwrap();
     for (id, row) in &rows {
         let found = cold.resolve(RowId::from_u64(*id)).await.unwrap();
