@@ -11,7 +11,7 @@ use bytes::Bytes;
 use futures::stream::{self, BoxStream};
 use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
-use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
 use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder, ProjectionMask};
 use parquet::basic::Compression;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
@@ -38,7 +38,7 @@ fn writer_properties() -> WriterProperties {
         .set_compression(Compression::SNAPPY)
         .set_data_page_row_count_limit(PAGE_ROWS)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .set_statistics_truncate_length(Some(crate::format::MAX_STAT_BYTES))
+        .set_statistics_truncate_length(None) // natal truncates, knowing what was cut
         .build()
 }
 
@@ -200,11 +200,21 @@ impl TableStore {
         selection: Option<RowSelection>,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         let path = self.path(&file.path);
-        let reader = ObjectFileReader::new(self.object_store().clone(), path, file.file_size_bytes);
-        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-        let builder = ParquetRecordBatchStreamBuilder::new_with_options(reader, options)
-            .await
-            .map_err(|e| Error::corrupt(file.path.as_str(), e.to_string()))?;
+        let mut reader =
+            ObjectFileReader::new(self.object_store().clone(), path, file.file_size_bytes);
+        let metadata = match self.footers.get(file.path.as_str()) {
+            Some(metadata) => metadata,
+            None => {
+                let options =
+                    ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+                let metadata = ArrowReaderMetadata::load_async(&mut reader, options)
+                    .await
+                    .map_err(|e| Error::corrupt(file.path.as_str(), e.to_string()))?;
+                self.footers.insert(file.path.as_str(), metadata.clone());
+                metadata
+            }
+        };
+        let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata);
         if builder.metadata().file_metadata().num_rows() as u64 != file.row_count {
             return Err(Error::corrupt(
                 file.path.as_str(),

@@ -3,6 +3,8 @@
 //! Bytes: `b"NATALDV1" | roaring portable serialization | crc32 of it as u32 LE`. Offsets are
 //! row offsets within the fragment (u32), never row ids.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use roaring::RoaringBitmap;
 
@@ -71,11 +73,15 @@ impl TableStore {
         })
     }
 
+    /// A fragment's deletion vector (cached: deletion files are never rewritten).
     pub async fn read_deletions(
         &self,
         file: &DeletionFile,
         physical_rows: u32,
-    ) -> Result<RoaringBitmap> {
+    ) -> Result<Arc<RoaringBitmap>> {
+        if let Some(bitmap) = self.deletions.get(file.path.as_str()) {
+            return Ok(bitmap);
+        }
         let bytes = self.get(&self.path(&file.path)).await?;
         let bitmap = decode_deletions(file.path.as_str(), &bytes, physical_rows)?;
         if bitmap.len() != file.deleted_rows {
@@ -88,6 +94,8 @@ impl TableStore {
                 ),
             ));
         }
+        let bitmap = Arc::new(bitmap);
+        self.deletions.insert(file.path.as_str(), bitmap.clone());
         Ok(bitmap)
     }
 }

@@ -1,6 +1,7 @@
 //! Object-store access: manifests, Parquet data files, deletion files and relocation
 //! checkpoints. Everything here speaks domain types from `format/` and `rowid/`.
 
+mod cache;
 mod checkpoint;
 mod data;
 mod deletion;

@@ -7,22 +7,36 @@ use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
+use parquet::arrow::arrow_reader::ArrowReaderMetadata;
+use roaring::RoaringBitmap;
+
+use super::cache::FileCache;
 use crate::error::{Error, Result};
 use crate::format::TablePath;
 
 pub const VERSIONS_DIR: &str = "_versions";
 pub const MANIFEST_SUFFIX: &str = ".manifest";
 
-/// A table's root in an object store.
+/// Footers and deletion vectors kept per table handle.
+const CACHED_FILES: usize = 4096;
+
+/// A table's root in an object store, with caches of decoded immutable files.
 #[derive(Debug, Clone)]
 pub struct TableStore {
     store: Arc<dyn ObjectStore>,
     root: Path,
+    pub(crate) footers: Arc<FileCache<ArrowReaderMetadata>>,
+    pub(crate) deletions: Arc<FileCache<Arc<RoaringBitmap>>>,
 }
 
 impl TableStore {
     pub fn new(store: Arc<dyn ObjectStore>, root: Path) -> Self {
-        Self { store, root }
+        Self {
+            store,
+            root,
+            footers: FileCache::new(CACHED_FILES),
+            deletions: FileCache::new(CACHED_FILES),
+        }
     }
 
     pub fn object_store(&self) -> &Arc<dyn ObjectStore> {

@@ -212,7 +212,7 @@ async fn follow_rows(
     prev: &Manifest,
     next: &Manifest,
 ) -> Result<Result<(), String>> {
-    let mut deletions: HashMap<FragmentId, Option<RoaringBitmap>> = HashMap::new();
+    let mut deletions: HashMap<FragmentId, Option<Arc<RoaringBitmap>>> = HashMap::new();
     let mut moved: Option<HashMap<RowId, RowAddress>> = None;
     for (id, addr) in rows.iter_mut() {
         let fragment = match next.fragment(addr.fragment_id()) {
@@ -363,7 +363,11 @@ async fn delete_rows(
             .find(|f| f.id == fragment_id)
             .ok_or_else(|| Error::invalid(format!("fragment {fragment_id} is not in the table")))?;
         let mut deleted = match &fragment.deletion {
-            Some(file) => store.read_deletions(file, fragment.physical_rows).await?,
+            Some(file) => store
+                .read_deletions(file, fragment.physical_rows)
+                .await?
+                .as_ref()
+                .clone(),
             None => RoaringBitmap::new(),
         };
         let before = deleted.len();
@@ -395,11 +399,18 @@ async fn apply_compaction(
             continue;
         }
         let mut newly = match &now.deletion {
-            Some(file) => store.read_deletions(file, now.physical_rows).await?,
+            Some(file) => store
+                .read_deletions(file, now.physical_rows)
+                .await?
+                .as_ref()
+                .clone(),
             None => RoaringBitmap::new(),
         };
         if let Some(file) = &input.deletion {
-            newly -= store.read_deletions(file, input.physical_rows).await?;
+            newly -= store
+                .read_deletions(file, input.physical_rows)
+                .await?
+                .as_ref();
         }
         for offset in newly {
             let id = match &input.row_ids {

@@ -2,7 +2,7 @@
 //! built relocation view live here.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, UInt64Array};
 use arrow::compute::{concat_batches, take};
@@ -42,7 +42,6 @@ pub struct Snapshot {
     store: TableStore,
     manifest: Arc<Manifest>,
     view: OnceCell<Arc<RelocationView>>,
-    deletions: Mutex<HashMap<FragmentId, Arc<RoaringBitmap>>>,
 }
 
 impl Snapshot {
@@ -51,7 +50,6 @@ impl Snapshot {
             store,
             manifest: Arc::new(manifest),
             view: OnceCell::new(),
-            deletions: Mutex::new(HashMap::new()),
         }
     }
 
@@ -78,25 +76,14 @@ impl Snapshot {
 
     /// The deleted offsets of a fragment (one GET the first time, cached after).
     pub async fn deletions(&self, fragment: &Fragment) -> Result<Option<Arc<RoaringBitmap>>> {
-        let Some(file) = &fragment.deletion else {
-            return Ok(None);
-        };
-        if let Some(cached) = self.cached_deletions(fragment.id) {
-            return Ok(Some(cached));
+        match &fragment.deletion {
+            None => Ok(None),
+            Some(file) => Ok(Some(
+                self.store
+                    .read_deletions(file, fragment.physical_rows)
+                    .await?,
+            )),
         }
-        let bitmap = Arc::new(
-            self.store
-                .read_deletions(file, fragment.physical_rows)
-                .await?,
-        );
-        if let Ok(mut cache) = self.deletions.lock() {
-            cache.insert(fragment.id, bitmap.clone());
-        }
-        Ok(Some(bitmap))
-    }
-
-    fn cached_deletions(&self, fragment: FragmentId) -> Option<Arc<RoaringBitmap>> {
-        self.deletions.lock().ok()?.get(&fragment).cloned()
     }
 
     /// The relocation view of this version, built on first use: the checkpoint (one GET) plus

@@ -197,7 +197,11 @@ async fn damaged_data_deletion_and_checkpoint_files_are_errors_not_panics() {
             b
         }] {
             put(&store, &path, bad).await;
-            let fresh = table.latest().await.unwrap();
+            // A fresh handle: files are immutable, so a handle may cache what it decoded.
+            let fresh = Table::open(store.clone(), "t".into())
+                .latest()
+                .await
+                .unwrap();
             let scanned = read_rows(&fresh).await;
             let resolved = fresh.resolve(RowId::from_u64(addr(0, 0))).await;
             assert!(

@@ -6,3 +6,4 @@ mod concurrency;
 mod faults;
 mod model;
 mod rowid;
+mod storage;

@@ -1,0 +1,144 @@
+//! What lands in storage: per-column statistics, and what cleanup removes and keeps.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{Float64Array, Int32Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use bytes::Bytes;
+use futures::TryStreamExt;
+use natal::format::{StatValue, MAX_STAT_BYTES};
+use natal::table::{CleanupPolicy, Table, TableOptions};
+use natal::Error;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+use crate::common::*;
+
+#[tokio::test]
+async fn data_files_carry_footer_statistics() {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("i", DataType::Int32, true),
+        Field::new("f", DataType::Float64, true),
+        Field::new("s", DataType::Utf8, true),
+    ]));
+    let long_min = "a".repeat(100);
+    let long_max = format!("z{}", "y".repeat(99));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int32Array::from(vec![Some(5), None, Some(-3)])),
+            Arc::new(Float64Array::from(vec![
+                Some(1.5),
+                Some(f64::NAN),
+                Some(-2.0),
+            ])),
+            Arc::new(StringArray::from(vec![
+                Some(long_min.as_str()),
+                Some(long_max.as_str()),
+                None,
+            ])),
+        ],
+    )
+    .unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = Table::create(store, "s".into(), &schema, TableOptions::default())
+        .await
+        .unwrap();
+    table.append(vec![batch]).await.unwrap();
+    let snapshot = table.latest().await.unwrap();
+    let stats = &snapshot.manifest().fragments[0].files[0].column_stats;
+    assert_eq!(stats[0].min, Some(StatValue::Int(-3)));
+    assert_eq!(stats[0].max, Some(StatValue::Int(5)));
+    assert_eq!(stats[0].null_count, Some(1));
+    assert_eq!(stats[0].nan_count, None);
+    assert_eq!(stats[1].nan_count, Some(1));
+    assert_eq!(stats[1].min, Some(StatValue::Float(-2.0)));
+    assert_eq!(stats[1].max, Some(StatValue::Float(1.5)));
+    let (Some(StatValue::Utf8(min)), Some(StatValue::Utf8(max))) = (&stats[2].min, &stats[2].max)
+    else {
+        panic!("string bounds missing: {:?}", stats[2]);
+    };
+    assert!(stats[2].bounds_only);
+    assert!(min.len() <= MAX_STAT_BYTES && max.len() <= MAX_STAT_BYTES);
+    assert!(min.as_str() <= long_min.as_str() && max.as_str() >= long_max.as_str());
+    assert_eq!(stats[2].null_count, Some(1));
+}
+
+async fn list(store: &Arc<dyn ObjectStore>) -> HashSet<String> {
+    let all: Vec<_> = store.list(None).try_collect().await.unwrap();
+    all.into_iter().map(|m| m.location.to_string()).collect()
+}
+
+#[tokio::test]
+async fn cleanup_removes_only_what_no_kept_version_needs() {
+    let (table, store) = memory_table(2).await;
+    table
+        .append(vec![batch(&[(1, 1), (2, 2), (3, 3)])])
+        .await
+        .unwrap();
+    table
+        .update_where(&key_matches(|k| k == 1), &add_to_val(1))
+        .await
+        .unwrap();
+    table.checkpoint().await.unwrap();
+    table.overwrite(vec![batch(&[(9, 9)])]).await.unwrap();
+    // Neighbours cleanup must never touch: another table, and a stranger inside this one.
+    let other = Table::create(
+        store.clone(),
+        "t2".into(),
+        &schema(),
+        TableOptions::default(),
+    )
+    .await
+    .unwrap();
+    other.append(vec![batch(&[(5, 5)])]).await.unwrap();
+    let stranger = Path::from("t/notes.txt");
+    store
+        .put(&stranger, PutPayload::from(Bytes::from_static(b"mine")))
+        .await
+        .unwrap();
+    let before = list(&store).await;
+
+    // Young files are protected: they could belong to a commit in flight.
+    let cautious = CleanupPolicy {
+        keep_versions: 1,
+        keep_newer_than: Duration::ZERO,
+        min_file_age: Duration::from_secs(3600),
+    };
+    let report = table.cleanup(cautious).await.unwrap();
+    assert_eq!(report.files_removed, 0);
+    assert_eq!(report.versions_removed, 4);
+
+    let eager = CleanupPolicy {
+        keep_versions: 1,
+        keep_newer_than: Duration::ZERO,
+        min_file_age: Duration::ZERO,
+    };
+    let report = table.cleanup(eager).await.unwrap();
+    assert!(report.files_removed >= 4, "{report:?}");
+    let after = list(&store).await;
+    assert!(after.contains(stranger.as_ref()));
+    assert!(before
+        .iter()
+        .filter(|p| p.starts_with("t2/"))
+        .all(|p| after.contains(p)));
+    let latest = table.latest().await.unwrap();
+    assert_eq!(read_rows(&latest).await.unwrap().len(), 1);
+    assert!(matches!(
+        table.at_version(2).await,
+        Err(Error::VersionNotFound { .. })
+    ));
+    assert_eq!(
+        read_rows(&other.latest().await.unwrap())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // Only the latest version's files remain under t/data.
+    let data: Vec<_> = after.iter().filter(|p| p.starts_with("t/data/")).collect();
+    assert_eq!(data.len(), 1, "{data:?}");
+}
