@@ -27,7 +27,7 @@ use crate::format::{
 };
 
 /// Rows per Parquet page: small enough that a point read decodes little.
-const PAGE_ROWS: usize = 8 * 1024;
+const PAGE_ROWS: usize = 2 * 1024;
 /// Rows per row group.
 const ROW_GROUP_ROWS: usize = 128 * 1024;
 /// Rows per batch a read yields.

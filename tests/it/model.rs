@@ -489,7 +489,7 @@ fn cases() -> u32 {
     std::env::var("NATAL_MODEL_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(500)
+        .unwrap_or(1000)
 }
 
 proptest! {
