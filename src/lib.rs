@@ -7,6 +7,7 @@
 //! - [`io`] — object-store access: manifests, Parquet data files, deletion and checkpoint files;
 //! - [`table`] — [`table::Table`], snapshots, operations, commits and conflict resolution.
 
+pub mod datafusion;
 pub mod error;
 pub mod format;
 pub mod io;

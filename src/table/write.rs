@@ -150,9 +150,17 @@ impl Table {
     /// Replaces every row. New rows get new ids; the fragment-id high-water mark is kept,
     /// so no id is ever reused.
     pub async fn overwrite(&self, batches: Vec<RecordBatch>) -> Result<Committed> {
+        self.overwrite_stream(futures::stream::iter(batches.into_iter().map(Ok)).boxed())
+            .await
+    }
+
+    /// Replaces every row with a stream of rows.
+    pub async fn overwrite_stream(
+        &self,
+        batches: BoxStream<'_, Result<RecordBatch>>,
+    ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
-        let stream = futures::stream::iter(batches.into_iter().map(Ok)).boxed();
-        let fragments = self.write_native(&read, stream).await?;
+        let fragments = self.write_native(&read, batches).await?;
         self.commit(&read, Action::Overwrite { fragments }).await
     }
 

@@ -1,0 +1,104 @@
+//! Runs every `.slt` file in `sqllogictests/` against a fresh DataFusion session with natal
+//! registered over a temporary directory (`$ROOT` in the files, with
+//! `control substitution on`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::error::DataFusionError;
+use datafusion::prelude::SessionContext;
+use sqllogictest::{DBOutput, DefaultColumnType};
+
+struct Natal {
+    ctx: SessionContext,
+}
+
+#[async_trait]
+impl sqllogictest::AsyncDB for Natal {
+    type Error = DataFusionError;
+    type ColumnType = DefaultColumnType;
+
+    async fn run(&mut self, sql: &str) -> Result<DBOutput<Self::ColumnType>, Self::Error> {
+        let frame = self.ctx.sql(sql).await?;
+        let columns = frame.schema().fields().len();
+        let batches = frame.collect().await?;
+        let options = FormatOptions::default().with_null("NULL");
+        let mut rows = Vec::new();
+        for batch in &batches {
+            let formatters = batch
+                .columns()
+                .iter()
+                .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
+                .collect::<Result<Vec<_>, _>>()?;
+            for row in 0..batch.num_rows() {
+                rows.push(
+                    formatters
+                        .iter()
+                        .map(|f| f.value(row).to_string())
+                        .collect(),
+                );
+            }
+        }
+        Ok(DBOutput::Rows {
+            types: vec![DefaultColumnType::Any; columns],
+            rows,
+        })
+    }
+
+    async fn shutdown(&mut self) {}
+}
+
+fn slt_files() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sqllogictests");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "slt"));
+    files.sort();
+    files
+}
+
+#[tokio::main]
+async fn main() {
+    let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    let (mut passed, mut failed) = (0, 0);
+    for file in slt_files() {
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
+            continue;
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().to_string_lossy().to_string();
+        let ctx_root = root.clone();
+        let mut runner = sqllogictest::Runner::new(move || {
+            let root = ctx_root.clone();
+            async move {
+                let ctx = SessionContext::new();
+                natal::datafusion::register(&ctx, &root)?;
+                Ok::<_, DataFusionError>(Natal { ctx })
+            }
+        });
+        runner.with_column_validator(|_, _| true);
+        runner.set_var("ROOT".to_string(), root);
+        match runner.run_file_async(&file).await {
+            Ok(()) => {
+                println!("ok   {name}");
+                passed += 1;
+            }
+            Err(e) => {
+                println!("FAIL {name}\n{e}");
+                failed += 1;
+            }
+        }
+        let _ = Arc::new(dir);
+    }
+    println!("sqllogictests: {passed} passed, {failed} failed");
+    if failed > 0 || passed == 0 {
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,203 @@
+//! [`NatalSchemaProvider`]: every natal table under a root (each a sub-directory) by name,
+//! and [`NatalTableFactory`] for `CREATE EXTERNAL TABLE ... STORED AS NATAL LOCATION '...'`.
+//!
+//! Names: `t` (latest), `t@v7` (version 7, read-only), `t$rows` and `t@v7$rows` (adding
+//! `_rowid` and `_rowaddr`).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use async_trait::async_trait;
+use datafusion::catalog::{SchemaProvider, Session, TableProvider, TableProviderFactory};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::logical_expr::CreateExternalTable;
+use object_store::path::Path;
+use object_store::ObjectStore;
+
+use super::provider::{NatalTableProvider, ProviderView};
+use crate::table::{Table, TableOptions};
+
+/// A table name with its version and view suffixes taken apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableName {
+    pub base: String,
+    pub view: ProviderView,
+}
+
+impl TableName {
+    /// Parses `t`, `t@v7`, `t$rows`, `t@v7$rows`.
+    ///
+    /// # Errors
+    /// A plan error for an unknown suffix or a version that is not a number.
+    pub fn parse(name: &str) -> Result<Self> {
+        let (rest, system_columns) = match name.split_once('$') {
+            None => (name, false),
+            Some((rest, "rows")) => (rest, true),
+            Some((_, other)) => {
+                return Err(DataFusionError::Plan(format!(
+                    "unknown table suffix '${other}' in '{name}' (natal knows $rows)"
+                )))
+            }
+        };
+        let (base, version) = match rest.split_once('@') {
+            None => (rest, None),
+            Some((base, v)) => {
+                let digits = v.strip_prefix('v').unwrap_or(v);
+                let version = digits.parse::<u64>().map_err(|_| {
+                    DataFusionError::Plan(format!(
+                        "'{v}' in '{name}' is not a version (write {base}@v<number>)"
+                    ))
+                })?;
+                (base, Some(version))
+            }
+        };
+        if base.is_empty() || base.contains('/') {
+            return Err(DataFusionError::Plan(format!(
+                "'{name}' is not a table name"
+            )));
+        }
+        Ok(Self {
+            base: base.to_string(),
+            view: ProviderView {
+                version,
+                system_columns,
+            },
+        })
+    }
+}
+
+/// The tables under one root directory of an object store.
+#[derive(Debug)]
+pub struct NatalSchemaProvider {
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+    /// Tables registered by `CREATE EXTERNAL TABLE` elsewhere, by name.
+    registered: RwLock<BTreeMap<String, Arc<dyn TableProvider>>>,
+}
+
+impl NatalSchemaProvider {
+    pub fn new(store: Arc<dyn ObjectStore>, root: Path) -> Self {
+        Self {
+            store,
+            root,
+            registered: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    fn table_handle(&self, base: &str) -> Table {
+        Table::open(self.store.clone(), self.root.clone().join(base))
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for NatalSchemaProvider {
+    fn table_names(&self) -> Vec<String> {
+        self.registered
+            .read()
+            .map(|r| r.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        if let Some(provider) = self
+            .registered
+            .read()
+            .ok()
+            .and_then(|r| r.get(name).cloned())
+        {
+            return Ok(Some(provider));
+        }
+        let parsed = TableName::parse(name)?;
+        let table = self.table_handle(&parsed.base);
+        match NatalTableProvider::try_new(table, parsed.view).await {
+            Ok(provider) => Ok(Some(Arc::new(provider))),
+            Err(crate::Error::TableNotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn register_table(
+        &self,
+        name: String,
+        table: Arc<dyn TableProvider>,
+    ) -> Result<Option<Arc<dyn TableProvider>>> {
+        let mut registered = self
+            .registered
+            .write()
+            .map_err(|_| DataFusionError::Internal("natal schema lock poisoned".into()))?;
+        Ok(registered.insert(name, table))
+    }
+
+    fn deregister_table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        let mut registered = self
+            .registered
+            .write()
+            .map_err(|_| DataFusionError::Internal("natal schema lock poisoned".into()))?;
+        Ok(registered.remove(name))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.registered.read().is_ok_and(|r| r.contains_key(name))
+    }
+}
+
+/// `CREATE EXTERNAL TABLE t (...) STORED AS NATAL LOCATION 'url'`: opens the natal table at
+/// the location, creating it with the statement's columns if there is none.
+#[derive(Debug, Default)]
+pub struct NatalTableFactory;
+
+#[async_trait]
+impl TableProviderFactory for NatalTableFactory {
+    async fn create(
+        &self,
+        state: &dyn Session,
+        cmd: &CreateExternalTable,
+    ) -> Result<Arc<dyn TableProvider>> {
+        let location = cmd
+            .locations
+            .first()
+            .ok_or_else(|| DataFusionError::Plan("STORED AS NATAL needs a LOCATION".into()))?;
+        let url = url_of(location)?;
+        let store_url = ObjectStoreUrl::parse(&url[..url::Position::BeforePath])?;
+        let store = state.runtime_env().object_store(&store_url)?;
+        let root = Path::from_url_path(url.path())
+            .map_err(|e| DataFusionError::Plan(format!("bad LOCATION '{location}': {e}")))?;
+        let table = Table::open(store.clone(), root.clone());
+        let schema = cmd.schema.as_arrow();
+        if let Err(crate::Error::TableNotFound { .. }) = table.latest().await {
+            if schema.fields().is_empty() {
+                return Err(DataFusionError::Plan(format!(
+                    "no natal table at '{location}': give its columns to create one"
+                )));
+            }
+            Table::create(store, root, schema, TableOptions::default()).await?;
+        }
+        let view = ProviderView {
+            version: None,
+            system_columns: false,
+        };
+        Ok(Arc::new(NatalTableProvider::try_new(table, view).await?))
+    }
+}
+
+/// A LOCATION as a URL: URLs as given, plain paths as `file://` URLs (made absolute).
+pub fn url_of(location: &str) -> Result<url::Url> {
+    if let Ok(url) = url::Url::parse(location) {
+        if url.scheme().len() > 1 {
+            return Ok(url);
+        }
+    }
+    let path = std::path::Path::new(location);
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| DataFusionError::Plan(format!("cannot resolve '{location}': {e}")))?
+            .join(path)
+    };
+    std::fs::create_dir_all(&absolute)
+        .map_err(|e| DataFusionError::Plan(format!("cannot create '{location}': {e}")))?;
+    url::Url::from_directory_path(&absolute)
+        .map_err(|_| DataFusionError::Plan(format!("'{location}' is not a usable path")))
+}

@@ -1,0 +1,260 @@
+//! SQL writes: [`NatalSink`] behind `INSERT INTO` / `INSERT OVERWRITE`, and [`DmlExec`] behind
+//! `DELETE` and `UPDATE`. Both do their work when executed, never while planning, so
+//! `EXPLAIN` changes nothing; each returns one row with the count of rows written or removed.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{ArrayRef, BooleanArray, RecordBatch, UInt64Array};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::datasource::sink::DataSink;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::{StreamExt, TryStreamExt};
+
+use crate::table::Table;
+
+fn to_natal(e: DataFusionError) -> crate::Error {
+    crate::Error::External(Box::new(e))
+}
+
+/// Evaluates a boolean predicate on a batch; a missing predicate matches every row.
+fn evaluate_predicate(
+    predicate: &Option<Arc<dyn PhysicalExpr>>,
+    batch: &RecordBatch,
+) -> crate::Result<BooleanArray> {
+    let Some(predicate) = predicate else {
+        return Ok(BooleanArray::from(vec![true; batch.num_rows()]));
+    };
+    let value = predicate.evaluate(batch).map_err(to_natal)?;
+    let array = value.into_array(batch.num_rows()).map_err(to_natal)?;
+    array
+        .as_any()
+        .downcast_ref::<BooleanArray>()
+        .cloned()
+        .ok_or_else(|| {
+            crate::Error::InvalidInput(format!(
+                "WHERE must be boolean, found {}",
+                array.data_type()
+            ))
+        })
+}
+
+/// `INSERT INTO` (append) and `INSERT OVERWRITE`.
+#[derive(Debug)]
+pub struct NatalSink {
+    table: Table,
+    schema: SchemaRef,
+    overwrite: bool,
+}
+
+impl NatalSink {
+    pub fn new(table: Table, schema: SchemaRef, overwrite: bool) -> Self {
+        Self {
+            table,
+            schema,
+            overwrite,
+        }
+    }
+}
+
+impl DisplayAs for NatalSink {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "NatalSink: {}",
+            if self.overwrite {
+                "overwrite"
+            } else {
+                "append"
+            }
+        )
+    }
+}
+
+#[async_trait]
+impl DataSink for NatalSink {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    async fn write_all(
+        &self,
+        data: SendableRecordBatchStream,
+        _context: &Arc<TaskContext>,
+    ) -> Result<u64> {
+        let schema = self.schema.clone();
+        // DataFusion has already checked and cast the input to the table's types; only the
+        // field names and nullability need to be the table's own.
+        let batches = data.map(move |batch| {
+            let batch = batch.map_err(to_natal)?;
+            RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
+                .map_err(|e| crate::Error::InvalidInput(e.to_string()))
+        });
+        let committed = if self.overwrite {
+            self.table.overwrite_stream(batches.boxed()).await?
+        } else {
+            self.table.append_stream(batches.boxed()).await?
+        };
+        Ok(committed.rows_added)
+    }
+}
+
+/// What a [`DmlExec`] does.
+#[derive(Debug, Clone)]
+pub enum DmlKind {
+    Delete {
+        predicate: Option<Arc<dyn PhysicalExpr>>,
+    },
+    Update {
+        predicate: Option<Arc<dyn PhysicalExpr>>,
+        /// (column index, new value) over the matched rows.
+        values: Vec<(usize, Arc<dyn PhysicalExpr>)>,
+        schema: SchemaRef,
+    },
+}
+
+/// Runs a `DELETE` or `UPDATE` when executed and yields one row: `count`.
+#[derive(Debug)]
+pub struct DmlExec {
+    table: Table,
+    kind: DmlKind,
+    properties: Arc<PlanProperties>,
+}
+
+fn count_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new(
+        "count",
+        DataType::UInt64,
+        false,
+    )]))
+}
+
+impl DmlExec {
+    pub fn new(table: Table, kind: DmlKind) -> Self {
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(count_schema()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        Self {
+            table,
+            kind,
+            properties: Arc::new(properties),
+        }
+    }
+}
+
+impl DisplayAs for DmlExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        match &self.kind {
+            DmlKind::Delete { predicate } => write!(f, "NatalDeleteExec: predicate={predicate:?}"),
+            DmlKind::Update {
+                predicate, values, ..
+            } => {
+                write!(
+                    f,
+                    "NatalUpdateExec: {} assignments, predicate={predicate:?}",
+                    values.len()
+                )
+            }
+        }
+    }
+}
+
+async fn run(table: Table, kind: DmlKind) -> crate::Result<u64> {
+    match kind {
+        DmlKind::Delete { predicate } => {
+            let matches = move |batch: &RecordBatch| evaluate_predicate(&predicate, batch);
+            Ok(table.delete_where(&matches).await?.rows_removed)
+        }
+        DmlKind::Update {
+            predicate,
+            values,
+            schema,
+        } => {
+            let matches = move |batch: &RecordBatch| evaluate_predicate(&predicate, batch);
+            let update = move |batch: &RecordBatch| -> crate::Result<RecordBatch> {
+                // Assignments see the row as it was, system columns included (null here: the
+                // matched batch carries user columns only), so evaluate on the user batch.
+                let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+                for (index, expr) in &values {
+                    let value = expr
+                        .evaluate(batch)
+                        .map_err(to_natal)?
+                        .into_array(batch.num_rows())
+                        .map_err(to_natal)?;
+                    let target = schema.field(*index).data_type();
+                    columns[*index] = if value.data_type() == target {
+                        value
+                    } else {
+                        cast(&value, target)?
+                    };
+                }
+                RecordBatch::try_new(schema.clone(), columns)
+                    .map_err(|e| crate::Error::InvalidInput(e.to_string()))
+            };
+            Ok(table.update_where(&matches, &update).await?.rows_removed)
+        }
+    }
+}
+
+impl ExecutionPlan for DmlExec {
+    fn name(&self) -> &str {
+        "DmlExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        _partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let table = self.table.clone();
+        let kind = self.kind.clone();
+        let stream = futures::stream::once(async move {
+            let count = run(table, kind).await?;
+            RecordBatch::try_new(
+                count_schema(),
+                vec![Arc::new(UInt64Array::from(vec![count]))],
+            )
+            .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
+        })
+        .map_err(|e: DataFusionError| e);
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            count_schema(),
+            stream,
+        )))
+    }
+}

@@ -1,0 +1,63 @@
+//! natal in DataFusion: table providers, the scan exec, SQL writes and the catalog. This is
+//! the only module that builds plans.
+//!
+//! ```no_run
+//! # async fn demo() -> datafusion::error::Result<()> {
+//! let ctx = datafusion::prelude::SessionContext::new();
+//! natal::datafusion::register(&ctx, "./warehouse")?;
+//! ctx.sql("CREATE EXTERNAL TABLE t (id BIGINT) STORED AS NATAL LOCATION './warehouse/t'").await?;
+//! ctx.sql("INSERT INTO t VALUES (1), (2)").await?.collect().await?;
+//! ctx.sql("SELECT id, _rowid FROM \"t$rows\"").await?.show().await?;
+//! # Ok(()) }
+//! ```
+
+mod catalog;
+mod dml;
+mod provider;
+mod scan;
+
+use std::sync::Arc;
+
+use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider};
+use datafusion::error::Result;
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::prelude::SessionContext;
+use object_store::path::Path;
+
+pub use catalog::{url_of, NatalSchemaProvider, NatalTableFactory, TableName};
+pub use dml::{DmlExec, DmlKind, NatalSink};
+pub use provider::{NatalTableProvider, ProviderView};
+pub use scan::NatalScanExec;
+
+/// Registers natal with a session: `STORED AS NATAL`, and the tables under `root` (a
+/// directory or object-store URL) as the default schema, so `SELECT * FROM t` finds
+/// `<root>/t`.
+pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
+    let url = url_of(root)?;
+    let store_url = ObjectStoreUrl::parse(&url[..url::Position::BeforePath])?;
+    let store = ctx.runtime_env().object_store(&store_url)?;
+    let path = Path::from_url_path(url.path())
+        .map_err(|e| datafusion::error::DataFusionError::Plan(format!("bad root '{root}': {e}")))?;
+    let state = ctx.state();
+    let options = state.config_options();
+    let catalog_name = options.catalog.default_catalog.clone();
+    let schema_name = options.catalog.default_schema.clone();
+    drop(state);
+    ctx.state_ref()
+        .write()
+        .table_factories_mut()
+        .insert("NATAL".to_string(), Arc::new(NatalTableFactory));
+    let catalog = match ctx.catalog(&catalog_name) {
+        Some(catalog) => catalog,
+        None => {
+            let catalog: Arc<dyn CatalogProvider> = Arc::new(MemoryCatalogProvider::new());
+            ctx.register_catalog(&catalog_name, catalog.clone());
+            catalog
+        }
+    };
+    catalog.register_schema(
+        &schema_name,
+        Arc::new(NatalSchemaProvider::new(store, path)),
+    )?;
+    Ok(())
+}

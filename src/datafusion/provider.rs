@@ -1,0 +1,321 @@
+//! [`NatalTableProvider`]: a natal table (latest or pinned version, with or without system
+//! columns) as a DataFusion `TableProvider`: scans, `INSERT`, `DELETE`, `UPDATE`.
+//! Nothing mutates while planning: DML returns a [`DmlExec`] that does its work in `execute`.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::datasource::sink::DataSinkExec;
+use datafusion::datasource::TableType;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::{BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use roaring::RoaringTreemap;
+
+use super::dml::{DmlExec, DmlKind, NatalSink};
+use super::scan::{NatalScanExec, ScanPlan};
+use crate::table::{Snapshot, Table, ROW_ADDR, ROW_ID};
+
+/// Which rows and columns a provider exposes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProviderView {
+    /// `None`: the latest version at each scan; `Some(v)`: version `v`, read-only.
+    pub version: Option<u64>,
+    /// Adds `_rowid` and `_rowaddr` (the `t$rows` names).
+    pub system_columns: bool,
+}
+
+#[derive(Debug)]
+pub struct NatalTableProvider {
+    table: Table,
+    view: ProviderView,
+    /// The snapshot the provider was created with; its schema is the provider's.
+    snapshot: Arc<Snapshot>,
+    schema: SchemaRef,
+}
+
+fn system_fields() -> [Field; 2] {
+    [
+        Field::new(ROW_ID, DataType::UInt64, false),
+        Field::new(ROW_ADDR, DataType::UInt64, false),
+    ]
+}
+
+impl NatalTableProvider {
+    pub async fn try_new(table: Table, view: ProviderView) -> crate::Result<Self> {
+        let snapshot = match view.version {
+            Some(v) => table.at_version(v).await?,
+            None => table.latest().await?,
+        };
+        let mut fields: Vec<Field> = snapshot
+            .schema()
+            .to_arrow()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        if view.system_columns {
+            fields.extend(system_fields());
+        }
+        Ok(Self {
+            table,
+            view,
+            snapshot: Arc::new(snapshot),
+            schema: Arc::new(Schema::new(fields)),
+        })
+    }
+
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    async fn current(&self) -> Result<Arc<Snapshot>> {
+        match self.view.version {
+            Some(_) => Ok(self.snapshot.clone()),
+            None => Ok(Arc::new(self.table.latest().await?)),
+        }
+    }
+
+    fn writable(&self, what: &str) -> Result<()> {
+        match self.view.version {
+            Some(v) => Err(DataFusionError::Plan(format!(
+                "{what} is not allowed on version {v} of a table: pinned versions are read-only"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The schema filters and DML predicates are compiled against: user columns plus both
+    /// system columns (what `delete_where`/`update_where` predicates see).
+    fn predicate_schema(&self) -> SchemaRef {
+        let mut fields: Vec<Field> = self
+            .snapshot
+            .schema()
+            .to_arrow()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.extend(system_fields());
+        Arc::new(Schema::new(fields))
+    }
+}
+
+/// The ids an `_rowid = v` or `_rowid IN (...)` filter selects; `None` for other filters.
+fn row_id_set(expr: &Expr) -> Option<RoaringTreemap> {
+    let is_row_id = |e: &Expr| matches!(e, Expr::Column(c) if c.name == ROW_ID);
+    let literal = |e: &Expr| match e {
+        Expr::Literal(value, _) => match value.cast_to(&DataType::UInt64).ok()? {
+            ScalarValue::UInt64(Some(v)) => Some(v),
+            _ => None,
+        },
+        _ => None,
+    };
+    match expr {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Eq,
+            right,
+        }) => {
+            let value = if is_row_id(left) {
+                literal(right)
+            } else if is_row_id(right) {
+                literal(left)
+            } else {
+                None
+            }?;
+            Some(RoaringTreemap::from_iter([value]))
+        }
+        Expr::InList(list) if !list.negated && is_row_id(&list.expr) => {
+            let values: Option<Vec<u64>> = list.list.iter().map(literal).collect();
+            Some(values?.into_iter().collect())
+        }
+        _ => None,
+    }
+}
+
+#[async_trait]
+impl TableProvider for NatalTableProvider {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| match row_id_set(f) {
+                Some(_) => TableProviderFilterPushDown::Exact,
+                None => TableProviderFilterPushDown::Inexact,
+            })
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let snapshot = self.current().await?;
+        let all: Vec<usize> = (0..self.schema.fields().len()).collect();
+        let projection = projection.cloned().unwrap_or(all);
+        let output = Arc::new(self.schema.project(&projection)?);
+        // Scan order: user columns as projected, then _rowid, then _rowaddr.
+        let names: Vec<&str> = output.fields().iter().map(|f| f.name().as_str()).collect();
+        let columns: Vec<String> = names
+            .iter()
+            .filter(|n| **n != ROW_ID && **n != ROW_ADDR)
+            .map(|n| n.to_string())
+            .collect();
+        let with_row_id = names.contains(&ROW_ID);
+        let with_row_addr = names.contains(&ROW_ADDR);
+        let mut scan_order: Vec<&str> = columns.iter().map(String::as_str).collect();
+        if with_row_id {
+            scan_order.push(ROW_ID);
+        }
+        if with_row_addr {
+            scan_order.push(ROW_ADDR);
+        }
+        let output_order = names
+            .iter()
+            .map(|n| scan_order.iter().position(|s| s == n).unwrap_or(0))
+            .collect();
+        let mut row_ids: Option<RoaringTreemap> = None;
+        let mut all_exact = true;
+        for filter in filters {
+            match row_id_set(filter) {
+                Some(set) => {
+                    row_ids = Some(match row_ids {
+                        Some(prev) => prev & set,
+                        None => set,
+                    })
+                }
+                None => all_exact = false,
+            }
+        }
+        let fragments: Vec<_> = snapshot.manifest().fragments.iter().map(|f| f.id).collect();
+        let partition_count = state
+            .config()
+            .target_partitions()
+            .clamp(1, fragments.len().max(1));
+        let mut partitions = vec![Vec::new(); partition_count];
+        for (i, id) in fragments.into_iter().enumerate() {
+            partitions[i % partition_count].push(id);
+        }
+        let plan = ScanPlan {
+            snapshot,
+            columns,
+            with_row_id,
+            with_row_addr,
+            output_order,
+            row_ids,
+            partitions,
+            fragments_pruned: 0,
+            // A limit is only safe to apply here if every filter was applied here too.
+            limit: if all_exact { limit } else { None },
+        };
+        Ok(Arc::new(NatalScanExec::new(plan, output)))
+    }
+
+    async fn insert_into(
+        &self,
+        _state: &dyn Session,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: InsertOp,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.writable("INSERT")?;
+        if self.view.system_columns {
+            return Err(DataFusionError::Plan(format!(
+                "INSERT into {ROW_ID}-bearing views is not allowed; insert into the table itself"
+            )));
+        }
+        let overwrite = match insert_op {
+            InsertOp::Append => false,
+            InsertOp::Overwrite => true,
+            other => {
+                return Err(DataFusionError::NotImplemented(format!(
+                    "{other} is not supported by natal tables"
+                )))
+            }
+        };
+        let sink = NatalSink::new(
+            self.table.clone(),
+            self.snapshot.schema().to_arrow(),
+            overwrite,
+        );
+        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
+    }
+
+    async fn delete_from(
+        &self,
+        state: &dyn Session,
+        filters: Vec<Expr>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.writable("DELETE")?;
+        let predicate = self.compile(state, filters)?;
+        Ok(Arc::new(DmlExec::new(
+            self.table.clone(),
+            DmlKind::Delete { predicate },
+        )))
+    }
+
+    async fn update(
+        &self,
+        state: &dyn Session,
+        assignments: Vec<(String, Expr)>,
+        filters: Vec<Expr>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.writable("UPDATE")?;
+        let predicate = self.compile(state, filters)?;
+        let user = self.snapshot.schema().to_arrow();
+        // New values are computed from the row's user columns.
+        let df_schema = DFSchema::try_from(user.as_ref().clone())?;
+        let mut values = Vec::new();
+        for (column, expr) in assignments {
+            if column == ROW_ID || column == ROW_ADDR {
+                return Err(DataFusionError::Plan(format!(
+                    "{column} is assigned by natal and cannot be updated"
+                )));
+            }
+            let index = user.index_of(&column).map_err(|_| {
+                DataFusionError::Plan(format!("no column named '{column}' to update"))
+            })?;
+            values.push((index, state.create_physical_expr(expr, &df_schema)?));
+        }
+        Ok(Arc::new(DmlExec::new(
+            self.table.clone(),
+            DmlKind::Update {
+                predicate,
+                values,
+                schema: user,
+            },
+        )))
+    }
+}
+
+impl NatalTableProvider {
+    /// The conjunction of `filters` as one physical predicate over user + system columns.
+    fn compile(
+        &self,
+        state: &dyn Session,
+        filters: Vec<Expr>,
+    ) -> Result<Option<Arc<dyn datafusion::physical_expr::PhysicalExpr>>> {
+        let Some(conjunction) = filters.into_iter().reduce(|a, b| a.and(b)) else {
+            return Ok(None);
+        };
+        let df_schema = DFSchema::try_from(self.predicate_schema().as_ref().clone())?;
+        Ok(Some(state.create_physical_expr(conjunction, &df_schema)?))
+    }
+}

@@ -1,0 +1,177 @@
+//! [`NatalScanExec`]: reads one snapshot, one DataFusion partition per group of fragments.
+//!
+//! ```text
+//! NatalScanExec: version=7, partitions=2, fragments=12 (pruned 3), row_ids=exact mask
+//!   partition 0 ─ fragments [0, 2, 4, ...] ─ Snapshot::scan ─ reorder to projection ─ limit
+//!   partition 1 ─ fragments [1, 3, 5, ...] ─ ...
+//! ```
+//! Filters on `_rowid` arrive as a mask (native ranges − tombstones + moves); other filters
+//! prune fragments by statistics before any file is opened and are re-applied by DataFusion.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::TryStreamExt;
+use roaring::RoaringTreemap;
+
+use crate::rowid::FragmentId;
+use crate::table::{ScanRequest, Snapshot};
+
+/// How the scan reads a snapshot; built by the table provider.
+#[derive(Debug, Clone)]
+pub(crate) struct ScanPlan {
+    pub snapshot: Arc<Snapshot>,
+    /// User columns to read, in scan order.
+    pub columns: Vec<String>,
+    pub with_row_id: bool,
+    pub with_row_addr: bool,
+    /// For each output column, its index in the scan's own output.
+    pub output_order: Vec<usize>,
+    pub row_ids: Option<RoaringTreemap>,
+    pub partitions: Vec<Vec<FragmentId>>,
+    pub fragments_pruned: usize,
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug)]
+pub struct NatalScanExec {
+    plan: ScanPlan,
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl NatalScanExec {
+    pub(crate) fn new(plan: ScanPlan, schema: SchemaRef) -> Self {
+        let partitions = plan.partitions.len().max(1);
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(partitions),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        Self {
+            plan,
+            schema,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+}
+
+impl DisplayAs for NatalScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let fragments: usize = self.plan.partitions.iter().map(Vec::len).sum();
+        write!(
+            f,
+            "NatalScanExec: version={}, partitions={}, fragments={} (pruned {})",
+            self.plan.snapshot.version(),
+            self.plan.partitions.len(),
+            fragments,
+            self.plan.fragments_pruned
+        )?;
+        if let Some(ids) = &self.plan.row_ids {
+            write!(f, ", row_ids=exact mask of {} ids", ids.len())?;
+        }
+        if let Some(limit) = self.plan.limit {
+            write!(f, ", limit={limit}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for NatalScanExec {
+    fn name(&self) -> &str {
+        "NatalScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let fragments = self
+            .plan
+            .partitions
+            .get(partition)
+            .cloned()
+            .unwrap_or_default();
+        let rows_out = MetricBuilder::new(&self.metrics).output_rows(partition);
+        MetricBuilder::new(&self.metrics)
+            .counter("fragments_scanned", partition)
+            .add(fragments.len());
+        if partition == 0 {
+            MetricBuilder::new(&self.metrics)
+                .counter("fragments_pruned", partition)
+                .add(self.plan.fragments_pruned);
+        }
+        let request = ScanRequest {
+            columns: Some(self.plan.columns.clone()),
+            with_row_id: self.plan.with_row_id,
+            with_row_addr: self.plan.with_row_addr,
+            row_ids: self.plan.row_ids.clone(),
+            fragments: Some(fragments),
+        };
+        let snapshot = self.plan.snapshot.clone();
+        let order = self.plan.output_order.clone();
+        let schema = self.schema.clone();
+        let mut remaining = self.plan.limit.unwrap_or(usize::MAX);
+        let stream = futures::stream::once(async move { snapshot.scan(request).await })
+            .try_flatten()
+            .map_err(DataFusionError::from)
+            .and_then({
+                let schema = schema.clone();
+                move |batch| {
+                    let out = batch
+                        .project(&order)
+                        .and_then(|b| b.with_schema(schema.clone()))
+                        .map_err(|e| DataFusionError::ArrowError(Box::new(e), None));
+                    futures::future::ready(out)
+                }
+            })
+            .try_take_while(move |batch| {
+                let keep = remaining > 0;
+                remaining = remaining.saturating_sub(batch.num_rows());
+                futures::future::ready(Ok(keep))
+            })
+            .inspect_ok(move |batch| rows_out.add(batch.num_rows()));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
