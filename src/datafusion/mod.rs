@@ -13,6 +13,7 @@
 
 mod catalog;
 mod dml;
+mod guard;
 mod provider;
 mod scan;
 
@@ -26,12 +27,13 @@ use object_store::path::Path;
 
 pub use catalog::{url_of, NatalSchemaProvider, NatalTableFactory, TableName};
 pub use dml::{DmlExec, DmlKind, NatalSink};
+pub use guard::DmlGuard;
 pub use provider::{NatalTableProvider, ProviderView};
 pub use scan::NatalScanExec;
 
-/// Registers natal with a session: `STORED AS NATAL`, and the tables under `root` (a
-/// directory or object-store URL) as the default schema, so `SELECT * FROM t` finds
-/// `<root>/t`.
+/// Registers natal with a session: `STORED AS NATAL`, the tables under `root` (a directory
+/// or object-store URL) as the default schema, so `SELECT * FROM t` finds `<root>/t`, and
+/// the [`DmlGuard`].
 pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
     let url = url_of(root)?;
     let store_url = ObjectStoreUrl::parse(&url[..url::Position::BeforePath])?;
@@ -59,5 +61,6 @@ pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
         &schema_name,
         Arc::new(NatalSchemaProvider::new(store, path)),
     )?;
+    ctx.add_analyzer_rule(Arc::new(DmlGuard));
     Ok(())
 }
