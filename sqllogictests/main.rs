@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::error::DataFusionError;
-use datafusion::prelude::SessionContext;
+use datafusion::prelude::{SessionConfig, SessionContext};
 use sqllogictest::{DBOutput, DefaultColumnType};
 
 struct Natal {
@@ -23,6 +23,12 @@ impl sqllogictest::AsyncDB for Natal {
     async fn run(&mut self, sql: &str) -> Result<DBOutput<Self::ColumnType>, Self::Error> {
         let frame = self.ctx.sql(sql).await?;
         let columns = frame.schema().fields().len();
+        let explain = frame
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .eq(["plan_type", "plan"]);
         let batches = frame.collect().await?;
         let options = FormatOptions::default().with_null("NULL");
         let mut rows = Vec::new();
@@ -33,12 +39,15 @@ impl sqllogictest::AsyncDB for Natal {
                 .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
                 .collect::<Result<Vec<_>, _>>()?;
             for row in 0..batch.num_rows() {
-                rows.push(
-                    formatters
-                        .iter()
-                        .map(|f| f.value(row).to_string())
-                        .collect(),
-                );
+                let cells: Vec<String> = formatters
+                    .iter()
+                    .map(|f| f.value(row).to_string())
+                    .collect();
+                if explain {
+                    rows.extend(explain_rows(&cells));
+                } else {
+                    rows.push(cells);
+                }
             }
         }
         Ok(DBOutput::Rows {
@@ -48,6 +57,18 @@ impl sqllogictest::AsyncDB for Natal {
     }
 
     async fn shutdown(&mut self) {}
+}
+
+/// DataFusion's own convention for plans in `.slt` files: the plan type on a line of its
+/// own, then one numbered line per plan line, indentation drawn with dashes.
+fn explain_rows(cells: &[String]) -> Vec<Vec<String>> {
+    let mut rows = vec![vec![cells[0].clone()]];
+    for (i, line) in cells[1].lines().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = "-".repeat(line.len() - trimmed.len());
+        rows.push(vec![format!("{:02}){indent}{trimmed}", i + 1)]);
+    }
+    rows
 }
 
 fn slt_files() -> Vec<PathBuf> {
@@ -78,7 +99,9 @@ async fn main() {
         let mut runner = sqllogictest::Runner::new(move || {
             let root = ctx_root.clone();
             async move {
-                let ctx = SessionContext::new();
+                // Fixed partitioning, so plans read the same on any machine.
+                let config = SessionConfig::new().with_target_partitions(4);
+                let ctx = SessionContext::new_with_config(config);
                 natal::datafusion::register(&ctx, &root)?;
                 Ok::<_, DataFusionError>(Natal { ctx })
             }

@@ -15,6 +15,7 @@ mod catalog;
 mod dml;
 mod guard;
 mod provider;
+mod pruning;
 mod scan;
 
 use std::sync::Arc;

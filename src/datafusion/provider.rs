@@ -17,7 +17,9 @@ use datafusion::physical_plan::ExecutionPlan;
 use roaring::RoaringTreemap;
 
 use super::dml::{DmlExec, DmlKind, NatalSink};
+use super::pruning::prune_fragments;
 use super::scan::{NatalScanExec, ScanPlan};
+use crate::format::Fragment;
 use crate::table::{Snapshot, Table, ROW_ADDR, ROW_ID};
 
 /// Which rows and columns a provider exposes.
@@ -130,6 +132,12 @@ fn row_id_set(expr: &Expr) -> Option<RoaringTreemap> {
             }?;
             Some(RoaringTreemap::from_iter([value]))
         }
+        // DataFusion rewrites short IN lists into OR chains.
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Or,
+            right,
+        }) => Some(row_id_set(left)? | row_id_set(right)?),
         Expr::InList(list) if !list.negated && is_row_id(&list.expr) => {
             let values: Option<Vec<u64>> = list.list.iter().map(literal).collect();
             Some(values?.into_iter().collect())
@@ -193,7 +201,7 @@ impl TableProvider for NatalTableProvider {
             .map(|n| scan_order.iter().position(|s| s == n).unwrap_or(0))
             .collect();
         let mut row_ids: Option<RoaringTreemap> = None;
-        let mut all_exact = true;
+        let mut column_filters = Vec::new();
         for filter in filters {
             match row_id_set(filter) {
                 Some(set) => {
@@ -202,10 +210,31 @@ impl TableProvider for NatalTableProvider {
                         None => set,
                     })
                 }
-                None => all_exact = false,
+                None => column_filters.push(filter.clone()),
             }
         }
-        let fragments: Vec<_> = snapshot.manifest().fragments.iter().map(|f| f.id).collect();
+        let all_exact = column_filters.is_empty();
+        let candidates: Vec<&Fragment> = snapshot.manifest().fragments.iter().collect();
+        let keep = match column_filters.into_iter().reduce(|a, b| a.and(b)) {
+            Some(conjunction) => {
+                let df_schema = DFSchema::try_from(self.predicate_schema().as_ref().clone())?;
+                let predicate = state.create_physical_expr(conjunction, &df_schema)?;
+                prune_fragments(
+                    &candidates,
+                    snapshot.schema(),
+                    predicate,
+                    self.predicate_schema(),
+                )
+            }
+            None => vec![true; candidates.len()],
+        };
+        let fragments: Vec<_> = candidates
+            .iter()
+            .zip(&keep)
+            .filter(|(_, keep)| **keep)
+            .map(|(f, _)| f.id)
+            .collect();
+        let fragments_pruned = candidates.len() - fragments.len();
         let partition_count = state
             .config()
             .target_partitions()
@@ -222,7 +251,7 @@ impl TableProvider for NatalTableProvider {
             output_order,
             row_ids,
             partitions,
-            fragments_pruned: 0,
+            fragments_pruned,
             // A limit is only safe to apply here if every filter was applied here too.
             limit: if all_exact { limit } else { None },
         };
