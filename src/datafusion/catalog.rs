@@ -15,28 +15,45 @@ use datafusion::logical_expr::CreateExternalTable;
 use object_store::path::Path;
 use object_store::ObjectStore;
 
+use super::metadata;
 use super::provider::{NatalTableProvider, ProviderView};
 use crate::table::{Table, TableOptions};
 
-/// A table name with its version and view suffixes taken apart.
+/// What a suffixed table name shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableKind {
+    /// The rows (`t`, or with `$rows` the rows plus `_rowid` and `_rowaddr`).
+    Rows,
+    Versions,
+    Fragments,
+    Relocations,
+}
+
+/// A table name with its version and suffix taken apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableName {
     pub base: String,
     pub view: ProviderView,
+    pub kind: TableKind,
 }
 
 impl TableName {
-    /// Parses `t`, `t@v7`, `t$rows`, `t@v7$rows`.
+    /// Parses `t`, `t@v7`, and either with `$rows`, `$versions`, `$fragments` or
+    /// `$relocations`.
     ///
     /// # Errors
     /// A plan error for an unknown suffix or a version that is not a number.
     pub fn parse(name: &str) -> Result<Self> {
-        let (rest, system_columns) = match name.split_once('$') {
-            None => (name, false),
-            Some((rest, "rows")) => (rest, true),
+        let (rest, kind, system_columns) = match name.split_once('$') {
+            None => (name, TableKind::Rows, false),
+            Some((rest, "rows")) => (rest, TableKind::Rows, true),
+            Some((rest, "versions")) => (rest, TableKind::Versions, false),
+            Some((rest, "fragments")) => (rest, TableKind::Fragments, false),
+            Some((rest, "relocations")) => (rest, TableKind::Relocations, false),
             Some((_, other)) => {
                 return Err(DataFusionError::Plan(format!(
-                    "unknown table suffix '${other}' in '{name}' (natal knows $rows)"
+                    "unknown table suffix '${other}' in '{name}' \
+                     (natal knows $rows, $versions, $fragments, $relocations)"
                 )))
             }
         };
@@ -63,6 +80,7 @@ impl TableName {
                 version,
                 system_columns,
             },
+            kind,
         })
     }
 }
@@ -110,11 +128,25 @@ impl SchemaProvider for NatalSchemaProvider {
         }
         let parsed = TableName::parse(name)?;
         let table = self.table_handle(&parsed.base);
-        match NatalTableProvider::try_new(table, parsed.view).await {
-            Ok(provider) => Ok(Some(Arc::new(provider))),
-            Err(crate::Error::TableNotFound { .. }) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
+        let snapshot = match parsed.view.version {
+            Some(v) => table.at_version(v).await,
+            None => table.latest().await,
+        };
+        let snapshot = match snapshot {
+            Ok(snapshot) => snapshot,
+            Err(crate::Error::TableNotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(Some(match parsed.kind {
+            TableKind::Rows => Arc::new(NatalTableProvider::from_snapshot(
+                table,
+                parsed.view,
+                snapshot,
+            )),
+            TableKind::Versions => metadata::versions(&table).await?,
+            TableKind::Fragments => metadata::fragments(&snapshot)?,
+            TableKind::Relocations => metadata::relocations(&snapshot).await?,
+        }))
     }
 
     fn register_table(

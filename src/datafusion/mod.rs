@@ -13,7 +13,9 @@
 
 mod catalog;
 mod dml;
+mod functions;
 mod guard;
+mod metadata;
 mod provider;
 mod pruning;
 mod scan;
@@ -26,8 +28,9 @@ use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::prelude::SessionContext;
 use object_store::path::Path;
 
-pub use catalog::{url_of, NatalSchemaProvider, NatalTableFactory, TableName};
+pub use catalog::{url_of, NatalSchemaProvider, NatalTableFactory, TableKind, TableName};
 pub use dml::{DmlExec, DmlKind, NatalSink};
+pub use functions::NatalFunction;
 pub use guard::DmlGuard;
 pub use provider::{NatalTableProvider, ProviderView};
 pub use scan::NatalScanExec;
@@ -58,6 +61,9 @@ pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
             catalog
         }
     };
+    for function in NatalFunction::all(store.clone(), path.clone()) {
+        ctx.register_udtf(function.name(), function);
+    }
     catalog.register_schema(
         &schema_name,
         Arc::new(NatalSchemaProvider::new(store, path)),

@@ -53,6 +53,11 @@ impl NatalTableProvider {
             Some(v) => table.at_version(v).await?,
             None => table.latest().await?,
         };
+        Ok(Self::from_snapshot(table, view, snapshot))
+    }
+
+    /// A provider whose schema is `snapshot`'s (the version it pins, or the latest one).
+    pub fn from_snapshot(table: Table, view: ProviderView, snapshot: Snapshot) -> Self {
         let mut fields: Vec<Field> = snapshot
             .schema()
             .to_arrow()
@@ -63,12 +68,12 @@ impl NatalTableProvider {
         if view.system_columns {
             fields.extend(system_fields());
         }
-        Ok(Self {
+        Self {
             table,
             view,
             snapshot: Arc::new(snapshot),
             schema: Arc::new(Schema::new(fields)),
-        })
+        }
     }
 
     pub fn table(&self) -> &Table {

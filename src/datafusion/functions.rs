@@ -1,0 +1,377 @@
+//! Maintenance as table functions: `natal_compact('t')`, `natal_checkpoint('t')`,
+//! `natal_cleanup('t', keep_versions [, keep_newer_than_seconds])` and
+//! `natal_restore('t', version)`. Arguments are checked while planning; the work happens when
+//! the plan executes (so `EXPLAIN` changes nothing) and yields one row of figures.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::ScalarValue;
+use datafusion::datasource::TableType;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::future::BoxFuture;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::ObjectStore;
+
+use crate::table::{CleanupPolicy, CompactOptions, Table};
+
+/// What a function does when executed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Operation {
+    Compact,
+    Checkpoint,
+    Cleanup {
+        keep_versions: u64,
+        keep_newer_than_secs: u64,
+    },
+    Restore {
+        version: u64,
+    },
+}
+
+impl Operation {
+    /// The figures each operation reports.
+    fn columns(&self) -> &'static [&'static str] {
+        match self {
+            Operation::Compact => &[
+                "version",
+                "fragments_removed",
+                "fragments_added",
+                "rows_rewritten",
+                "deleted_rows_dropped",
+            ],
+            Operation::Checkpoint => &["version", "relocation_entries"],
+            Operation::Cleanup { .. } => &["versions_removed", "files_removed", "bytes_removed"],
+            Operation::Restore { .. } => &["version", "live_rows"],
+        }
+    }
+
+    fn schema(&self) -> SchemaRef {
+        Arc::new(Schema::new(
+            self.columns()
+                .iter()
+                .map(|c| Field::new(*c, DataType::UInt64, true))
+                .collect::<Vec<_>>(),
+        ))
+    }
+
+    async fn run(self, table: Table) -> crate::Result<Vec<Option<u64>>> {
+        Ok(match self {
+            Operation::Compact => {
+                let r = table.compact(CompactOptions::default()).await?;
+                vec![
+                    r.version,
+                    Some(r.fragments_removed as u64),
+                    Some(r.fragments_added as u64),
+                    Some(r.rows_rewritten),
+                    Some(r.deleted_rows_dropped),
+                ]
+            }
+            Operation::Checkpoint => {
+                let committed = table.checkpoint().await?;
+                let snapshot = table.at_version(committed.version).await?;
+                let entries = snapshot
+                    .manifest()
+                    .relocation_checkpoint
+                    .as_ref()
+                    .map(|c| c.entry_count);
+                vec![Some(committed.version), entries]
+            }
+            Operation::Cleanup {
+                keep_versions,
+                keep_newer_than_secs,
+            } => {
+                let policy = CleanupPolicy {
+                    keep_versions: keep_versions as usize,
+                    keep_newer_than: Duration::from_secs(keep_newer_than_secs),
+                    ..CleanupPolicy::default()
+                };
+                let r = table.cleanup(policy).await?;
+                vec![
+                    Some(r.versions_removed),
+                    Some(r.files_removed),
+                    Some(r.bytes_removed),
+                ]
+            }
+            Operation::Restore { version } => {
+                let committed = table.restore(version).await?;
+                let snapshot = table.at_version(committed.version).await?;
+                vec![Some(committed.version), Some(snapshot.count_rows())]
+            }
+        })
+    }
+}
+
+/// One `natal_*` function, bound to the tables under a root.
+#[derive(Debug)]
+pub struct NatalFunction {
+    name: &'static str,
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+}
+
+impl NatalFunction {
+    /// Every maintenance function, for registration under their names.
+    pub fn all(store: Arc<dyn ObjectStore>, root: Path) -> Vec<Arc<NatalFunction>> {
+        [
+            "natal_compact",
+            "natal_checkpoint",
+            "natal_cleanup",
+            "natal_restore",
+        ]
+        .into_iter()
+        .map(|name| {
+            Arc::new(NatalFunction {
+                name,
+                store: store.clone(),
+                root: root.clone(),
+            })
+        })
+        .collect()
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+fn literal_string(name: &str, args: &[Expr], i: usize, what: &str) -> Result<String> {
+    match args.get(i) {
+        Some(Expr::Literal(
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::LargeUtf8(Some(s))
+            | ScalarValue::Utf8View(Some(s)),
+            _,
+        )) => Ok(s.clone()),
+        Some(other) => Err(DataFusionError::Plan(format!(
+            "{name}: argument {} ({what}) must be a string literal, got {other}",
+            i + 1
+        ))),
+        None => Err(DataFusionError::Plan(format!(
+            "{name}: missing argument {} ({what})",
+            i + 1
+        ))),
+    }
+}
+
+fn literal_u64(name: &str, args: &[Expr], i: usize, what: &str) -> Result<Option<u64>> {
+    match args.get(i) {
+        None => Ok(None),
+        Some(Expr::Literal(value, _)) => match value.cast_to(&DataType::UInt64) {
+            Ok(ScalarValue::UInt64(Some(v))) => Ok(Some(v)),
+            _ => Err(DataFusionError::Plan(format!(
+                "{name}: argument {} ({what}) must be a non-negative integer, got {value}",
+                i + 1
+            ))),
+        },
+        Some(other) => Err(DataFusionError::Plan(format!(
+            "{name}: argument {} ({what}) must be a literal, got {other}",
+            i + 1
+        ))),
+    }
+}
+
+impl TableFunctionImpl for NatalFunction {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let exprs = args.exprs();
+        let name = self.name;
+        let table_name = literal_string(name, exprs, 0, "table name")?;
+        if table_name.is_empty() || table_name.contains(['/', '@', '$']) {
+            return Err(DataFusionError::Plan(format!(
+                "{name}: '{table_name}' is not a table name"
+            )));
+        }
+        let (operation, max_args) = match name {
+            "natal_compact" => (Operation::Compact, 1),
+            "natal_checkpoint" => (Operation::Checkpoint, 1),
+            "natal_cleanup" => {
+                let keep_versions = literal_u64(name, exprs, 1, "versions to keep")?.unwrap_or(10);
+                if keep_versions == 0 {
+                    return Err(DataFusionError::Plan(format!(
+                        "{name}: keep at least 1 version"
+                    )));
+                }
+                let keep_newer_than_secs =
+                    literal_u64(name, exprs, 2, "seconds of history to keep")?
+                        .unwrap_or(7 * 24 * 3600);
+                (
+                    Operation::Cleanup {
+                        keep_versions,
+                        keep_newer_than_secs,
+                    },
+                    3,
+                )
+            }
+            _ => {
+                let version = literal_u64(name, exprs, 1, "version")?.ok_or_else(|| {
+                    DataFusionError::Plan(format!("{name}: missing argument 2 (version)"))
+                })?;
+                (Operation::Restore { version }, 2)
+            }
+        };
+        if exprs.len() > max_args {
+            return Err(DataFusionError::Plan(format!(
+                "{name} takes at most {max_args} arguments, got {}",
+                exprs.len()
+            )));
+        }
+        let table = Table::open(
+            self.store.clone(),
+            self.root.clone().join(table_name.as_str()),
+        );
+        Ok(Arc::new(OperationProvider {
+            table,
+            operation,
+            name,
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct OperationProvider {
+    table: Table,
+    operation: Operation,
+    name: &'static str,
+}
+
+#[async_trait]
+impl TableProvider for OperationProvider {
+    fn schema(&self) -> SchemaRef {
+        self.operation.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(OperationExec::new(
+            self.table.clone(),
+            self.operation,
+            self.name,
+            projection.cloned(),
+        )))
+    }
+}
+
+/// Runs one maintenance operation when executed.
+#[derive(Debug)]
+struct OperationExec {
+    table: Table,
+    operation: Operation,
+    name: &'static str,
+    projection: Option<Vec<usize>>,
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+}
+
+impl OperationExec {
+    fn new(
+        table: Table,
+        operation: Operation,
+        name: &'static str,
+        projection: Option<Vec<usize>>,
+    ) -> Self {
+        let full = operation.schema();
+        let schema = match &projection {
+            Some(p) => Arc::new(full.project(p).unwrap_or_else(|_| full.as_ref().clone())),
+            None => full,
+        };
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        Self {
+            table,
+            operation,
+            name,
+            projection,
+            schema,
+            properties: Arc::new(properties),
+        }
+    }
+}
+
+impl DisplayAs for OperationExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "NatalOperationExec: {}", self.name)
+    }
+}
+
+impl ExecutionPlan for OperationExec {
+    fn name(&self) -> &str {
+        "NatalOperationExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        _partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let (table, operation, projection) =
+            (self.table.clone(), self.operation, self.projection.clone());
+        let full = operation.schema();
+        let work: BoxFuture<'static, Result<RecordBatch>> = Box::pin(async move {
+            let figures = operation.run(table).await?;
+            let columns: Vec<ArrayRef> = figures
+                .into_iter()
+                .map(|v| Arc::new(UInt64Array::from(vec![v])) as ArrayRef)
+                .collect();
+            let batch = RecordBatch::try_new(full, columns)?;
+            Ok(match projection {
+                Some(p) => batch.project(&p)?,
+                None => batch,
+            })
+        });
+        let stream = futures::stream::once(work).map_err(|e: DataFusionError| e);
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            stream,
+        )))
+    }
+}

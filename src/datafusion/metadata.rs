@@ -1,0 +1,156 @@
+//! Metadata tables: `t$versions`, `t$fragments` and `t$relocations` (also `t@v7$fragments`
+//! and `t@v7$relocations`), built from manifests when the name is resolved.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayRef, BooleanArray, RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array,
+    UInt64Array,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::catalog::{MemTable, TableProvider};
+use datafusion::error::Result;
+
+use crate::table::{Snapshot, Table};
+
+fn mem_table(fields: Vec<Field>, columns: Vec<ArrayRef>) -> Result<Arc<dyn TableProvider>> {
+    let schema = Arc::new(Schema::new(fields));
+    let batch = RecordBatch::try_new(schema.clone(), columns)?;
+    Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
+}
+
+/// One row per retained version.
+pub(crate) async fn versions(table: &Table) -> Result<Arc<dyn TableProvider>> {
+    let manifests = table.versions().await?;
+    let utc: Arc<str> = Arc::from("UTC");
+    mem_table(
+        vec![
+            Field::new("version", DataType::UInt64, false),
+            Field::new("parent_version", DataType::UInt64, true),
+            Field::new(
+                "committed_at",
+                DataType::Timestamp(TimeUnit::Microsecond, Some(utc.clone())),
+                false,
+            ),
+            Field::new("operation", DataType::Utf8, false),
+            Field::new("read_version", DataType::UInt64, false),
+            Field::new("rows_added", DataType::UInt64, false),
+            Field::new("rows_removed", DataType::UInt64, false),
+            Field::new("live_rows", DataType::UInt64, false),
+            Field::new("fragments", DataType::UInt64, false),
+        ],
+        vec![
+            Arc::new(UInt64Array::from_iter_values(
+                manifests.iter().map(|m| m.version),
+            )),
+            Arc::new(UInt64Array::from_iter(
+                manifests.iter().map(|m| m.parent_version),
+            )),
+            Arc::new(
+                TimestampMicrosecondArray::from_iter_values(
+                    manifests.iter().map(|m| m.timestamp_micros),
+                )
+                .with_timezone(utc),
+            ),
+            Arc::new(StringArray::from_iter_values(
+                manifests
+                    .iter()
+                    .map(|m| m.transaction.operation.to_string()),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                manifests.iter().map(|m| m.transaction.read_version),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                manifests.iter().map(|m| m.transaction.rows_added),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                manifests.iter().map(|m| m.transaction.rows_removed),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                manifests.iter().map(|m| m.live_rows()),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                manifests.iter().map(|m| m.fragments.len() as u64),
+            )),
+        ],
+    )
+}
+
+/// One row per fragment of a version.
+pub(crate) fn fragments(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
+    let fragments = &snapshot.manifest().fragments;
+    mem_table(
+        vec![
+            Field::new("fragment_id", DataType::UInt32, false),
+            Field::new("physical_rows", DataType::UInt64, false),
+            Field::new("deleted_rows", DataType::UInt64, false),
+            Field::new("live_rows", DataType::UInt64, false),
+            Field::new("carried", DataType::Boolean, false),
+            Field::new("data_files", DataType::UInt64, false),
+            Field::new("data_bytes", DataType::UInt64, false),
+            Field::new("deletion_file", DataType::Utf8, true),
+        ],
+        vec![
+            Arc::new(UInt32Array::from_iter_values(
+                fragments.iter().map(|f| f.id),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                fragments.iter().map(|f| f.physical_rows as u64),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                fragments
+                    .iter()
+                    .map(|f| f.physical_rows as u64 - f.live_rows()),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                fragments.iter().map(|f| f.live_rows()),
+            )),
+            Arc::new(BooleanArray::from_iter(
+                fragments.iter().map(|f| Some(f.row_ids.is_some())),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                fragments.iter().map(|f| f.files.len() as u64),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                fragments
+                    .iter()
+                    .map(|f| f.files.iter().map(|d| d.file_size_bytes).sum::<u64>()),
+            )),
+            Arc::new(StringArray::from_iter(
+                fragments
+                    .iter()
+                    .map(|f| f.deletion.as_ref().map(|d| d.path.to_string())),
+            )),
+        ],
+    )
+}
+
+/// The relocation view of a version: one row per entry (a point entry has length 1).
+pub(crate) async fn relocations(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
+    let view = snapshot.relocation_view().await?;
+    let entries = view.entries();
+    mem_table(
+        vec![
+            Field::new("rowid_start", DataType::UInt64, false),
+            Field::new("rowaddr_start", DataType::UInt64, false),
+            Field::new("len", DataType::UInt32, false),
+            Field::new("kind", DataType::Utf8, false),
+        ],
+        vec![
+            Arc::new(UInt64Array::from_iter_values(
+                entries.iter().map(|e| e.id_start.as_u64()),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                entries.iter().map(|e| e.addr_start.as_u64()),
+            )),
+            Arc::new(UInt32Array::from_iter_values(entries.iter().map(|e| e.len))),
+            Arc::new(StringArray::from_iter_values(entries.iter().map(|e| {
+                if e.len == 1 {
+                    "point"
+                } else {
+                    "range"
+                }
+            }))),
+        ],
+    )
+}
