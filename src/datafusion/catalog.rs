@@ -8,12 +8,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
+use datafusion::catalog::MemTable;
 use datafusion::catalog::{SchemaProvider, Session, TableProvider, TableProviderFactory};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::CreateExternalTable;
+use futures::TryStreamExt;
 use object_store::path::Path;
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt};
 
 use super::metadata;
 use super::provider::{NatalTableProvider, ProviderView};
@@ -135,6 +137,13 @@ impl SchemaProvider for NatalSchemaProvider {
         let snapshot = match snapshot {
             Ok(snapshot) => snapshot,
             Err(crate::Error::TableNotFound { .. }) => return Ok(None),
+            // A pinned version of a table that does not exist at all: no such table.
+            Err(e @ crate::Error::VersionNotFound { .. }) => {
+                return match table.store().latest_version().await? {
+                    None => Ok(None),
+                    Some(_) => Err(e.into()),
+                }
+            }
             Err(e) => return Err(e.into()),
         };
         Ok(Some(match parsed.kind {
@@ -149,11 +158,47 @@ impl SchemaProvider for NatalSchemaProvider {
         }))
     }
 
+    /// `CREATE TABLE` and `CREATE TABLE AS` hand DataFusion's in-memory result here: natal
+    /// stores it as a new table `<root>/<name>`. Natal tables created elsewhere (`CREATE
+    /// EXTERNAL TABLE ... STORED AS NATAL`) are registered by name as they are.
     fn register_table(
         &self,
         name: String,
         table: Arc<dyn TableProvider>,
     ) -> Result<Option<Arc<dyn TableProvider>>> {
+        if let Some(memory) = table.downcast_ref::<MemTable>() {
+            let parsed = TableName::parse(&name)?;
+            if parsed.kind != TableKind::Rows
+                || parsed.view.version.is_some()
+                || parsed.view.system_columns
+            {
+                return Err(DataFusionError::Plan(format!(
+                    "cannot create a table named '{name}': '@' and '$' are natal syntax"
+                )));
+            }
+            let handle = self.table_handle(&name);
+            let partitions = memory.batches.clone();
+            let schema = table.schema();
+            blocking(async move {
+                let store = handle.store();
+                let created = Table::create(
+                    store.object_store().clone(),
+                    store.root().clone(),
+                    &schema,
+                    TableOptions::default(),
+                )
+                .await?;
+                let mut batches = Vec::new();
+                for partition in partitions {
+                    batches.extend(partition.read().await.iter().cloned());
+                }
+                if !batches.is_empty() {
+                    created.append(batches).await?;
+                }
+                Ok(())
+            })?;
+            return Ok(None);
+        }
         let mut registered = self
             .registered
             .write()
@@ -161,16 +206,58 @@ impl SchemaProvider for NatalSchemaProvider {
         Ok(registered.insert(name, table))
     }
 
+    /// `DROP TABLE`: forgets a registered table, or deletes a natal table under the root
+    /// with every file it has.
     fn deregister_table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
-        let mut registered = self
+        let removed = self
             .registered
             .write()
-            .map_err(|_| DataFusionError::Internal("natal schema lock poisoned".into()))?;
-        Ok(registered.remove(name))
+            .map_err(|_| DataFusionError::Internal("natal schema lock poisoned".into()))?
+            .remove(name);
+        if removed.is_some() {
+            return Ok(removed);
+        }
+        let parsed = TableName::parse(name)?;
+        if parsed.kind != TableKind::Rows
+            || parsed.view.version.is_some()
+            || parsed.view.system_columns
+        {
+            return Err(DataFusionError::Plan(format!(
+                "cannot drop '{name}': drop the table itself"
+            )));
+        }
+        let handle = self.table_handle(&parsed.base);
+        let store = self.store.clone();
+        blocking(async move {
+            let snapshot = handle.latest().await?;
+            let view = ProviderView {
+                version: None,
+                system_columns: false,
+            };
+            let provider = NatalTableProvider::from_snapshot(handle.clone(), view, snapshot);
+            let prefix = handle.store().root().clone();
+            let listing: Vec<_> = store.list(Some(&prefix)).try_collect().await?;
+            // Manifests first: a half-dropped table is never a table with missing files.
+            let (manifests, files): (Vec<_>, Vec<_>) = listing
+                .into_iter()
+                .partition(|m| m.location.as_ref().contains(crate::io::VERSIONS_DIR));
+            for meta in manifests.into_iter().chain(files) {
+                store.delete(&meta.location).await?;
+            }
+            Ok(Some(Arc::new(provider) as Arc<dyn TableProvider>))
+        })
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.registered.read().is_ok_and(|r| r.contains_key(name))
+        if self.registered.read().is_ok_and(|r| r.contains_key(name)) {
+            return true;
+        }
+        let Ok(parsed) = TableName::parse(name) else {
+            return false;
+        };
+        let handle = self.table_handle(&parsed.base);
+        blocking(async move { Ok(handle.store().latest_version().await?.is_some()) })
+            .unwrap_or(false)
     }
 }
 
@@ -211,6 +298,24 @@ impl TableProviderFactory for NatalTableFactory {
         };
         Ok(Arc::new(NatalTableProvider::try_new(table, view).await?))
     }
+}
+
+/// Runs natal I/O from DataFusion's synchronous catalog hooks (`register_table`,
+/// `deregister_table`), on the multi-threaded runtime the CLI and sessions use.
+fn blocking<T: Send + 'static>(
+    work: impl std::future::Future<Output = crate::Result<T>> + Send + 'static,
+) -> Result<T> {
+    let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+        DataFusionError::Execution("natal needs a tokio runtime to create or drop tables".into())
+    })?;
+    if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+        return Err(DataFusionError::Execution(
+            "CREATE TABLE and DROP TABLE on natal tables need a multi-threaded tokio runtime; \
+             use CREATE EXTERNAL TABLE ... STORED AS NATAL instead"
+                .into(),
+        ));
+    }
+    tokio::task::block_in_place(|| handle.block_on(work)).map_err(DataFusionError::from)
 }
 
 /// A LOCATION as a URL: URLs as given, plain paths as `file://` URLs (made absolute).
