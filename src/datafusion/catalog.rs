@@ -12,6 +12,7 @@ use datafusion::catalog::MemTable;
 use datafusion::catalog::{SchemaProvider, Session, TableProvider, TableProviderFactory};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::logical_expr::CreateExternalTable;
 use futures::TryStreamExt;
 use object_store::path::Path;
@@ -277,11 +278,7 @@ impl TableProviderFactory for NatalTableFactory {
             .locations
             .first()
             .ok_or_else(|| DataFusionError::Plan("STORED AS NATAL needs a LOCATION".into()))?;
-        let url = url_of(location)?;
-        let store_url = ObjectStoreUrl::parse(&url[..url::Position::BeforePath])?;
-        let store = state.runtime_env().object_store(&store_url)?;
-        let root = Path::from_url_path(url.path())
-            .map_err(|e| DataFusionError::Plan(format!("bad LOCATION '{location}': {e}")))?;
+        let (store, root) = resolve_location(&state.runtime_env(), location)?;
         let table = Table::open(store.clone(), root.clone());
         let schema = cmd.schema.as_arrow();
         if let Err(crate::Error::TableNotFound { .. }) = table.latest().await {
@@ -316,6 +313,19 @@ fn blocking<T: Send + 'static>(
         ));
     }
     tokio::task::block_in_place(|| handle.block_on(work)).map_err(DataFusionError::from)
+}
+
+/// The object store (registered with the runtime) and path a location names.
+pub fn resolve_location(
+    runtime: &RuntimeEnv,
+    location: &str,
+) -> Result<(Arc<dyn ObjectStore>, Path)> {
+    let url = url_of(location)?;
+    let store_url = ObjectStoreUrl::parse(&url[..url::Position::BeforePath])?;
+    let store = runtime.object_store(&store_url)?;
+    let path = Path::from_url_path(url.path())
+        .map_err(|e| DataFusionError::Plan(format!("bad location '{location}': {e}")))?;
+    Ok((store, path))
 }
 
 /// A LOCATION as a URL: URLs as given, plain paths as `file://` URLs (made absolute).

@@ -24,26 +24,28 @@ use std::sync::Arc;
 
 use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider};
 use datafusion::error::Result;
-use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::prelude::SessionContext;
-use object_store::path::Path;
 
-pub use catalog::{url_of, NatalSchemaProvider, NatalTableFactory, TableKind, TableName};
+pub use catalog::{
+    resolve_location, url_of, NatalSchemaProvider, NatalTableFactory, TableKind, TableName,
+};
 pub use dml::{DmlExec, DmlKind, NatalSink};
 pub use functions::NatalFunction;
 pub use guard::DmlGuard;
 pub use provider::{NatalTableProvider, ProviderView};
 pub use scan::NatalScanExec;
 
+/// A handle on the natal table at `location` (a directory or URL), for the Rust API.
+pub fn open_table(ctx: &SessionContext, location: &str) -> Result<crate::table::Table> {
+    let (store, path) = resolve_location(&ctx.runtime_env(), location)?;
+    Ok(crate::table::Table::open(store, path))
+}
+
 /// Registers natal with a session: `STORED AS NATAL`, the tables under `root` (a directory
 /// or object-store URL) as the default schema, so `SELECT * FROM t` finds `<root>/t`, and
 /// the [`DmlGuard`].
 pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
-    let url = url_of(root)?;
-    let store_url = ObjectStoreUrl::parse(&url[..url::Position::BeforePath])?;
-    let store = ctx.runtime_env().object_store(&store_url)?;
-    let path = Path::from_url_path(url.path())
-        .map_err(|e| datafusion::error::DataFusionError::Plan(format!("bad root '{root}': {e}")))?;
+    let (store, path) = resolve_location(&ctx.runtime_env(), root)?;
     let state = ctx.state();
     let options = state.config_options();
     let catalog_name = options.catalog.default_catalog.clone();

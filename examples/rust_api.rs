@@ -2,7 +2,7 @@
 //! compact, checkpoint and time-travel — and watch every row keep its id.
 //!
 //! ```text
-//! cargo run --release --example walkthrough -- ./natal-demo
+//! cargo run --release --example rust_api -- ./natal-demo
 //! ```
 
 use std::sync::Arc;
