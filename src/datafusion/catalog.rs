@@ -278,7 +278,7 @@ impl TableProviderFactory for NatalTableFactory {
             .locations
             .first()
             .ok_or_else(|| DataFusionError::Plan("STORED AS NATAL needs a LOCATION".into()))?;
-        let (store, root) = resolve_location(&state.runtime_env(), location)?;
+        let (store, root) = resolve_location(state.runtime_env(), location)?;
         let table = Table::open(store.clone(), root.clone());
         let schema = cmd.schema.as_arrow();
         if let Err(crate::Error::TableNotFound { .. }) = table.latest().await {
