@@ -12,12 +12,15 @@ use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::Statistics;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -173,5 +176,25 @@ impl ExecutionPlan for NatalScanExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+
+    /// Exact row counts from the manifest when the scan returns every live row of its
+    /// fragments (no id mask, no limit): `count(*)` is then answered without reading data.
+    fn statistics_from_inputs(&self, _input_stats: &[Arc<Statistics>], args: &StatisticsArgs) -> Result<Arc<Statistics>> {
+        let mut statistics = Statistics::new_unknown(&self.schema);
+        if self.plan.row_ids.is_none() && self.plan.limit.is_none() {
+            let fragments: Vec<FragmentId> = match args.partition() {
+                Some(p) => self.plan.partitions.get(p).cloned().unwrap_or_default(),
+                None => self.plan.partitions.concat(),
+            };
+            let manifest = self.plan.snapshot.manifest();
+            let rows: u64 = fragments
+                .iter()
+                .filter_map(|id| manifest.fragment(*id))
+                .map(|f| f.live_rows())
+                .sum();
+            statistics.num_rows = Precision::Exact(rows as usize);
+        }
+        Ok(Arc::new(statistics))
     }
 }
