@@ -180,7 +180,11 @@ impl ExecutionPlan for NatalScanExec {
 
     /// Exact row counts from the manifest when the scan returns every live row of its
     /// fragments (no id mask, no limit): `count(*)` is then answered without reading data.
-    fn statistics_from_inputs(&self, _input_stats: &[Arc<Statistics>], args: &StatisticsArgs) -> Result<Arc<Statistics>> {
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
         let mut statistics = Statistics::new_unknown(&self.schema);
         if self.plan.row_ids.is_none() && self.plan.limit.is_none() {
             let fragments: Vec<FragmentId> = match args.partition() {
