@@ -13,60 +13,20 @@
 //! NATAL_BENCH_ROWS=1000000 NATAL_BENCH_FRAGMENT_ROWS=100000 cargo bench --bench relocation
 //! ```
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{AsArray, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
+use arrow::array::{AsArray, Int64Array, RecordBatch};
+use arrow::datatypes::Int64Type;
+use common::{env, rows, schema, Rng};
 use natal::io::{InstrumentedStore, RequestTally};
 use natal::rowid::{RowAddress, RowId};
 use natal::table::{ScanRequest, Table, TableOptions};
 use object_store::local::LocalFileSystem;
 use object_store::{ObjectStore, ObjectStoreExt};
-
-/// SplitMix64: a tiny deterministic generator, so runs are comparable.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("val", DataType::Int64, false),
-        Field::new("payload", DataType::Utf8, false),
-    ]))
-}
-
-fn rows(start: i64, len: i64, rng: &mut Rng) -> RecordBatch {
-    let ids = Int64Array::from_iter_values(start..start + len);
-    let vals = Int64Array::from_iter_values((0..len).map(|_| rng.below(1_000_000) as i64));
-    let payload =
-        StringArray::from_iter_values((start..start + len).map(|i| format!("payload-{i:012}")));
-    RecordBatch::try_new(
-        schema(),
-        vec![Arc::new(ids), Arc::new(vals), Arc::new(payload)],
-    )
-    .expect("valid batch")
-}
 
 /// The birth id of the i-th row written.
 fn birth_id(i: u64, fragment_rows: u64) -> RowId {

@@ -10,36 +10,19 @@
 //! cargo bench --bench sql
 //! ```
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::array::RecordBatch;
+use common::{env, rows, schema, Rng};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::ListingOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use natal::rowid::RowAddress;
 use natal::table::{Table, TableOptions};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
-fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("val", DataType::Int64, false),
-        Field::new("payload", DataType::Utf8, false),
-    ]))
-}
 
 async fn median_ms(ctx: &SessionContext, sql: &str) -> (f64, usize) {
     let mut times = Vec::new();
@@ -62,10 +45,7 @@ async fn median_ms(ctx: &SessionContext, sql: &str) -> (f64, usize) {
 
 #[tokio::main]
 async fn main() -> datafusion::error::Result<()> {
-    let total: u64 = std::env::var("NATAL_BENCH_ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000_000);
+    let total = env("NATAL_BENCH_ROWS", 10_000_000);
     let fragment_rows = 1_000_000u64.min(total);
     let dir = tempfile::tempdir_in(std::env::current_dir()?)?;
     let root = dir.path().to_string_lossy().to_string();
@@ -90,18 +70,7 @@ async fn main() -> datafusion::error::Result<()> {
     while written < total {
         let len = (total - written).min(65_536) as i64;
         let start = written as i64;
-        batches.push(Ok(RecordBatch::try_new(
-            schema(),
-            vec![
-                Arc::new(Int64Array::from_iter_values(start..start + len)),
-                Arc::new(Int64Array::from_iter_values(
-                    (0..len).map(|_| (rng.next() % 1_000_000) as i64),
-                )),
-                Arc::new(StringArray::from_iter_values(
-                    (start..start + len).map(|i| format!("payload-{i:012}")),
-                )),
-            ],
-        )?));
+        batches.push(Ok::<_, natal::Error>(rows(start, len, &mut rng)));
         written += len as u64;
     }
     table

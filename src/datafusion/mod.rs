@@ -15,6 +15,7 @@ mod catalog;
 mod dml;
 mod functions;
 mod guard;
+mod leaf;
 mod metadata;
 mod provider;
 mod pruning;

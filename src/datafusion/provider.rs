@@ -58,21 +58,12 @@ impl NatalTableProvider {
 
     /// A provider whose schema is `snapshot`'s (the version it pins, or the latest one).
     pub fn from_snapshot(table: Table, view: ProviderView, snapshot: Snapshot) -> Self {
-        let mut fields: Vec<Field> = snapshot
-            .schema()
-            .to_arrow()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        if view.system_columns {
-            fields.extend(system_fields());
-        }
+        let schema = table_schema(&snapshot, view.system_columns);
         Self {
             table,
             view,
             snapshot: Arc::new(snapshot),
-            schema: Arc::new(Schema::new(fields)),
+            schema,
         }
     }
 
@@ -99,17 +90,18 @@ impl NatalTableProvider {
     /// The schema filters and DML predicates are compiled against: user columns plus both
     /// system columns (what `delete_where`/`update_where` predicates see).
     fn predicate_schema(&self) -> SchemaRef {
-        let mut fields: Vec<Field> = self
-            .snapshot
-            .schema()
-            .to_arrow()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        fields.extend(system_fields());
-        Arc::new(Schema::new(fields))
+        table_schema(&self.snapshot, true)
     }
+}
+
+/// A snapshot's user columns, plus the system columns if asked.
+fn table_schema(snapshot: &Snapshot, system_columns: bool) -> SchemaRef {
+    let user = snapshot.schema().to_arrow();
+    let mut fields: Vec<Field> = user.fields().iter().map(|f| f.as_ref().clone()).collect();
+    if system_columns {
+        fields.extend(system_fields());
+    }
+    Arc::new(Schema::new(fields))
 }
 
 /// The ids an `_rowid = v` or `_rowid IN (...)` filter selects; `None` for other filters.

@@ -11,18 +11,13 @@ use crate::error::{Error, Result};
 use crate::format::Manifest;
 
 impl TableStore {
-    /// The newest published version, or `None` if the table has none.
+    /// The newest published version, or `None` if the table has none (one LIST).
     pub async fn latest_version(&self) -> Result<Option<u64>> {
-        let prefix = self.child(VERSIONS_DIR);
-        let listing: Vec<_> = self
-            .object_store()
-            .list(Some(&prefix))
-            .try_collect()
-            .await?;
-        Ok(listing
-            .iter()
-            .filter_map(|meta| self.version_of_manifest(&meta.location))
-            .max())
+        Ok(self
+            .list_versions()
+            .await?
+            .last()
+            .map(|(version, _)| *version))
     }
 
     /// Every published version, ascending (one LIST).

@@ -1,0 +1,53 @@
+//! What the benchmarks share: a deterministic generator and the benchmark table's rows.
+
+use std::sync::Arc;
+
+use arrow::array::{Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+
+/// SplitMix64: a tiny deterministic generator, so runs are comparable.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// `id int64, val int64, payload ~20-byte string`.
+pub fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("val", DataType::Int64, false),
+        Field::new("payload", DataType::Utf8, false),
+    ]))
+}
+
+/// Rows `start..start + len`: `id` counts up, `val` is uniform in 0..1M.
+pub fn rows(start: i64, len: i64, rng: &mut Rng) -> RecordBatch {
+    let ids = Int64Array::from_iter_values(start..start + len);
+    let vals = Int64Array::from_iter_values((0..len).map(|_| rng.below(1_000_000) as i64));
+    let payload =
+        StringArray::from_iter_values((start..start + len).map(|i| format!("payload-{i:012}")));
+    RecordBatch::try_new(
+        schema(),
+        vec![Arc::new(ids), Arc::new(vals), Arc::new(payload)],
+    )
+    .expect("valid batch")
+}
+
+/// A value of an environment variable, or `default`.
+pub fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
