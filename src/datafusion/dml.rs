@@ -129,7 +129,7 @@ pub struct DmlExec {
     properties: Arc<PlanProperties>,
 }
 
-fn count_schema() -> SchemaRef {
+pub(crate) fn count_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![Field::new(
         "count",
         DataType::UInt64,

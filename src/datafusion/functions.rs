@@ -1,7 +1,8 @@
-//! Maintenance as table functions: `natal_compact('t')`, `natal_checkpoint('t')`,
-//! `natal_cleanup('t', keep_versions [, keep_newer_than_seconds])` and
-//! `natal_restore('t', version)`. Arguments are checked while planning; the work happens when
-//! the plan executes (so `EXPLAIN` changes nothing) and yields one row of figures.
+//! Maintenance as table functions — `natal_compact('t')`, `natal_checkpoint('t')`,
+//! `natal_cleanup('t', keep_versions [, keep_newer_than_seconds])`,
+//! `natal_restore('t', version)` — and DML as functions: `natal_delete`, `natal_update`.
+//! Arguments are checked while planning; the work happens when the plan executes (so
+//! `EXPLAIN` changes nothing) and yields one row of figures.
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,9 +12,10 @@ use async_trait::async_trait;
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
-use datafusion::common::ScalarValue;
+use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::session_state::SessionState;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::execution_plan::EmissionType;
@@ -24,7 +26,9 @@ use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::ObjectStore;
 
+use super::dml::count_schema;
 use super::leaf::{leaf_exec_methods, leaf_properties};
+use super::provider::{NatalTableProvider, ProviderView};
 use crate::table::{CleanupPolicy, CompactOptions, Table};
 
 /// What a function does when executed.
@@ -349,5 +353,133 @@ impl ExecutionPlan for OperationExec {
             self.schema.clone(),
             stream,
         )))
+    }
+}
+
+/// `natal_delete('t', 'predicate')` and `natal_update('t', 'predicate', 'column', 'value'
+/// [, 'column', 'value' ...])`: DML for engines that do not route `DELETE`/`UPDATE` to table
+/// providers. Predicates (which may use `_rowid`) and values are SQL expressions, parsed
+/// against the latest version when the plan is built; the rows change when it executes.
+#[derive(Debug)]
+pub struct NatalDmlFunction {
+    name: &'static str,
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+}
+
+impl NatalDmlFunction {
+    pub fn all(store: Arc<dyn ObjectStore>, root: Path) -> Vec<Arc<NatalDmlFunction>> {
+        ["natal_delete", "natal_update"]
+            .into_iter()
+            .map(|name| {
+                Arc::new(NatalDmlFunction {
+                    name,
+                    store: store.clone(),
+                    root: root.clone(),
+                })
+            })
+            .collect()
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl TableFunctionImpl for NatalDmlFunction {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let exprs = args.exprs();
+        let name = self.name;
+        let table_name = literal_string(name, exprs, 0, "table name")?;
+        if table_name.is_empty() || table_name.contains(['/', '@', '$']) {
+            return Err(DataFusionError::Plan(format!(
+                "{name}: '{table_name}' is not a table name"
+            )));
+        }
+        let predicate = literal_string(name, exprs, 1, "predicate")?;
+        let mut assignments = Vec::new();
+        if name == "natal_update" {
+            if exprs.len() < 4 || exprs.len() % 2 != 0 {
+                return Err(DataFusionError::Plan(format!(
+                    "{name} takes a table, a predicate, then pairs of column and value; got {} arguments",
+                    exprs.len()
+                )));
+            }
+            for i in (2..exprs.len()).step_by(2) {
+                assignments.push((
+                    literal_string(name, exprs, i, "column")?,
+                    literal_string(name, exprs, i + 1, "value")?,
+                ));
+            }
+        } else if exprs.len() != 2 {
+            return Err(DataFusionError::Plan(format!(
+                "{name} takes a table and a predicate; got {} arguments",
+                exprs.len()
+            )));
+        }
+        let table = Table::open(
+            self.store.clone(),
+            self.root.clone().join(table_name.as_str()),
+        );
+        Ok(Arc::new(DmlFunctionProvider {
+            table,
+            predicate,
+            assignments,
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct DmlFunctionProvider {
+    table: Table,
+    predicate: String,
+    assignments: Vec<(String, String)>,
+}
+
+#[async_trait]
+impl TableProvider for DmlFunctionProvider {
+    fn schema(&self) -> SchemaRef {
+        count_schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        _projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let session = state
+            .as_any()
+            .downcast_ref::<SessionState>()
+            .ok_or_else(|| {
+                DataFusionError::Plan("natal DML functions need a DataFusion SessionState".into())
+            })?;
+        let snapshot = self.table.latest().await?;
+        let view = ProviderView {
+            version: None,
+            system_columns: true,
+        };
+        let provider = NatalTableProvider::from_snapshot(self.table.clone(), view, snapshot);
+        let all_columns = DFSchema::try_from(provider.schema().as_ref().clone())?;
+        let predicate = session.create_logical_expr(&self.predicate, &all_columns)?;
+        if self.assignments.is_empty() {
+            return provider.delete_from(state, vec![predicate]).await;
+        }
+        let assignments = self
+            .assignments
+            .iter()
+            .map(|(column, value)| {
+                Ok((
+                    column.clone(),
+                    session.create_logical_expr(value, &all_columns)?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        provider.update(state, assignments, vec![predicate]).await
     }
 }
