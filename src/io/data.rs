@@ -27,7 +27,7 @@ use crate::format::{
 };
 
 /// Rows per Parquet page: small enough that a point read decodes little.
-const PAGE_ROWS: usize = 2 * 1024;
+const PAGE_ROWS: usize = 512;
 /// Rows per row group.
 const ROW_GROUP_ROWS: usize = 128 * 1024;
 /// Rows per batch a read yields.
@@ -39,6 +39,7 @@ fn writer_properties() -> WriterProperties {
         .set_data_page_row_count_limit(PAGE_ROWS)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_statistics_truncate_length(None) // natal truncates, knowing what was cut
+        .set_dictionary_enabled(false)
         .build()
 }
 
