@@ -127,13 +127,15 @@ pub struct NatalFunction {
 }
 
 impl NatalFunction {
-    /// Every maintenance function, for registration under their names.
+    /// Every `natal_*` function, for registration under their names.
     pub fn all(store: Arc<dyn ObjectStore>, root: Path) -> Vec<Arc<NatalFunction>> {
         [
             "natal_compact",
             "natal_checkpoint",
             "natal_cleanup",
             "natal_restore",
+            "natal_delete",
+            "natal_update",
         ]
         .into_iter()
         .map(|name| {
@@ -197,6 +199,13 @@ impl TableFunctionImpl for NatalFunction {
                 "{name}: '{table_name}' is not a table name"
             )));
         }
+        let table = Table::open(
+            self.store.clone(),
+            self.root.clone().join(table_name.as_str()),
+        );
+        if matches!(name, "natal_delete" | "natal_update") {
+            return dml_provider(name, table, exprs);
+        }
         let (operation, max_args) = match name {
             "natal_compact" => (Operation::Compact, 1),
             "natal_checkpoint" => (Operation::Checkpoint, 1),
@@ -231,10 +240,6 @@ impl TableFunctionImpl for NatalFunction {
                 exprs.len()
             )));
         }
-        let table = Table::open(
-            self.store.clone(),
-            self.root.clone().join(table_name.as_str()),
-        );
         Ok(Arc::new(OperationProvider {
             table,
             operation,
@@ -360,73 +365,33 @@ impl ExecutionPlan for OperationExec {
 /// [, 'column', 'value' ...])`: DML for engines that do not route `DELETE`/`UPDATE` to table
 /// providers. Predicates (which may use `_rowid`) and values are SQL expressions, parsed
 /// against the latest version when the plan is built; the rows change when it executes.
-#[derive(Debug)]
-pub struct NatalDmlFunction {
-    name: &'static str,
-    store: Arc<dyn ObjectStore>,
-    root: Path,
-}
-
-impl NatalDmlFunction {
-    pub fn all(store: Arc<dyn ObjectStore>, root: Path) -> Vec<Arc<NatalDmlFunction>> {
-        ["natal_delete", "natal_update"]
-            .into_iter()
-            .map(|name| {
-                Arc::new(NatalDmlFunction {
-                    name,
-                    store: store.clone(),
-                    root: root.clone(),
-                })
-            })
-            .collect()
-    }
-
-    pub fn name(&self) -> &'static str {
-        self.name
-    }
-}
-
-impl TableFunctionImpl for NatalDmlFunction {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let exprs = args.exprs();
-        let name = self.name;
-        let table_name = literal_string(name, exprs, 0, "table name")?;
-        if table_name.is_empty() || table_name.contains(['/', '@', '$']) {
+fn dml_provider(name: &str, table: Table, exprs: &[Expr]) -> Result<Arc<dyn TableProvider>> {
+    let predicate = literal_string(name, exprs, 1, "predicate")?;
+    let mut assignments = Vec::new();
+    if name == "natal_update" {
+        if exprs.len() < 4 || !exprs.len().is_multiple_of(2) {
             return Err(DataFusionError::Plan(format!(
-                "{name}: '{table_name}' is not a table name"
-            )));
-        }
-        let predicate = literal_string(name, exprs, 1, "predicate")?;
-        let mut assignments = Vec::new();
-        if name == "natal_update" {
-            if exprs.len() < 4 || exprs.len() % 2 != 0 {
-                return Err(DataFusionError::Plan(format!(
-                    "{name} takes a table, a predicate, then pairs of column and value; got {} arguments",
-                    exprs.len()
-                )));
-            }
-            for i in (2..exprs.len()).step_by(2) {
-                assignments.push((
-                    literal_string(name, exprs, i, "column")?,
-                    literal_string(name, exprs, i + 1, "value")?,
-                ));
-            }
-        } else if exprs.len() != 2 {
-            return Err(DataFusionError::Plan(format!(
-                "{name} takes a table and a predicate; got {} arguments",
+                "{name} takes a table, a predicate, then pairs of column and value; got {} arguments",
                 exprs.len()
             )));
         }
-        let table = Table::open(
-            self.store.clone(),
-            self.root.clone().join(table_name.as_str()),
-        );
-        Ok(Arc::new(DmlFunctionProvider {
-            table,
-            predicate,
-            assignments,
-        }))
+        for i in (2..exprs.len()).step_by(2) {
+            assignments.push((
+                literal_string(name, exprs, i, "column")?,
+                literal_string(name, exprs, i + 1, "value")?,
+            ));
+        }
+    } else if exprs.len() != 2 {
+        return Err(DataFusionError::Plan(format!(
+            "{name} takes a table and a predicate; got {} arguments",
+            exprs.len()
+        )));
     }
+    Ok(Arc::new(DmlFunctionProvider {
+        table,
+        predicate,
+        assignments,
+    }))
 }
 
 #[derive(Debug)]

@@ -31,7 +31,7 @@ pub use catalog::{
     resolve_location, url_of, NatalSchemaProvider, NatalTableFactory, TableKind, TableName,
 };
 pub use dml::{DmlExec, DmlKind, NatalSink};
-pub use functions::{NatalDmlFunction, NatalFunction};
+pub use functions::NatalFunction;
 pub use guard::DmlGuard;
 pub use provider::{NatalTableProvider, ProviderView};
 pub use scan::NatalScanExec;
@@ -65,9 +65,6 @@ pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
         }
     };
     for function in NatalFunction::all(store.clone(), path.clone()) {
-        ctx.register_udtf(function.name(), function);
-    }
-    for function in NatalDmlFunction::all(store.clone(), path.clone()) {
         ctx.register_udtf(function.name(), function);
     }
     catalog.register_schema(
