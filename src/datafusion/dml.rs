@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{ArrayRef, BooleanArray, RecordBatch, UInt64Array};
+use datafusion::arrow::array::{ArrayRef, BooleanArray, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::datasource::sink::DataSink;
@@ -14,11 +14,10 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::execution_plan::EmissionType;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 
-use super::leaf::{leaf_exec_methods, leaf_properties};
+use super::leaf::{figures_stream, leaf_exec_methods, leaf_properties};
 use crate::table::Table;
 
 fn to_natal(e: DataFusionError) -> crate::Error {
@@ -218,20 +217,9 @@ impl ExecutionPlan for DmlExec {
         _partition: usize,
         _context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let table = self.table.clone();
-        let kind = self.kind.clone();
-        let stream = futures::stream::once(async move {
-            let count = run(table, kind).await?;
-            RecordBatch::try_new(
-                count_schema(),
-                vec![Arc::new(UInt64Array::from(vec![count]))],
-            )
-            .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
+        let (table, kind) = (self.table.clone(), self.kind.clone());
+        figures_stream(count_schema(), None, async move {
+            Ok(vec![Some(run(table, kind).await?)])
         })
-        .map_err(|e: DataFusionError| e);
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            count_schema(),
-            stream,
-        )))
     }
 }

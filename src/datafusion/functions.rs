@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{DFSchema, ScalarValue};
@@ -19,15 +18,12 @@ use datafusion::execution::session_state::SessionState;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::execution_plan::EmissionType;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use futures::future::BoxFuture;
-use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::ObjectStore;
 
 use super::dml::count_schema;
-use super::leaf::{leaf_exec_methods, leaf_properties};
+use super::leaf::{figures_stream, leaf_exec_methods, leaf_properties};
 use super::provider::{NatalTableProvider, ProviderView};
 use crate::table::{CleanupPolicy, CompactOptions, Table};
 
@@ -288,7 +284,6 @@ struct OperationExec {
     operation: Operation,
     name: &'static str,
     projection: Option<Vec<usize>>,
-    schema: SchemaRef,
     properties: Arc<PlanProperties>,
 }
 
@@ -304,13 +299,12 @@ impl OperationExec {
             Some(p) => Arc::new(full.project(p).unwrap_or_else(|_| full.as_ref().clone())),
             None => full,
         };
-        let properties = leaf_properties(schema.clone(), 1, EmissionType::Final);
+        let properties = leaf_properties(schema, 1, EmissionType::Final);
         Self {
             table,
             operation,
             name,
             projection,
-            schema,
             properties,
         }
     }
@@ -338,26 +332,12 @@ impl ExecutionPlan for OperationExec {
         _partition: usize,
         _context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let (table, operation, projection) =
-            (self.table.clone(), self.operation, self.projection.clone());
-        let full = operation.schema();
-        let work: BoxFuture<'static, Result<RecordBatch>> = Box::pin(async move {
-            let figures = operation.run(table).await?;
-            let columns: Vec<ArrayRef> = figures
-                .into_iter()
-                .map(|v| Arc::new(UInt64Array::from(vec![v])) as ArrayRef)
-                .collect();
-            let batch = RecordBatch::try_new(full, columns)?;
-            Ok(match projection {
-                Some(p) => batch.project(&p)?,
-                None => batch,
-            })
-        });
-        let stream = futures::stream::once(work).map_err(|e: DataFusionError| e);
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            self.schema.clone(),
-            stream,
-        )))
+        let (table, operation) = (self.table.clone(), self.operation);
+        figures_stream(
+            operation.schema(),
+            self.projection.clone(),
+            operation.run(table),
+        )
     }
 }
 

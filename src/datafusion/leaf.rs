@@ -50,3 +50,35 @@ macro_rules! leaf_exec_methods {
 }
 
 pub(crate) use leaf_exec_methods;
+
+/// The stream of a leaf that does its work when first polled — never while planning — and
+/// reports it as one row of UInt64 figures in the columns of `schema`, then `projection`.
+pub(crate) fn figures_stream(
+    schema: SchemaRef,
+    projection: Option<Vec<usize>>,
+    work: impl std::future::Future<Output = crate::Result<Vec<Option<u64>>>> + Send + 'static,
+) -> datafusion::error::Result<datafusion::execution::SendableRecordBatchStream> {
+    use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
+    let output = match &projection {
+        Some(p) => Arc::new(schema.project(p)?),
+        None => schema.clone(),
+    };
+    let batch = async move {
+        let columns: Vec<ArrayRef> = work
+            .await?
+            .into_iter()
+            .map(|v| Arc::new(UInt64Array::from(vec![v])) as ArrayRef)
+            .collect();
+        let batch = RecordBatch::try_new(schema, columns)?;
+        Ok(match projection {
+            Some(p) => batch.project(&p)?,
+            None => batch,
+        })
+    };
+    Ok(Box::pin(
+        datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+            output,
+            futures::stream::once(batch),
+        ),
+    ))
+}
