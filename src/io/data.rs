@@ -89,19 +89,22 @@ impl TableStore {
         output: SchemaRef,
         offsets: Option<RoaringBitmap>,
     ) -> BoxStream<'static, Result<(RecordBatch, Vec<u32>)>> {
-        let all_offsets = || (0..fragment.physical_rows).collect::<Vec<u32>>();
-        let selected: Vec<u32> = match &offsets {
-            Some(bitmap) => bitmap
-                .iter()
-                .filter(|&o| o < fragment.physical_rows)
-                .collect(),
-            None => all_offsets(),
+        // Every row of the fragment is a range, not a list: no per-scan offset vector.
+        let selected = match &offsets {
+            Some(bitmap) => Selected::Rows(
+                bitmap
+                    .iter()
+                    .filter(|&o| o < fragment.physical_rows)
+                    .collect(),
+            ),
+            None => Selected::All(fragment.physical_rows),
         };
         if field_ids.is_empty() {
             // Nothing to decode: only row counts (and ids computed by the caller) are needed.
-            let chunks: Vec<Vec<u32>> = selected
-                .chunks(READ_BATCH_ROWS)
-                .map(<[u32]>::to_vec)
+            let total = selected.len();
+            let chunks: Vec<Vec<u32>> = (0..total)
+                .step_by(READ_BATCH_ROWS)
+                .filter_map(|start| selected.slice(start, (start + READ_BATCH_ROWS).min(total)))
                 .collect();
             return stream::iter(chunks.into_iter().map(move |chunk| {
                 let options = RecordBatchOptions::new().with_row_count(Some(chunk.len()));
@@ -113,7 +116,10 @@ impl TableStore {
         let this = self.clone();
         let fragment = fragment.clone();
         let field_ids = field_ids.to_vec();
-        let selection = offsets.map(|_| selection_for(&selected, fragment.physical_rows));
+        let selection = match &selected {
+            Selected::Rows(rows) => Some(selection_for(rows, fragment.physical_rows)),
+            Selected::All(_) => None,
+        };
         let stream = async move {
             let batches = this
                 .read_columns(&fragment, &field_ids, output, selection)
@@ -269,7 +275,7 @@ fn selection_for(offsets: &[u32], total: u32) -> RowSelection {
 /// Pairs each batch with the offsets of its rows (the selection, consumed in order).
 fn attach_offsets(
     batches: BoxStream<'static, Result<RecordBatch>>,
-    selected: Vec<u32>,
+    selected: Selected,
 ) -> BoxStream<'static, Result<(RecordBatch, Vec<u32>)>> {
     let mut position = 0usize;
     batches
@@ -277,13 +283,39 @@ fn attach_offsets(
             let batch = batch?;
             let end = position + batch.num_rows();
             let offsets = selected
-                .get(position..end)
-                .ok_or_else(|| Error::corrupt("data file", "returned more rows than selected"))?
-                .to_vec();
+                .slice(position, end)
+                .ok_or_else(|| Error::corrupt("data file", "returned more rows than selected"))?;
             position = end;
             Ok((batch, offsets))
         })
         .boxed()
+}
+
+/// The rows a fragment read selects, in offset order.
+enum Selected {
+    /// Offsets `0..n`.
+    All(u32),
+    Rows(Vec<u32>),
+}
+
+impl Selected {
+    fn len(&self) -> usize {
+        match self {
+            Selected::All(n) => *n as usize,
+            Selected::Rows(rows) => rows.len(),
+        }
+    }
+
+    /// The offsets of selected rows `start..end`, if there are that many.
+    fn slice(&self, start: usize, end: usize) -> Option<Vec<u32>> {
+        if start > end || end > self.len() {
+            return None;
+        }
+        Some(match self {
+            Selected::All(_) => (start as u32..end as u32).collect(),
+            Selected::Rows(rows) => rows[start..end].to_vec(),
+        })
+    }
 }
 
 /// Renames file columns to the table's current names, orders them as requested, and casts
