@@ -10,22 +10,71 @@ use std::sync::Arc;
 use arrow::datatypes::DataType;
 use prost::Message;
 
+use super::envelope::{seal, unseal};
 use super::proto;
 use super::*;
 use crate::error::{Error, FlagKind, Result};
 use crate::rowid::{EncodedU64Array, RowIdSequence, U64Segment};
 
 const MAGIC: &[u8; 8] = b"NATALMF1";
+const ROW_ID_MAGIC: &[u8; 8] = b"NATALRI1";
+
+/// Sequences whose encoding is larger than this are written to a `_rowids/` file rather
+/// than inline, so that manifests grow with the fragment count, not with history.
+pub const ROW_ID_INLINE_LIMIT: usize = 4096;
+
+impl RowIdSequence {
+    /// The size of this sequence's protobuf encoding.
+    pub fn encoded_len(&self) -> usize {
+        sequence_to_proto(self).encoded_len()
+    }
+}
+
+/// The bytes of a `_rowids/` file holding `sequence`.
+pub fn encode_row_id_file(sequence: &RowIdSequence) -> Vec<u8> {
+    seal(ROW_ID_MAGIC, &sequence_to_proto(sequence).encode_to_vec())
+}
+
+/// Decodes a `_rowids/` file and checks it holds `expected_rows` ids.
+///
+/// # Errors
+/// [`Error::Corrupt`] for bad magic, checksum, protobuf, segments or length.
+pub fn decode_row_id_file(path: &str, bytes: &[u8], expected_rows: u32) -> Result<RowIdSequence> {
+    let body = unseal(ROW_ID_MAGIC, path, bytes, "row-id file")?;
+    let raw = proto::RowIdSequence::decode(body)
+        .map_err(|e| Error::corrupt(path, format!("undecodable protobuf: {e}")))?;
+    let sequence = sequence_from_proto(raw).map_err(|r| Error::corrupt(path, r))?;
+    if sequence.len() != expected_rows as usize {
+        return Err(Error::corrupt(
+            path,
+            format!(
+                "holds {} row ids for a fragment of {expected_rows} rows",
+                sequence.len()
+            ),
+        ));
+    }
+    Ok(sequence)
+}
+
+fn sequence_to_proto(sequence: &RowIdSequence) -> proto::RowIdSequence {
+    proto::RowIdSequence {
+        segments: sequence.segments().iter().map(segment_to_proto).collect(),
+    }
+}
+
+fn sequence_from_proto(raw: proto::RowIdSequence) -> Result<RowIdSequence, String> {
+    let segments = raw
+        .segments
+        .into_iter()
+        .map(segment_from_proto)
+        .collect::<Result<_, _>>()?;
+    Ok(RowIdSequence::from_segments(segments))
+}
 
 impl Manifest {
     /// Encodes the manifest into its file bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let body = proto::Manifest::from(self).encode_to_vec();
-        let mut out = Vec::with_capacity(MAGIC.len() + body.len() + 4);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&body);
-        out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-        out
+        seal(MAGIC, &proto::Manifest::from(self).encode_to_vec())
     }
 
     /// Decodes and validates a manifest file. Refuses unknown reader flags and format
@@ -36,17 +85,9 @@ impl Manifest {
     /// [`Error::UnsupportedFeature`] / [`Error::UnsupportedFormatVersion`];
     /// [`Error::PathEscapesTable`] for a path outside the table.
     pub fn decode(path: &str, bytes: &[u8]) -> Result<Self> {
-        let corrupt = |reason: &str| Error::corrupt(path, reason);
-        if bytes.len() < MAGIC.len() + 4 || &bytes[..MAGIC.len()] != MAGIC {
-            return Err(corrupt("not a natal manifest (bad magic or truncated)"));
-        }
-        let (body, crc) = bytes[MAGIC.len()..].split_at(bytes.len() - MAGIC.len() - 4);
-        let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
-        if crc32fast::hash(body) != stored {
-            return Err(corrupt("checksum mismatch (truncated or damaged)"));
-        }
+        let body = unseal(MAGIC, path, bytes, "manifest")?;
         let raw = proto::Manifest::decode(body)
-            .map_err(|e| corrupt(&format!("undecodable protobuf: {e}")))?;
+            .map_err(|e| Error::corrupt(path, format!("undecodable protobuf: {e}")))?;
         if raw.format_version != FORMAT_VERSION {
             return Err(Error::UnsupportedFormatVersion {
                 path: path.to_string(),
@@ -240,23 +281,33 @@ fn fragment_from_proto(raw: proto::Fragment, path: &str) -> Result<Fragment> {
     let row_ids = raw
         .row_id_sequence
         .map(|s| {
-            let segments = s
-                .segments
-                .into_iter()
-                .map(|seg| {
-                    segment_from_proto(seg)
-                        .map_err(|r| corrupt(format!("fragment {}: {r}", raw.id)))
-                })
-                .collect::<Result<_>>()?;
-            Ok::<_, Error>(Arc::new(RowIdSequence::from_segments(segments)))
+            sequence_from_proto(s)
+                .map(Arc::new)
+                .map_err(|r| corrupt(format!("fragment {}: {r}", raw.id)))
         })
         .transpose()?;
+    let row_ids_file = raw
+        .row_id_file
+        .map(|f| {
+            Ok::<_, Error>(RowIdFile {
+                path: TablePath::parse(&f.path)?,
+                size_bytes: f.size_bytes,
+            })
+        })
+        .transpose()?;
+    if row_ids.is_some() && row_ids_file.is_some() {
+        return Err(corrupt(format!(
+            "fragment {} has both an inline and a stored row-id sequence",
+            raw.id
+        )));
+    }
     Ok(Fragment {
         id: raw.id,
         files,
         deletion,
         physical_rows,
         row_ids,
+        row_ids_file,
     })
 }
 
@@ -483,8 +534,13 @@ impl From<&Manifest> for proto::Manifest {
                         deleted_rows: d.deleted_rows,
                     }),
                     physical_rows: f.physical_rows as u64,
-                    row_id_sequence: f.row_ids.as_ref().map(|s| proto::RowIdSequence {
-                        segments: s.segments().iter().map(segment_to_proto).collect(),
+                    row_id_sequence: match &f.row_ids_file {
+                        Some(_) => None,
+                        None => f.row_ids.as_deref().map(sequence_to_proto),
+                    },
+                    row_id_file: f.row_ids_file.as_ref().map(|r| proto::RowIdFile {
+                        path: r.path.as_str().to_string(),
+                        size_bytes: r.size_bytes,
                     }),
                 })
                 .collect(),

@@ -16,10 +16,12 @@ pub mod flags {
     pub const DELETION_FILES: u64 = 1 << 0;
     /// Fragments may carry row-id sequences (rows born elsewhere), which readers must use.
     pub const ROW_ID_SEQUENCES: u64 = 1 << 1;
+    /// Some row-id sequences live in `_rowids/` files, which readers must load.
+    pub const ROW_ID_FILES: u64 = 1 << 2;
     /// Every reader flag this client implements.
-    pub const KNOWN_READER: u64 = DELETION_FILES | ROW_ID_SEQUENCES;
+    pub const KNOWN_READER: u64 = DELETION_FILES | ROW_ID_SEQUENCES | ROW_ID_FILES;
     /// Every writer flag this client implements.
-    pub const KNOWN_WRITER: u64 = DELETION_FILES | ROW_ID_SEQUENCES;
+    pub const KNOWN_WRITER: u64 = DELETION_FILES | ROW_ID_SEQUENCES | ROW_ID_FILES;
 }
 
 /// One version of a table.
@@ -73,6 +75,9 @@ impl Manifest {
         if self.fragments.iter().any(|f| f.row_ids.is_some()) {
             used |= flags::ROW_ID_SEQUENCES;
         }
+        if self.fragments.iter().any(|f| f.row_ids_file.is_some()) {
+            used |= flags::ROW_ID_FILES;
+        }
         self.reader_flags = used;
         self.writer_flags = used;
     }
@@ -86,7 +91,18 @@ pub struct Fragment {
     pub deletion: Option<DeletionFile>,
     pub physical_rows: u32,
     /// The ids of the rows by offset; `None` for a native fragment (ids are addresses).
+    /// Always loaded once a manifest leaves `io/`, wherever it is stored.
     pub row_ids: Option<Arc<RowIdSequence>>,
+    /// Where `row_ids` is stored when it is too large to ride inline in every manifest.
+    pub row_ids_file: Option<RowIdFile>,
+}
+
+/// A row-id sequence stored in its own immutable file, so a commit that carries rows
+/// writes their ids once instead of in every later manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowIdFile {
+    pub path: TablePath,
+    pub size_bytes: u64,
 }
 
 impl Fragment {

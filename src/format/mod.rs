@@ -3,6 +3,7 @@
 //! and never leave `format/`; [`Manifest::encode`] and [`Manifest::decode`] are the only doors.
 
 mod convert;
+pub(crate) mod envelope;
 mod manifest;
 mod path;
 mod schema;
@@ -13,8 +14,9 @@ mod proto {
     include!(concat!(env!("OUT_DIR"), "/natal.format.rs"));
 }
 
+pub use convert::{decode_row_id_file, encode_row_id_file, ROW_ID_INLINE_LIMIT};
 pub use manifest::{
-    flags, CheckpointRef, DataFile, DeletionFile, Fragment, Manifest, Operation,
+    flags, CheckpointRef, DataFile, DeletionFile, Fragment, Manifest, Operation, RowIdFile,
     TransactionSummary, FORMAT_VERSION,
 };
 pub use path::TablePath;

@@ -10,6 +10,7 @@ use roaring::RoaringBitmap;
 
 use super::TableStore;
 use crate::error::{Error, Result};
+use crate::format::envelope::{seal, unseal};
 use crate::format::{DeletionFile, TablePath};
 use crate::rowid::FragmentId;
 
@@ -19,29 +20,13 @@ pub fn encode_deletions(bitmap: &RoaringBitmap) -> Vec<u8> {
     let mut body = Vec::with_capacity(bitmap.serialized_size());
     // Writing into a Vec cannot fail.
     let _ = bitmap.serialize_into(&mut body);
-    let mut out = Vec::with_capacity(MAGIC.len() + body.len() + 4);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&body);
-    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    out
+    seal(MAGIC, &body)
 }
 
 /// # Errors
 /// [`Error::Corrupt`] for bad magic, checksum or bitmap, or offsets beyond the fragment.
 pub fn decode_deletions(path: &str, bytes: &[u8], physical_rows: u32) -> Result<RoaringBitmap> {
-    if bytes.len() < MAGIC.len() + 4 || &bytes[..MAGIC.len()] != MAGIC {
-        return Err(Error::corrupt(
-            path,
-            "not a natal deletion file (bad magic or truncated)",
-        ));
-    }
-    let (body, crc) = bytes[MAGIC.len()..].split_at(bytes.len() - MAGIC.len() - 4);
-    if crc32fast::hash(body).to_le_bytes() != crc {
-        return Err(Error::corrupt(
-            path,
-            "checksum mismatch (truncated or damaged)",
-        ));
-    }
+    let body = unseal(MAGIC, path, bytes, "deletion file")?;
     let bitmap = RoaringBitmap::deserialize_from(body)
         .map_err(|e| Error::corrupt(path, format!("undecodable bitmap: {e}")))?;
     if bitmap.max().is_some_and(|max| max >= physical_rows) {

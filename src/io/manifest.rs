@@ -1,6 +1,7 @@
 //! Manifest files: `_versions/<u64::MAX - version, 20 digits>.manifest`, newest first in a
 //! lexical listing. Opening the latest version is one LIST and one GET; a pinned version is
-//! one GET. Publishing a version is one put-if-absent.
+//! one GET (plus the row-id files it names, see `rowids.rs`). Publishing a version is one
+//! put-if-absent.
 
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -49,7 +50,7 @@ impl TableStore {
             }
             Err(e) => return Err(e),
         };
-        let manifest = Manifest::decode(path.as_ref(), &bytes)?;
+        let mut manifest = Manifest::decode(path.as_ref(), &bytes)?;
         if manifest.version != version {
             return Err(Error::corrupt(
                 path.as_ref(),
@@ -59,12 +60,19 @@ impl TableStore {
                 ),
             ));
         }
+        self.load_row_ids(&mut manifest).await?;
         Ok(manifest)
     }
 
-    /// Publishes `manifest` unless its version exists. Returns false if another writer
-    /// published that version first.
-    pub async fn publish_manifest(&self, manifest: &Manifest) -> Result<bool> {
+    /// Publishes `manifest` unless its version exists, after storing the row-id sequences
+    /// larger than `row_ids_inline_limit` bytes (recorded in `manifest`). Returns false if another writer published
+    /// that version first.
+    pub async fn publish_manifest(
+        &self,
+        manifest: &mut Manifest,
+        row_ids_inline_limit: usize,
+    ) -> Result<bool> {
+        self.store_row_ids(manifest, row_ids_inline_limit).await?;
         let path = self.manifest_path(manifest.version);
         self.put_if_absent(&path, Bytes::from(manifest.encode()))
             .await

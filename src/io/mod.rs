@@ -1,5 +1,5 @@
-//! Object-store access: manifests, Parquet data files, deletion files and relocation
-//! checkpoints. Everything here speaks domain types from `format/` and `rowid/`.
+//! Object-store access: manifests, Parquet data files, deletion files, row-id files and
+//! relocation checkpoints. Everything here speaks domain types from `format/` and `rowid/`.
 
 mod cache;
 mod checkpoint;
@@ -8,6 +8,7 @@ mod deletion;
 mod instrumented;
 mod manifest;
 mod reader;
+mod rowids;
 mod store;
 
 pub use data::READ_BATCH_ROWS;

@@ -13,11 +13,12 @@ use roaring::RoaringBitmap;
 use super::cache::FileCache;
 use crate::error::{Error, Result};
 use crate::format::TablePath;
+use crate::rowid::RowIdSequence;
 
 pub const VERSIONS_DIR: &str = "_versions";
 pub const MANIFEST_SUFFIX: &str = ".manifest";
 
-/// Footers and deletion vectors kept per table handle.
+/// Footers, deletion vectors and row-id files kept per table handle.
 const CACHED_FILES: usize = 4096;
 
 /// A table's root in an object store, with caches of decoded immutable files.
@@ -27,6 +28,7 @@ pub struct TableStore {
     root: Path,
     pub(crate) footers: Arc<FileCache<ArrowReaderMetadata>>,
     pub(crate) deletions: Arc<FileCache<Arc<RoaringBitmap>>>,
+    pub(crate) row_ids: Arc<FileCache<Arc<RowIdSequence>>>,
 }
 
 impl TableStore {
@@ -36,6 +38,7 @@ impl TableStore {
             root,
             footers: FileCache::new(CACHED_FILES),
             deletions: FileCache::new(CACHED_FILES),
+            row_ids: FileCache::new(CACHED_FILES),
         }
     }
 

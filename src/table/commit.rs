@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::format::{DataFile, Fragment, Manifest, Operation, TransactionSummary};
 use crate::io::TableStore;
 use crate::rowid::{FragmentId, RowAddress, RowId, RowIdSequence};
+use crate::table::TableOptions;
 
 /// A data file written for a new fragment, with the ids of its rows.
 #[derive(Debug, Clone)]
@@ -52,6 +53,7 @@ impl NewFragment {
             deletion: None,
             physical_rows: self.rows,
             row_ids,
+            row_ids_file: None,
         }
     }
 }
@@ -106,14 +108,17 @@ pub(crate) async fn commit(
     store: &TableStore,
     read: &Manifest,
     mut action: Action,
-    max_retries: u32,
+    options: &TableOptions,
 ) -> Result<Manifest> {
     let table = store.display();
     read.check_writable(&table)?;
     let mut base = read.clone();
-    for _ in 0..=max_retries {
-        let next = apply(store, &base, &action, read.version).await?;
-        if store.publish_manifest(&next).await? {
+    for _ in 0..=options.max_commit_retries {
+        let mut next = apply(store, &base, &action, read.version).await?;
+        if store
+            .publish_manifest(&mut next, options.row_ids_inline_limit)
+            .await?
+        {
             return Ok(next);
         }
         let latest = store
@@ -134,7 +139,7 @@ pub(crate) async fn commit(
         read_version: read.version,
         other: "stream of commits".into(),
         other_version: base.version,
-        reason: format!("gave up after {max_retries} retries"),
+        reason: format!("gave up after {} retries", options.max_commit_retries),
     })
 }
 

@@ -82,6 +82,9 @@ fn referenced_files(manifest: &Manifest, into: &mut HashSet<String>) {
         if let Some(deletion) = &fragment.deletion {
             into.insert(deletion.path.as_str().to_string());
         }
+        if let Some(row_ids) = &fragment.row_ids_file {
+            into.insert(row_ids.path.as_str().to_string());
+        }
     }
     if let Some(checkpoint) = &manifest.relocation_checkpoint {
         into.insert(checkpoint.path.as_str().to_string());
@@ -215,7 +218,7 @@ impl Table {
             let relative: Vec<String> = parts.map(|p| p.as_ref().to_string()).collect();
             let relative = relative.join("/");
             let top = relative.split('/').next().unwrap_or_default();
-            let ours = matches!(top, "data" | "_deletions" | "_relocations");
+            let ours = matches!(top, "data" | "_deletions" | "_relocations" | "_rowids");
             if ours && !referenced.contains(&relative) && now - meta.last_modified >= min_age {
                 to_delete.push(meta);
             }

@@ -45,6 +45,10 @@ pub struct TableOptions {
     pub max_rows_per_fragment: u64,
     /// How many times a commit rebases onto newer versions before giving up.
     pub max_commit_retries: u32,
+    /// Row-id sequences whose encoding exceeds this many bytes are written to their own
+    /// `_rowids/` file instead of riding inline in every later manifest. A writer's choice:
+    /// readers load either form.
+    pub row_ids_inline_limit: usize,
 }
 
 impl Default for TableOptions {
@@ -52,6 +56,7 @@ impl Default for TableOptions {
         Self {
             max_rows_per_fragment: 1024 * 1024,
             max_commit_retries: 20,
+            row_ids_inline_limit: crate::format::ROW_ID_INLINE_LIMIT,
         }
     }
 }
@@ -102,7 +107,7 @@ impl Table {
         }
         let store = TableStore::new(store, root);
         let schema = Schema::from_arrow(schema)?;
-        let manifest = Manifest {
+        let mut manifest = Manifest {
             version: 1,
             parent_version: None,
             timestamp_micros: chrono::Utc::now().timestamp_micros(),
@@ -123,7 +128,11 @@ impl Table {
             relocation_checkpoint: None,
             max_rows_per_fragment: options.max_rows_per_fragment,
         };
-        if store.latest_version().await?.is_some() || !store.publish_manifest(&manifest).await? {
+        if store.latest_version().await?.is_some()
+            || !store
+                .publish_manifest(&mut manifest, options.row_ids_inline_limit)
+                .await?
+        {
             return Err(Error::TableAlreadyExists {
                 table: store.display(),
             });
@@ -200,13 +209,7 @@ impl Table {
     }
 
     async fn commit(&self, read: &Snapshot, action: commit::Action) -> Result<Committed> {
-        let manifest = commit::commit(
-            &self.store,
-            read.manifest(),
-            action,
-            self.options.max_commit_retries,
-        )
-        .await?;
+        let manifest = commit::commit(&self.store, read.manifest(), action, &self.options).await?;
         Ok(Committed::of(&manifest))
     }
 }

@@ -35,18 +35,18 @@ pub fn batch(rows: &[(i64, i64)]) -> RecordBatch {
 }
 
 pub async fn memory_table(max_rows_per_fragment: u64) -> (Table, Arc<dyn ObjectStore>) {
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let table = Table::create(
-        store.clone(),
-        "t".into(),
-        &schema(),
-        TableOptions {
-            max_rows_per_fragment,
-            ..Default::default()
-        },
-    )
+    memory_table_with(TableOptions {
+        max_rows_per_fragment,
+        ..Default::default()
+    })
     .await
-    .expect("create");
+}
+
+pub async fn memory_table_with(options: TableOptions) -> (Table, Arc<dyn ObjectStore>) {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = Table::create(store.clone(), "t".into(), &schema(), options)
+        .await
+        .expect("create");
     (table, store)
 }
 

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use natal::rowid::RowId;
-use natal::table::{CleanupPolicy, CompactOptions, Table};
+use natal::table::{CleanupPolicy, CompactOptions, Table, TableOptions};
 use natal::Error;
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -470,8 +470,14 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
     }
 }
 
-async fn run_case(ops: Vec<Op>, fragment_rows: u64) {
-    let (table, _) = memory_table(fragment_rows).await;
+/// `row_ids_in_files`: every carried sequence goes to a `_rowids/` file instead of inline.
+async fn run_case(ops: Vec<Op>, fragment_rows: u64, row_ids_in_files: bool) {
+    let (table, _) = memory_table_with(TableOptions {
+        max_rows_per_fragment: fragment_rows,
+        row_ids_inline_limit: if row_ids_in_files { 0 } else { usize::MAX },
+        ..Default::default()
+    })
+    .await;
     let mut model = Model {
         live: State::new(),
         ever: HashSet::new(),
@@ -496,8 +502,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 200, ..ProptestConfig::default() })]
 
     #[test]
-    fn table_matches_model(ops in prop::collection::vec(op(), 1..24), fragment_rows in 2u64..9) {
+    fn table_matches_model(
+        ops in prop::collection::vec(op(), 1..24),
+        fragment_rows in 2u64..9,
+        row_ids_in_files in any::<bool>(),
+    ) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(run_case(ops, fragment_rows));
+        runtime.block_on(run_case(ops, fragment_rows, row_ids_in_files));
     }
 }

@@ -142,3 +142,75 @@ async fn cleanup_removes_only_what_no_kept_version_needs() {
     let data: Vec<_> = after.iter().filter(|p| p.starts_with("t/data/")).collect();
     assert_eq!(data.len(), 1, "{data:?}");
 }
+
+/// Large row-id sequences are written once to `_rowids/`; later manifests only name them,
+/// so a commit's manifest grows by a fragment entry, not by the ids of every earlier move.
+#[tokio::test]
+async fn large_row_id_sequences_live_in_files_and_commits_stay_small() {
+    let (table, store) = memory_table(1 << 20).await;
+    let rows: Vec<(i64, i64)> = (0..50_000).map(|k| (k, 0)).collect();
+    table.append(vec![batch(&rows)]).await.unwrap();
+    let mut state = 17u64;
+    let mut manifest_sizes = Vec::new();
+    for _ in 0..5 {
+        let ids: Vec<natal::rowid::RowId> = (0..6_000)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                natal::rowid::RowId::from_u64(addr(0, ((state >> 33) % 50_000) as u32))
+            })
+            .collect();
+        let committed = table.update_rows(&ids, &add_to_val(1)).await.unwrap();
+        let path = table.store().manifest_path(committed.version);
+        manifest_sizes.push(store.head(&path).await.unwrap().size);
+    }
+    let row_id_files: Vec<_> = list(&store)
+        .await
+        .into_iter()
+        .filter(|p| p.starts_with("t/_rowids/"))
+        .collect();
+    assert_eq!(row_id_files.len(), 5, "one file per carrying commit");
+    for pair in manifest_sizes.windows(2) {
+        assert!(
+            pair[1] < pair[0] + 1024,
+            "manifest grew by more than a fragment entry: {manifest_sizes:?}"
+        );
+    }
+    let latest = table.latest().await.unwrap();
+    assert_ne!(
+        latest.manifest().reader_flags & natal::format::flags::ROW_ID_FILES,
+        0
+    );
+    let expected = read_rows(&latest).await.unwrap();
+    let fresh = Table::open(store.clone(), "t".into())
+        .latest()
+        .await
+        .unwrap();
+    assert_eq!(read_rows(&fresh).await.unwrap(), expected);
+    for (id, row) in expected.iter().step_by(997) {
+        let found = fresh
+            .resolve(natal::rowid::RowId::from_u64(*id))
+            .await
+            .unwrap();
+        assert_eq!(found.map(|a| a.as_u64()), Some(row.addr));
+    }
+
+    let victim = Path::from(row_id_files[0].as_str());
+    let mut bytes = store
+        .get(&victim)
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    store.put(&victim, PutPayload::from(bytes)).await.unwrap();
+    let err = Table::open(store.clone(), "t".into())
+        .latest()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+}

@@ -1,0 +1,83 @@
+//! Row-id files: a fragment's [`RowIdSequence`] in `_rowids/<uuid>.bin` when it is too large
+//! to ride inline in every manifest (DESIGN.md §2 "Large tables"). A commit that carries rows
+//! writes their ids once; later manifests only name the file, so a commit's bytes follow its
+//! change rather than the table's history.
+//!
+//! Manifests leave `io/` with every sequence loaded: [`TableStore::read_manifest`] loads
+//! the files (concurrently, cached per handle: files are immutable) and
+//! [`TableStore::publish_manifest`] stores the sequences that need a file first.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+
+use super::TableStore;
+use crate::error::Result;
+use crate::format::{decode_row_id_file, encode_row_id_file, Manifest, RowIdFile, TablePath};
+use crate::rowid::RowIdSequence;
+
+/// Row-id files fetched at once when a manifest is loaded.
+const CONCURRENT_LOADS: usize = 16;
+
+impl TableStore {
+    /// Loads every stored sequence `manifest` names but does not hold.
+    pub(crate) async fn load_row_ids(&self, manifest: &mut Manifest) -> Result<()> {
+        let wanted: Vec<(usize, RowIdFile, u32)> = manifest
+            .fragments
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.row_ids.is_none())
+            .filter_map(|(i, f)| Some((i, f.row_ids_file.clone()?, f.physical_rows)))
+            .collect();
+        let loaded: Vec<(usize, Arc<RowIdSequence>)> = futures::stream::iter(wanted)
+            .map(|(i, file, rows)| async move {
+                Ok::<_, crate::Error>((i, self.read_row_ids(&file, rows).await?))
+            })
+            .buffer_unordered(CONCURRENT_LOADS)
+            .try_collect()
+            .await?;
+        for (i, sequence) in loaded {
+            manifest.fragments[i].row_ids = Some(sequence);
+        }
+        Ok(())
+    }
+
+    /// Writes a file for every sequence larger than `inline_limit` bytes that has none yet.
+    pub(crate) async fn store_row_ids(
+        &self,
+        manifest: &mut Manifest,
+        inline_limit: usize,
+    ) -> Result<()> {
+        for fragment in &mut manifest.fragments {
+            let Some(sequence) = &fragment.row_ids else {
+                continue;
+            };
+            if fragment.row_ids_file.is_some() || sequence.encoded_len() <= inline_limit {
+                continue;
+            }
+            let path = TablePath::parse(&format!(
+                "_rowids/{}-{}.bin",
+                fragment.id,
+                uuid::Uuid::new_v4()
+            ))?;
+            let bytes = Bytes::from(encode_row_id_file(sequence));
+            let size_bytes = bytes.len() as u64;
+            self.put(&self.path(&path), bytes).await?;
+            self.row_ids.insert(path.as_str(), sequence.clone());
+            fragment.row_ids_file = Some(RowIdFile { path, size_bytes });
+        }
+        manifest.refresh_flags();
+        Ok(())
+    }
+
+    async fn read_row_ids(&self, file: &RowIdFile, rows: u32) -> Result<Arc<RowIdSequence>> {
+        if let Some(sequence) = self.row_ids.get(file.path.as_str()) {
+            return Ok(sequence);
+        }
+        let bytes = self.get(&self.path(&file.path)).await?;
+        let sequence = Arc::new(decode_row_id_file(file.path.as_str(), &bytes, rows)?);
+        self.row_ids.insert(file.path.as_str(), sequence.clone());
+        Ok(sequence)
+    }
+}
