@@ -1,0 +1,217 @@
+//! One measurement in a fresh process: `compare measure <table dir> <what> <ids file>
+//! <fragment rows>` prints one JSON object of figures (milliseconds, bytes) and the process's
+//! peak resident memory as the OS reports it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{AsArray, Int64Array, RecordBatch};
+use arrow::datatypes::Int64Type;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::ListingOptions;
+use datafusion::prelude::SessionContext;
+use natal::rowid::{RowAddress, RowId};
+use natal::table::{CompactOptions, ScanRequest, Table};
+use object_store::local::LocalFileSystem;
+use serde_json::{json, Map, Value};
+
+/// Figure name → value, as one process reported them.
+pub type Figures = BTreeMap<String, f64>;
+
+/// The id natal gave row number `row` of the base table.
+pub fn birth_id(row: u64, fragment_rows: u64) -> RowId {
+    RowAddress::new((row / fragment_rows) as u32, (row % fragment_rows) as u32).as_native_id()
+}
+
+/// The update every benchmark commit applies: `val = val + 1`.
+pub fn bump_val(batch: &RecordBatch) -> natal::Result<RecordBatch> {
+    let vals: Int64Array = batch.column(1).as_primitive::<Int64Type>().unary(|v| v + 1);
+    Ok(RecordBatch::try_new(
+        batch.schema(),
+        vec![
+            batch.column(0).clone(),
+            Arc::new(vals),
+            batch.column(2).clone(),
+        ],
+    )?)
+}
+
+/// Bytes of every file under `dir`.
+pub fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
+}
+
+/// Each figure's median over the runs that reported it.
+pub fn median_of(runs: &[Value]) -> Figures {
+    let mut all: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for run in runs {
+        for (name, value) in run.as_object().into_iter().flatten() {
+            if let Some(v) = value.as_f64() {
+                all.entry(name.clone()).or_default().push(v);
+            }
+        }
+    }
+    all.into_iter()
+        .map(|(name, mut values)| {
+            values.sort_by(f64::total_cmp);
+            (name, values[values.len() / 2])
+        })
+        .collect()
+}
+
+/// A line of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`).
+fn status_bytes(key: &str) -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(key)?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .map_or(0.0, |kb: f64| kb * 1024.0)
+}
+
+fn ms(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1e3
+}
+
+async fn sql_rows(ctx: &SessionContext, sql: &str) -> (f64, usize) {
+    let start = Instant::now();
+    let batches = ctx
+        .sql(sql)
+        .await
+        .expect("plan")
+        .collect()
+        .await
+        .expect("run");
+    (ms(start), batches.iter().map(RecordBatch::num_rows).sum())
+}
+
+pub fn run(args: &[String]) {
+    let [dir, what, ids, fragment_rows] = args else {
+        panic!("usage: compare measure <table dir> <what> <ids file> <fragment rows>");
+    };
+    let fragment_rows: u64 = fragment_rows.parse().expect("fragment rows");
+    let rows: Vec<u64> = std::fs::read_to_string(ids)
+        .expect("ids file")
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let mut out = runtime.block_on(measure(Path::new(dir), what, &rows, fragment_rows));
+    out.insert("peak_rss_bytes".into(), json!(status_bytes("VmHWM:")));
+    println!("{}", Value::Object(out));
+}
+
+async fn measure(dir: &Path, what: &str, rows: &[u64], fragment_rows: u64) -> Map<String, Value> {
+    let mut out = Map::new();
+    let dir = std::fs::canonicalize(dir).expect("table dir");
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("table name");
+    let root = dir.parent().expect("root").to_string_lossy().to_string();
+    let ctx = SessionContext::new();
+    if let Some(query) = what.strip_prefix("parquet_") {
+        let listing =
+            ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+        let data = format!("{}/data/", dir.display());
+        ctx.register_listing_table("p", data, listing, Some(common_schema()), None)
+            .await
+            .expect("listing table");
+        let keys: Vec<String> = rows[..1000].iter().map(u64::to_string).collect();
+        let sql = match query {
+            "scan" => "SELECT id, val FROM p WHERE val > 990000".to_string(),
+            "take" => format!("SELECT * FROM p WHERE id IN ({})", keys.join(",")),
+            _ => "SELECT count(*) FROM p".to_string(),
+        };
+        let (ms, n) = sql_rows(&ctx, &sql).await;
+        out.insert(format!("parquet_{query}_ms"), json!(ms));
+        out.insert(format!("parquet_{query}_rows"), json!(n));
+        return out;
+    }
+    natal::datafusion::register(&ctx, &root).expect("register");
+    let rss_start = status_bytes("VmRSS:");
+    let store = Arc::new(LocalFileSystem::new_with_prefix(&dir).expect("local store"));
+    let table = Table::open(store, "".into());
+    let start = Instant::now();
+    let snapshot = table.latest().await.expect("open");
+    out.insert("open_ms".into(), json!(ms(start)));
+    let ids: Vec<RowId> = rows.iter().map(|&r| birth_id(r, fragment_rows)).collect();
+    match what {
+        "open" => {}
+        "take_cold" | "take_warm" => {
+            let rss_before = status_bytes("VmRSS:");
+            let start = Instant::now();
+            let view = snapshot.relocation_view().await.expect("view");
+            let got = snapshot
+                .take(&ids[..1000], ScanRequest::default())
+                .await
+                .expect("take");
+            out.insert("take_cold_ms".into(), json!(ms(start)));
+            assert_eq!(got.num_rows(), 1000, "every id is live");
+            out.insert("index_bytes".into(), json!(view.heap_size()));
+            out.insert(
+                "index_rss_bytes".into(),
+                json!(status_bytes("VmRSS:") - rss_before),
+            );
+            if what == "take_warm" {
+                let start = Instant::now();
+                let got = snapshot
+                    .take(&ids[1000..2000], ScanRequest::default())
+                    .await
+                    .expect("take");
+                out.insert("take_warm_ms".into(), json!(ms(start)));
+                assert_eq!(got.num_rows(), 1000, "every id is live");
+            }
+        }
+        "scan" | "scan_plain" => {
+            let sql = if what == "scan" {
+                format!("SELECT _rowid, id, val FROM \"{name}$rows\" WHERE val > 990000")
+            } else {
+                format!("SELECT id, val FROM \"{name}\" WHERE val > 990000")
+            };
+            let (ms, n) = sql_rows(&ctx, &sql).await;
+            out.insert(format!("{what}_ms"), json!(ms));
+            out.insert(format!("{what}_rows"), json!(n));
+        }
+        "count" => {
+            let (ms, n) = sql_rows(&ctx, &format!("SELECT count(*) FROM \"{name}\"")).await;
+            out.insert("count_ms".into(), json!(ms));
+            assert_eq!(n, 1);
+        }
+        "compact" => {
+            let start = Instant::now();
+            let report = table
+                .compact(CompactOptions::default())
+                .await
+                .expect("compact");
+            out.insert("compact_ms".into(), json!(ms(start)));
+            out.insert("fragments_removed".into(), json!(report.fragments_removed));
+        }
+        other => panic!("unknown measurement {other:?}"),
+    }
+    out.insert(
+        "rss_growth_bytes".into(),
+        json!(status_bytes("VmRSS:") - rss_start),
+    );
+    out
+}
+
+fn common_schema() -> arrow::datatypes::SchemaRef {
+    super::common::schema()
+}
