@@ -119,7 +119,7 @@ pub(crate) fn fragments(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
             Arc::new(StringArray::from_iter(
                 fragments
                     .iter()
-                    .map(|f| f.deletion.as_ref().map(|d| d.path.to_string())),
+                    .map(|f| f.deletion.as_ref().map(deletion_paths)),
             )),
         ],
     )
@@ -153,4 +153,10 @@ pub(crate) async fn relocations(snapshot: &Snapshot) -> Result<Arc<dyn TableProv
             }))),
         ],
     )
+}
+
+/// A fragment's deletion files, oldest first, comma-separated.
+fn deletion_paths(vector: &crate::format::DeletionVector) -> String {
+    let paths: Vec<&str> = vector.files.iter().map(|f| f.path.as_str()).collect();
+    paths.join(",")
 }

@@ -168,7 +168,7 @@ impl Manifest {
                 }
             }
             if let Some(deletion) = &fragment.deletion {
-                if deletion.deleted_rows > fragment.physical_rows as u64 {
+                if deletion.deleted_rows() > fragment.physical_rows as u64 {
                     return corrupt(format!(
                         "fragment {} deletes more rows than it has",
                         fragment.id
@@ -269,15 +269,27 @@ fn fragment_from_proto(raw: proto::Fragment, path: &str) -> Result<Fragment> {
             })
         })
         .collect::<Result<_>>()?;
-    let deletion = raw
-        .deletion_file
-        .map(|d| {
-            Ok::<_, Error>(DeletionFile {
-                path: TablePath::parse(&d.path)?,
-                deleted_rows: d.deleted_rows,
-            })
+    let deletion_file = |d: proto::DeletionFile| {
+        Ok::<_, Error>(DeletionFile {
+            path: TablePath::parse(&d.path)?,
+            deleted_rows: d.deleted_rows,
         })
-        .transpose()?;
+    };
+    let deletion = match raw.deletion_file {
+        None if !raw.deletion_deltas.is_empty() => {
+            return Err(corrupt(format!(
+                "fragment {} has deletion deltas but no deletion file",
+                raw.id
+            )))
+        }
+        None => None,
+        Some(first) => Some(DeletionVector {
+            files: std::iter::once(first)
+                .chain(raw.deletion_deltas)
+                .map(deletion_file)
+                .collect::<Result<_>>()?,
+        }),
+    };
     let row_ids = raw
         .row_id_sequence
         .map(|s| {
@@ -466,6 +478,13 @@ fn segment_to_proto(segment: &U64Segment) -> proto::U64Segment {
     }
 }
 
+fn deletion_file_to_proto(file: &DeletionFile) -> proto::DeletionFile {
+    proto::DeletionFile {
+        path: file.path.as_str().to_string(),
+        deleted_rows: file.deleted_rows,
+    }
+}
+
 fn stat_to_proto(value: &StatValue) -> proto::StatValue {
     use proto::stat_value::Value;
     proto::StatValue {
@@ -529,10 +548,16 @@ impl From<&Manifest> for proto::Manifest {
                                 .collect(),
                         })
                         .collect(),
-                    deletion_file: f.deletion.as_ref().map(|d| proto::DeletionFile {
-                        path: d.path.as_str().to_string(),
-                        deleted_rows: d.deleted_rows,
-                    }),
+                    deletion_file: f
+                        .deletion
+                        .as_ref()
+                        .and_then(|d| d.files.first())
+                        .map(deletion_file_to_proto),
+                    deletion_deltas: f
+                        .deletion
+                        .as_ref()
+                        .map(|d| d.files.iter().skip(1).map(deletion_file_to_proto).collect())
+                        .unwrap_or_default(),
                     physical_rows: f.physical_rows as u64,
                     row_id_sequence: match &f.row_ids_file {
                         Some(_) => None,

@@ -18,10 +18,13 @@ pub mod flags {
     pub const ROW_ID_SEQUENCES: u64 = 1 << 1;
     /// Some row-id sequences live in `_rowids/` files, which readers must load.
     pub const ROW_ID_FILES: u64 = 1 << 2;
+    /// Some fragments' deletions span several files, which readers must union.
+    pub const DELETION_DELTAS: u64 = 1 << 3;
     /// Every reader flag this client implements.
-    pub const KNOWN_READER: u64 = DELETION_FILES | ROW_ID_SEQUENCES | ROW_ID_FILES;
+    pub const KNOWN_READER: u64 =
+        DELETION_FILES | ROW_ID_SEQUENCES | ROW_ID_FILES | DELETION_DELTAS;
     /// Every writer flag this client implements.
-    pub const KNOWN_WRITER: u64 = DELETION_FILES | ROW_ID_SEQUENCES | ROW_ID_FILES;
+    pub const KNOWN_WRITER: u64 = KNOWN_READER;
 }
 
 /// One version of a table.
@@ -78,6 +81,13 @@ impl Manifest {
         if self.fragments.iter().any(|f| f.row_ids_file.is_some()) {
             used |= flags::ROW_ID_FILES;
         }
+        if self
+            .fragments
+            .iter()
+            .any(|f| f.deletion.as_ref().is_some_and(|d| d.files.len() > 1))
+        {
+            used |= flags::DELETION_DELTAS;
+        }
         self.reader_flags = used;
         self.writer_flags = used;
     }
@@ -88,7 +98,7 @@ impl Manifest {
 pub struct Fragment {
     pub id: FragmentId,
     pub files: Vec<DataFile>,
-    pub deletion: Option<DeletionFile>,
+    pub deletion: Option<DeletionVector>,
     pub physical_rows: u32,
     /// The ids of the rows by offset; `None` for a native fragment (ids are addresses).
     /// Always loaded once a manifest leaves `io/`, wherever it is stored.
@@ -107,7 +117,11 @@ pub struct RowIdFile {
 
 impl Fragment {
     pub fn live_rows(&self) -> u64 {
-        self.physical_rows as u64 - self.deletion.as_ref().map_or(0, |d| d.deleted_rows)
+        self.physical_rows as u64
+            - self
+                .deletion
+                .as_ref()
+                .map_or(0, DeletionVector::deleted_rows)
     }
 }
 
@@ -121,7 +135,26 @@ pub struct DataFile {
     pub column_stats: Vec<ColumnStats>,
 }
 
-/// A roaring bitmap of a fragment's deleted offsets.
+/// A fragment's deleted offsets: the disjoint union of its files, oldest first. A commit
+/// adds a file holding only what it deleted and small files are folded together, so a
+/// fragment keeps O(log n) files and a commit writes about what it changed (`io/deletion.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletionVector {
+    /// Never empty.
+    pub files: Vec<DeletionFile>,
+}
+
+impl DeletionVector {
+    pub fn single(file: DeletionFile) -> Self {
+        Self { files: vec![file] }
+    }
+
+    pub fn deleted_rows(&self) -> u64 {
+        self.files.iter().map(|f| f.deleted_rows).sum()
+    }
+}
+
+/// A roaring bitmap of deleted offsets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeletionFile {
     pub path: TablePath,

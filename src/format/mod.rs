@@ -16,8 +16,8 @@ mod proto {
 
 pub use convert::{decode_row_id_file, encode_row_id_file, ROW_ID_INLINE_LIMIT};
 pub use manifest::{
-    flags, CheckpointRef, DataFile, DeletionFile, Fragment, Manifest, Operation, RowIdFile,
-    TransactionSummary, FORMAT_VERSION,
+    flags, CheckpointRef, DataFile, DeletionFile, DeletionVector, Fragment, Manifest, Operation,
+    RowIdFile, TransactionSummary, FORMAT_VERSION,
 };
 pub use path::TablePath;
 pub use schema::{Field, Schema, PARQUET_FIELD_ID_KEY, RESERVED_COLUMNS};

@@ -11,7 +11,7 @@ use roaring::RoaringBitmap;
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::envelope::{seal, unseal};
-use crate::format::{DeletionFile, TablePath};
+use crate::format::{DeletionFile, DeletionVector, TablePath};
 use crate::rowid::FragmentId;
 
 const MAGIC: &[u8; 8] = b"NATALDV1";
@@ -58,8 +58,64 @@ impl TableStore {
         })
     }
 
-    /// A fragment's deletion vector (cached: deletion files are never rewritten).
+    /// A fragment's deleted offsets: the union of its files (each cached: files are never
+    /// rewritten).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] for a damaged file or files that overlap.
     pub async fn read_deletions(
+        &self,
+        vector: &DeletionVector,
+        physical_rows: u32,
+    ) -> Result<Arc<RoaringBitmap>> {
+        let (first, rest) = vector
+            .files
+            .split_first()
+            .ok_or_else(|| Error::corrupt("manifest", "a deletion vector without files"))?;
+        let mut union = self.read_deletion_file(first, physical_rows).await?;
+        for file in rest {
+            let more = self.read_deletion_file(file, physical_rows).await?;
+            if !union.is_disjoint(&more) {
+                return Err(Error::corrupt(
+                    file.path.as_str(),
+                    "deletes offsets an older deletion file already deletes",
+                ));
+            }
+            union = Arc::new(union.as_ref() | more.as_ref());
+        }
+        Ok(union)
+    }
+
+    /// Adds `fresh` (offsets not yet deleted) to a fragment's deletions: writes them as a new
+    /// file, folding in the newest files while they are at most twice its size. Files then
+    /// grow geometrically: a fragment keeps O(log n) files and each offset is rewritten
+    /// O(log n) times, so a commit writes about what it deleted rather than all the
+    /// fragment's history.
+    pub async fn add_deletions(
+        &self,
+        current: Option<&DeletionVector>,
+        fragment: FragmentId,
+        version: u64,
+        fresh: &RoaringBitmap,
+        physical_rows: u32,
+    ) -> Result<DeletionVector> {
+        let mut files = current.map(|d| d.files.clone()).unwrap_or_default();
+        let mut pending = fresh.clone();
+        while let Some(newest) = files.last() {
+            if newest.deleted_rows > 2 * pending.len() {
+                break;
+            }
+            pending |= self
+                .read_deletion_file(newest, physical_rows)
+                .await?
+                .as_ref();
+            files.pop();
+        }
+        files.push(self.write_deletions(fragment, version, &pending).await?);
+        Ok(DeletionVector { files })
+    }
+
+    async fn read_deletion_file(
         &self,
         file: &DeletionFile,
         physical_rows: u32,

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use roaring::RoaringBitmap;
 
 use crate::error::{Error, Result};
-use crate::format::{DataFile, Fragment, Manifest, Operation, TransactionSummary};
+use crate::format::{DataFile, DeletionVector, Fragment, Manifest, Operation, TransactionSummary};
 use crate::io::TableStore;
 use crate::rowid::{FragmentId, RowAddress, RowId, RowIdSequence};
 use crate::table::TableOptions;
@@ -367,20 +367,26 @@ async fn delete_rows(
             .iter_mut()
             .find(|f| f.id == fragment_id)
             .ok_or_else(|| Error::invalid(format!("fragment {fragment_id} is not in the table")))?;
-        let mut deleted = match &fragment.deletion {
-            Some(file) => store
-                .read_deletions(file, fragment.physical_rows)
+        let mut fresh = offsets;
+        if let Some(vector) = &fragment.deletion {
+            fresh -= store
+                .read_deletions(vector, fragment.physical_rows)
                 .await?
-                .as_ref()
-                .clone(),
-            None => RoaringBitmap::new(),
-        };
-        let before = deleted.len();
-        deleted |= offsets;
-        removed += deleted.len() - before;
+                .as_ref();
+        }
+        if fresh.is_empty() {
+            continue;
+        }
+        removed += fresh.len();
         fragment.deletion = Some(
             store
-                .write_deletions(fragment_id, version, &deleted)
+                .add_deletions(
+                    fragment.deletion.as_ref(),
+                    fragment_id,
+                    version,
+                    &fresh,
+                    fragment.physical_rows,
+                )
                 .await?,
         );
     }
@@ -446,7 +452,8 @@ async fn apply_compaction(
                 }
             }
             if !deleted.is_empty() {
-                fragment.deletion = Some(store.write_deletions(id, m.version, &deleted).await?);
+                let file = store.write_deletions(id, m.version, &deleted).await?;
+                fragment.deletion = Some(DeletionVector::single(file));
             }
         }
         m.fragments.push(fragment);

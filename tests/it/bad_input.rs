@@ -178,6 +178,7 @@ async fn damaged_data_deletion_and_checkpoint_files_are_errors_not_panics() {
             .deletion
             .clone()
             .expect("row 1 was updated")
+            .files[0]
             .path,
     );
     let checkpoint = table.store().path(

@@ -214,3 +214,47 @@ async fn large_row_id_sequences_live_in_files_and_commits_stay_small() {
         .unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
 }
+
+/// Each delete writes a file of what it deleted; files fold together geometrically, so a
+/// fragment keeps few files and no commit rewrites the fragment's whole history each time.
+#[tokio::test]
+async fn deletions_are_written_as_folding_deltas() {
+    let (table, store) = memory_table(1 << 20).await;
+    let rows: Vec<(i64, i64)> = (0..10_000).map(|k| (k, k)).collect();
+    table.append(vec![batch(&rows)]).await.unwrap();
+    let mut written_offsets = 0u64;
+    let mut known = HashSet::new();
+    let commits = 64u32;
+    for commit in 0..commits {
+        let ids: Vec<natal::rowid::RowId> = (0..10)
+            .map(|i| natal::rowid::RowId::from_u64(addr(0, (i * commits + commit) * 13 % 10_000)))
+            .collect();
+        table.delete_rows(&ids).await.unwrap();
+        let latest = table.latest().await.unwrap();
+        let vector = latest.manifest().fragments[0].deletion.clone().unwrap();
+        assert_eq!(vector.deleted_rows(), 10 * (commit as u64 + 1));
+        assert!(
+            vector.files.len() <= 8,
+            "{} files after {} commits",
+            vector.files.len(),
+            commit + 1
+        );
+        for file in &vector.files {
+            if known.insert(file.path.clone()) {
+                written_offsets += file.deleted_rows;
+            }
+        }
+    }
+    let deleted = 10 * commits as u64;
+    assert!(
+        written_offsets <= deleted * 8,
+        "{written_offsets} offsets written for {deleted} deletions"
+    );
+    let fresh = Table::open(store.clone(), "t".into())
+        .latest()
+        .await
+        .unwrap();
+    let live = read_rows(&fresh).await.unwrap();
+    assert_eq!(live.len() as u64, 10_000 - deleted);
+    assert!(fresh.manifest().reader_flags & natal::format::flags::DELETION_DELTAS != 0);
+}
