@@ -17,52 +17,13 @@ use crate::error::{Error, FlagKind, Result};
 use crate::rowid::{EncodedU64Array, RowIdSequence, U64Segment};
 
 const MAGIC: &[u8; 8] = b"NATALMF1";
-const ROW_ID_MAGIC: &[u8; 8] = b"NATALRI1";
-
-/// Sequences whose encoding is larger than this are written to a `_rowids/` file rather
-/// than inline, so that manifests grow with the fragment count, not with history.
-pub const ROW_ID_INLINE_LIMIT: usize = 4096;
-
-impl RowIdSequence {
-    /// The size of this sequence's protobuf encoding.
-    pub fn encoded_len(&self) -> usize {
-        sequence_to_proto(self).encoded_len()
-    }
-}
-
-/// The bytes of a `_rowids/` file holding `sequence`.
-pub fn encode_row_id_file(sequence: &RowIdSequence) -> Vec<u8> {
-    seal(ROW_ID_MAGIC, &sequence_to_proto(sequence).encode_to_vec())
-}
-
-/// Decodes a `_rowids/` file and checks it holds `expected_rows` ids.
-///
-/// # Errors
-/// [`Error::Corrupt`] for bad magic, checksum, protobuf, segments or length.
-pub fn decode_row_id_file(path: &str, bytes: &[u8], expected_rows: u32) -> Result<RowIdSequence> {
-    let body = unseal(ROW_ID_MAGIC, path, bytes, "row-id file")?;
-    let raw = proto::RowIdSequence::decode(body)
-        .map_err(|e| Error::corrupt(path, format!("undecodable protobuf: {e}")))?;
-    let sequence = sequence_from_proto(raw).map_err(|r| Error::corrupt(path, r))?;
-    if sequence.len() != expected_rows as usize {
-        return Err(Error::corrupt(
-            path,
-            format!(
-                "holds {} row ids for a fragment of {expected_rows} rows",
-                sequence.len()
-            ),
-        ));
-    }
-    Ok(sequence)
-}
-
-fn sequence_to_proto(sequence: &RowIdSequence) -> proto::RowIdSequence {
+pub(super) fn sequence_to_proto(sequence: &RowIdSequence) -> proto::RowIdSequence {
     proto::RowIdSequence {
         segments: sequence.segments().iter().map(segment_to_proto).collect(),
     }
 }
 
-fn sequence_from_proto(raw: proto::RowIdSequence) -> Result<RowIdSequence, String> {
+pub(super) fn sequence_from_proto(raw: proto::RowIdSequence) -> Result<RowIdSequence, String> {
     let segments = raw
         .segments
         .into_iter()
@@ -123,7 +84,9 @@ impl Manifest {
         Ok(())
     }
 
-    fn validate(&self, path: &str) -> Result<()> {
+    /// Checks the fragment list against itself and the schema (again once `io/` has
+    /// loaded fragments kept in segment files).
+    pub(crate) fn validate(&self, path: &str) -> Result<()> {
         let corrupt = |reason: String| Err(Error::corrupt(path, reason));
         for pair in self.fragments.windows(2) {
             if pair[0].id >= pair[1].id {
@@ -204,7 +167,28 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str) -> Result<Manifest> {
         .fragments
         .into_iter()
         .map(|f| fragment_from_proto(f, path))
-        .collect::<Result<_>>()?;
+        .collect::<Result<Vec<_>>>()?;
+    let fragment_segments = raw
+        .fragment_segments
+        .into_iter()
+        .map(|s| {
+            Ok::<_, Error>(FragmentSegment {
+                path: TablePath::parse(&s.path)?,
+                first_fragment_id: s.first_fragment_id,
+                last_fragment_id: s.last_fragment_id,
+                fragment_count: s.fragment_count,
+                size_bytes: s.size_bytes,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if !fragment_segments.is_empty() && !fragments.is_empty() {
+        return Err(corrupt("fragments both inline and in segment files"));
+    }
+    for pair in fragment_segments.windows(2) {
+        if pair[0].last_fragment_id >= pair[1].first_fragment_id {
+            return Err(corrupt("fragment segments overlap or are out of order"));
+        }
+    }
     let transaction = raw
         .transaction
         .ok_or_else(|| corrupt("missing transaction"))?;
@@ -226,6 +210,7 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str) -> Result<Manifest> {
         table_uuid: raw.table_uuid,
         schema,
         fragments,
+        fragment_segments,
         max_fragment_id: raw.max_fragment_id,
         reader_flags: raw.reader_feature_flags,
         writer_flags: raw.writer_feature_flags,
@@ -252,7 +237,7 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str) -> Result<Manifest> {
     })
 }
 
-fn fragment_from_proto(raw: proto::Fragment, path: &str) -> Result<Fragment> {
+pub(super) fn fragment_from_proto(raw: proto::Fragment, path: &str) -> Result<Fragment> {
     let corrupt = |reason: String| Error::corrupt(path, reason);
     let physical_rows = u32::try_from(raw.physical_rows)
         .map_err(|_| corrupt(format!("fragment {} has too many rows", raw.id)))?;
@@ -478,6 +463,53 @@ fn segment_to_proto(segment: &U64Segment) -> proto::U64Segment {
     }
 }
 
+pub(super) fn fragment_to_proto(f: &Fragment) -> proto::Fragment {
+    proto::Fragment {
+        id: f.id,
+        files: f
+            .files
+            .iter()
+            .map(|d| proto::DataFile {
+                path: d.path.as_str().to_string(),
+                field_ids: d.field_ids.clone(),
+                row_count: d.row_count,
+                file_size_bytes: d.file_size_bytes,
+                column_stats: d
+                    .column_stats
+                    .iter()
+                    .map(|s| proto::ColumnStats {
+                        field_id: s.field_id,
+                        min: s.min.as_ref().map(stat_to_proto),
+                        max: s.max.as_ref().map(stat_to_proto),
+                        null_count: s.null_count,
+                        nan_count: s.nan_count,
+                        bounds_only: s.bounds_only,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        deletion_file: f
+            .deletion
+            .as_ref()
+            .and_then(|d| d.files.first())
+            .map(deletion_file_to_proto),
+        deletion_deltas: f
+            .deletion
+            .as_ref()
+            .map(|d| d.files.iter().skip(1).map(deletion_file_to_proto).collect())
+            .unwrap_or_default(),
+        physical_rows: f.physical_rows as u64,
+        row_id_sequence: match &f.row_ids_file {
+            Some(_) => None,
+            None => f.row_ids.as_deref().map(sequence_to_proto),
+        },
+        row_id_file: f.row_ids_file.as_ref().map(|r| proto::RowIdFile {
+            path: r.path.as_str().to_string(),
+            size_bytes: r.size_bytes,
+        }),
+    }
+}
+
 fn deletion_file_to_proto(file: &DeletionFile) -> proto::DeletionFile {
     proto::DeletionFile {
         path: file.path.as_str().to_string(),
@@ -521,52 +553,21 @@ impl From<&Manifest> for proto::Manifest {
                     .collect(),
                 next_field_id: m.schema.next_field_id,
             }),
-            fragments: m
-                .fragments
+            // Fragments stored in segment files are not repeated inline.
+            fragments: if m.fragment_segments.is_empty() {
+                m.fragments.iter().map(fragment_to_proto).collect()
+            } else {
+                Vec::new()
+            },
+            fragment_segments: m
+                .fragment_segments
                 .iter()
-                .map(|f| proto::Fragment {
-                    id: f.id,
-                    files: f
-                        .files
-                        .iter()
-                        .map(|d| proto::DataFile {
-                            path: d.path.as_str().to_string(),
-                            field_ids: d.field_ids.clone(),
-                            row_count: d.row_count,
-                            file_size_bytes: d.file_size_bytes,
-                            column_stats: d
-                                .column_stats
-                                .iter()
-                                .map(|s| proto::ColumnStats {
-                                    field_id: s.field_id,
-                                    min: s.min.as_ref().map(stat_to_proto),
-                                    max: s.max.as_ref().map(stat_to_proto),
-                                    null_count: s.null_count,
-                                    nan_count: s.nan_count,
-                                    bounds_only: s.bounds_only,
-                                })
-                                .collect(),
-                        })
-                        .collect(),
-                    deletion_file: f
-                        .deletion
-                        .as_ref()
-                        .and_then(|d| d.files.first())
-                        .map(deletion_file_to_proto),
-                    deletion_deltas: f
-                        .deletion
-                        .as_ref()
-                        .map(|d| d.files.iter().skip(1).map(deletion_file_to_proto).collect())
-                        .unwrap_or_default(),
-                    physical_rows: f.physical_rows as u64,
-                    row_id_sequence: match &f.row_ids_file {
-                        Some(_) => None,
-                        None => f.row_ids.as_deref().map(sequence_to_proto),
-                    },
-                    row_id_file: f.row_ids_file.as_ref().map(|r| proto::RowIdFile {
-                        path: r.path.as_str().to_string(),
-                        size_bytes: r.size_bytes,
-                    }),
+                .map(|s| proto::FragmentSegment {
+                    path: s.path.as_str().to_string(),
+                    first_fragment_id: s.first_fragment_id,
+                    last_fragment_id: s.last_fragment_id,
+                    fragment_count: s.fragment_count,
+                    size_bytes: s.size_bytes,
                 })
                 .collect(),
             max_fragment_id: m.max_fragment_id,

@@ -20,9 +20,11 @@ pub mod flags {
     pub const ROW_ID_FILES: u64 = 1 << 2;
     /// Some fragments' deletions span several files, which readers must union.
     pub const DELETION_DELTAS: u64 = 1 << 3;
+    /// The fragment list lives in `_fragments/` segment files, which readers must load.
+    pub const FRAGMENT_SEGMENTS: u64 = 1 << 4;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 =
-        DELETION_FILES | ROW_ID_SEQUENCES | ROW_ID_FILES | DELETION_DELTAS;
+        DELETION_FILES | ROW_ID_SEQUENCES | ROW_ID_FILES | DELETION_DELTAS | FRAGMENT_SEGMENTS;
     /// Every writer flag this client implements.
     pub const KNOWN_WRITER: u64 = KNOWN_READER;
 }
@@ -35,7 +37,11 @@ pub struct Manifest {
     pub timestamp_micros: i64,
     pub table_uuid: String,
     pub schema: Schema,
+    /// Every fragment, in id order, wherever it is stored (loaded by `io/` on read).
     pub fragments: Vec<Fragment>,
+    /// Where `fragments` is stored when the list is long: segment files covering contiguous
+    /// fragment-id ranges. Empty: the fragments ride inline.
+    pub fragment_segments: Vec<FragmentSegment>,
     /// The largest fragment id ever allocated; `None` until the first fragment.
     pub max_fragment_id: Option<FragmentId>,
     pub reader_flags: u64,
@@ -88,6 +94,9 @@ impl Manifest {
         {
             used |= flags::DELETION_DELTAS;
         }
+        if !self.fragment_segments.is_empty() {
+            used |= flags::FRAGMENT_SEGMENTS;
+        }
         self.reader_flags = used;
         self.writer_flags = used;
     }
@@ -107,6 +116,17 @@ pub struct Fragment {
     pub row_ids_file: Option<RowIdFile>,
 }
 
+/// A run of fragments stored in its own immutable file. A commit rewrites only the segments
+/// whose fragments changed, so the bytes it writes follow its change, not the table's size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FragmentSegment {
+    pub path: TablePath,
+    pub first_fragment_id: FragmentId,
+    pub last_fragment_id: FragmentId,
+    pub fragment_count: u32,
+    pub size_bytes: u64,
+}
+
 /// A row-id sequence stored in its own immutable file, so a commit that carries rows
 /// writes their ids once instead of in every later manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +136,17 @@ pub struct RowIdFile {
 }
 
 impl Fragment {
+    /// Equal as stored: a sequence kept in a file is compared by its file, so a fragment
+    /// read back from storage (sequence not yet loaded) equals the one that was written.
+    pub fn stored_eq(&self, other: &Fragment) -> bool {
+        self.id == other.id
+            && self.files == other.files
+            && self.deletion == other.deletion
+            && self.physical_rows == other.physical_rows
+            && self.row_ids_file == other.row_ids_file
+            && (self.row_ids_file.is_some() || self.row_ids == other.row_ids)
+    }
+
     pub fn live_rows(&self) -> u64 {
         self.physical_rows as u64
             - self

@@ -8,20 +8,24 @@ mod manifest;
 mod path;
 mod schema;
 mod stats;
+mod stored;
 
 #[allow(clippy::all, missing_docs)]
 mod proto {
     include!(concat!(env!("OUT_DIR"), "/natal.format.rs"));
 }
 
-pub use convert::{decode_row_id_file, encode_row_id_file, ROW_ID_INLINE_LIMIT};
 pub use manifest::{
-    flags, CheckpointRef, DataFile, DeletionFile, DeletionVector, Fragment, Manifest, Operation,
-    RowIdFile, TransactionSummary, FORMAT_VERSION,
+    flags, CheckpointRef, DataFile, DeletionFile, DeletionVector, Fragment, FragmentSegment,
+    Manifest, Operation, RowIdFile, TransactionSummary, FORMAT_VERSION,
 };
 pub use path::TablePath;
 pub use schema::{Field, Schema, PARQUET_FIELD_ID_KEY, RESERVED_COLUMNS};
 pub use stats::{
     truncate_max_binary, truncate_max_utf8, truncate_min_binary, truncate_min_utf8, ColumnStats,
     StatValue, MAX_STAT_BYTES,
+};
+pub use stored::{
+    decode_fragment_segment, decode_row_id_file, encode_fragment_segment, encode_row_id_file,
+    FRAGMENTS_PER_SEGMENT, ROW_ID_INLINE_LIMIT,
 };

@@ -6,13 +6,20 @@ use std::fmt;
 use crate::error::{Error, Result};
 
 /// The directories a manifest may reference.
-const ALLOWED_ROOTS: [&str; 5] = ["data", "_deletions", "_relocations", "_rowids", "_indices"];
+const ALLOWED_ROOTS: [&str; 6] = [
+    "data",
+    "_deletions",
+    "_relocations",
+    "_rowids",
+    "_fragments",
+    "_indices",
+];
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TablePath(String);
 
 impl TablePath {
-    /// Accepts `data/...`, `_deletions/...`, `_relocations/...`, `_rowids/...` and `_indices/...` paths
+    /// Accepts `data/...`, `_deletions/...`, `_relocations/...`, `_rowids/...`, `_fragments/...` and `_indices/...` paths
     /// made of plain segments; refuses absolute paths, `..`, `.`, empty segments, backslashes,
     /// schemes and control characters.
     pub fn parse(path: &str) -> Result<Self> {

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use futures::TryStreamExt;
 
 use super::store::VERSIONS_DIR;
+use super::ManifestLayout;
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::Manifest;
@@ -60,19 +61,24 @@ impl TableStore {
                 ),
             ));
         }
+        self.load_fragment_segments(&mut manifest, path.as_ref())
+            .await?;
         self.load_row_ids(&mut manifest).await?;
         Ok(manifest)
     }
 
-    /// Publishes `manifest` unless its version exists, after storing the row-id sequences
-    /// larger than `row_ids_inline_limit` bytes (recorded in `manifest`). Returns false if another writer published
+    /// Publishes `manifest` unless its version exists, after storing what `layout` keeps
+    /// outside it (row-id files, fragment segments) (recorded in `manifest`). Returns false if another writer published
     /// that version first.
     pub async fn publish_manifest(
         &self,
         manifest: &mut Manifest,
-        row_ids_inline_limit: usize,
+        layout: &ManifestLayout,
     ) -> Result<bool> {
-        self.store_row_ids(manifest, row_ids_inline_limit).await?;
+        self.store_row_ids(manifest, layout.row_ids_inline_limit)
+            .await?;
+        self.store_fragment_segments(manifest, layout.fragments_per_segment)
+            .await?;
         let path = self.manifest_path(manifest.version);
         self.put_if_absent(&path, Bytes::from(manifest.encode()))
             .await

@@ -9,9 +9,11 @@ mod instrumented;
 mod manifest;
 mod reader;
 mod rowids;
+mod segments;
 mod store;
 
 pub use data::READ_BATCH_ROWS;
 pub use deletion::{decode_deletions, encode_deletions};
 pub use instrumented::{InstrumentedStore, RequestTally};
+pub use segments::ManifestLayout;
 pub use store::{TableStore, MANIFEST_SUFFIX, VERSIONS_DIR};

@@ -12,7 +12,7 @@ use roaring::RoaringBitmap;
 
 use super::cache::FileCache;
 use crate::error::{Error, Result};
-use crate::format::TablePath;
+use crate::format::{Fragment, TablePath};
 use crate::rowid::RowIdSequence;
 
 pub const VERSIONS_DIR: &str = "_versions";
@@ -29,6 +29,7 @@ pub struct TableStore {
     pub(crate) footers: Arc<FileCache<ArrowReaderMetadata>>,
     pub(crate) deletions: Arc<FileCache<Arc<RoaringBitmap>>>,
     pub(crate) row_ids: Arc<FileCache<Arc<RowIdSequence>>>,
+    pub(crate) segments: Arc<FileCache<Arc<Vec<Fragment>>>>,
 }
 
 impl TableStore {
@@ -39,6 +40,7 @@ impl TableStore {
             footers: FileCache::new(CACHED_FILES),
             deletions: FileCache::new(CACHED_FILES),
             row_ids: FileCache::new(CACHED_FILES),
+            segments: FileCache::new(CACHED_FILES),
         }
     }
 

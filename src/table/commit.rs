@@ -115,10 +115,7 @@ pub(crate) async fn commit(
     let mut base = read.clone();
     for _ in 0..=options.max_commit_retries {
         let mut next = apply(store, &base, &action, read.version).await?;
-        if store
-            .publish_manifest(&mut next, options.row_ids_inline_limit)
-            .await?
-        {
+        if store.publish_manifest(&mut next, &options.layout).await? {
             return Ok(next);
         }
         let latest = store

@@ -86,6 +86,9 @@ fn referenced_files(manifest: &Manifest, into: &mut HashSet<String>) {
             into.insert(row_ids.path.as_str().to_string());
         }
     }
+    for segment in &manifest.fragment_segments {
+        into.insert(segment.path.as_str().to_string());
+    }
     if let Some(checkpoint) = &manifest.relocation_checkpoint {
         into.insert(checkpoint.path.as_str().to_string());
     }
@@ -218,7 +221,10 @@ impl Table {
             let relative: Vec<String> = parts.map(|p| p.as_ref().to_string()).collect();
             let relative = relative.join("/");
             let top = relative.split('/').next().unwrap_or_default();
-            let ours = matches!(top, "data" | "_deletions" | "_relocations" | "_rowids");
+            let ours = matches!(
+                top,
+                "data" | "_deletions" | "_relocations" | "_rowids" | "_fragments"
+            );
             if ours && !referenced.contains(&relative) && now - meta.last_modified >= min_age {
                 to_delete.push(meta);
             }

@@ -31,7 +31,7 @@ use object_store::ObjectStore;
 
 use crate::error::{Error, Result};
 use crate::format::{Manifest, Operation, Schema, TransactionSummary};
-use crate::io::TableStore;
+use crate::io::{ManifestLayout, TableStore};
 
 pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, CompactionReport};
 pub use snapshot::{ScanRequest, Snapshot, ROW_ADDR, ROW_ID};
@@ -45,10 +45,9 @@ pub struct TableOptions {
     pub max_rows_per_fragment: u64,
     /// How many times a commit rebases onto newer versions before giving up.
     pub max_commit_retries: u32,
-    /// Row-id sequences whose encoding exceeds this many bytes are written to their own
-    /// `_rowids/` file instead of riding inline in every later manifest. A writer's choice:
-    /// readers load either form.
-    pub row_ids_inline_limit: usize,
+    /// What commits store outside the manifest (row-id files, fragment segments). A
+    /// writer's choice: readers load any layout.
+    pub layout: ManifestLayout,
 }
 
 impl Default for TableOptions {
@@ -56,7 +55,7 @@ impl Default for TableOptions {
         Self {
             max_rows_per_fragment: 1024 * 1024,
             max_commit_retries: 20,
-            row_ids_inline_limit: crate::format::ROW_ID_INLINE_LIMIT,
+            layout: ManifestLayout::default(),
         }
     }
 }
@@ -114,6 +113,7 @@ impl Table {
             table_uuid: uuid::Uuid::new_v4().to_string(),
             schema,
             fragments: Vec::new(),
+            fragment_segments: Vec::new(),
             max_fragment_id: None,
             reader_flags: 0,
             writer_flags: 0,
@@ -130,7 +130,7 @@ impl Table {
         };
         if store.latest_version().await?.is_some()
             || !store
-                .publish_manifest(&mut manifest, options.row_ids_inline_limit)
+                .publish_manifest(&mut manifest, &options.layout)
                 .await?
         {
             return Err(Error::TableAlreadyExists {

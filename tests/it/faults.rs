@@ -64,8 +64,12 @@ async fn every_failed_request_leaves_the_last_committed_version_whole() {
         let instrumented = Arc::new(InstrumentedStore::new(inner.clone()));
         let options = TableOptions {
             max_rows_per_fragment: 2,
-            // Every carried sequence gets a file, so failures hit those writes too.
-            row_ids_inline_limit: 0,
+            // Every carried sequence and the fragment list get files, so failures hit
+            // those writes too.
+            layout: natal::io::ManifestLayout {
+                row_ids_inline_limit: 0,
+                fragments_per_segment: 2,
+            },
             ..Default::default()
         };
         let table = Table::create(instrumented.clone(), "t".into(), &schema(), options)

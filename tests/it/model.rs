@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
+use natal::io::ManifestLayout;
 use natal::rowid::RowId;
 use natal::table::{CleanupPolicy, CompactOptions, Table, TableOptions};
 use natal::Error;
@@ -470,11 +471,22 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
     }
 }
 
-/// `row_ids_in_files`: every carried sequence goes to a `_rowids/` file instead of inline.
-async fn run_case(ops: Vec<Op>, fragment_rows: u64, row_ids_in_files: bool) {
+/// `files`: every carried sequence goes to a `_rowids/` file and the fragment list to
+/// `_fragments/` segments of two; otherwise everything rides inline in the manifest.
+async fn run_case(ops: Vec<Op>, fragment_rows: u64, files: bool) {
     let (table, _) = memory_table_with(TableOptions {
         max_rows_per_fragment: fragment_rows,
-        row_ids_inline_limit: if row_ids_in_files { 0 } else { usize::MAX },
+        layout: if files {
+            ManifestLayout {
+                row_ids_inline_limit: 0,
+                fragments_per_segment: 2,
+            }
+        } else {
+            ManifestLayout {
+                row_ids_inline_limit: usize::MAX,
+                fragments_per_segment: usize::MAX,
+            }
+        },
         ..Default::default()
     })
     .await;
@@ -505,9 +517,9 @@ proptest! {
     fn table_matches_model(
         ops in prop::collection::vec(op(), 1..24),
         fragment_rows in 2u64..9,
-        row_ids_in_files in any::<bool>(),
+        files in any::<bool>(),
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(run_case(ops, fragment_rows, row_ids_in_files));
+        runtime.block_on(run_case(ops, fragment_rows, files));
     }
 }

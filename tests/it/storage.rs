@@ -258,3 +258,63 @@ async fn deletions_are_written_as_folding_deltas() {
     assert_eq!(live.len() as u64, 10_000 - deleted);
     assert!(fresh.manifest().reader_flags & natal::format::flags::DELETION_DELTAS != 0);
 }
+
+/// A long fragment list lives in `_fragments/` segments; a commit rewrites only the
+/// segments it changes (and the partly filled last one) and shares the rest.
+#[tokio::test]
+async fn fragment_segments_are_shared_between_versions() {
+    let (table, store) = memory_table_with(TableOptions {
+        max_rows_per_fragment: 2,
+        layout: natal::io::ManifestLayout {
+            fragments_per_segment: 4,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let rows: Vec<(i64, i64)> = (0..40).map(|k| (k, k)).collect();
+    table.append(vec![batch(&rows)]).await.unwrap();
+    let before = table.latest().await.unwrap();
+    let segments = before.manifest().fragment_segments.clone();
+    assert_eq!(segments.len(), 5, "20 fragments in segments of 4");
+    assert_ne!(
+        before.manifest().reader_flags & natal::format::flags::FRAGMENT_SEGMENTS,
+        0
+    );
+
+    table
+        .delete_rows(&[natal::rowid::RowId::from_u64(addr(0, 0))])
+        .await
+        .unwrap();
+    table.append(vec![batch(&[(100, 100)])]).await.unwrap();
+    let after = table.latest().await.unwrap();
+    let now = &after.manifest().fragment_segments;
+    assert_ne!(
+        now[0], segments[0],
+        "the segment holding fragment 0 is rewritten"
+    );
+    assert_eq!(&now[1..5], &segments[1..5], "untouched segments are shared");
+    assert_eq!(now.len(), 6, "the new fragment starts a segment");
+
+    let fresh = Table::open(store.clone(), "t".into())
+        .latest()
+        .await
+        .unwrap();
+    assert_eq!(
+        read_rows(&fresh).await.unwrap(),
+        read_rows(&after).await.unwrap()
+    );
+    assert_eq!(fresh.manifest().fragments.len(), 21);
+
+    let victim = table.store().path(&now[2].path);
+    let bytes = store.get(&victim).await.unwrap().bytes().await.unwrap();
+    store
+        .put(&victim, PutPayload::from(bytes.slice(..bytes.len() - 3)))
+        .await
+        .unwrap();
+    let err = Table::open(store.clone(), "t".into())
+        .latest()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+}

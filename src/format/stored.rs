@@ -1,0 +1,100 @@
+//! The files a manifest points to for what would make it grow with history: `_rowids/`
+//! (a fragment's row-id sequence) and `_fragments/` (a segment of the fragment list). Both
+//! are sealed protobuf bodies (`envelope.rs`) and immutable once written.
+
+use prost::Message;
+
+use super::convert::{
+    fragment_from_proto, fragment_to_proto, sequence_from_proto, sequence_to_proto,
+};
+use super::envelope::{seal, unseal};
+use super::{proto, Fragment, FragmentSegment};
+use crate::error::{Error, Result};
+use crate::rowid::RowIdSequence;
+
+const ROW_ID_MAGIC: &[u8; 8] = b"NATALRI1";
+
+/// Sequences whose encoding is larger than this are written to a `_rowids/` file rather
+/// than inline, so that manifests grow with the fragment count, not with history.
+pub const ROW_ID_INLINE_LIMIT: usize = 4096;
+
+impl RowIdSequence {
+    /// The size of this sequence's protobuf encoding.
+    pub fn encoded_len(&self) -> usize {
+        sequence_to_proto(self).encoded_len()
+    }
+}
+
+/// The bytes of a `_rowids/` file holding `sequence`.
+pub fn encode_row_id_file(sequence: &RowIdSequence) -> Vec<u8> {
+    seal(ROW_ID_MAGIC, &sequence_to_proto(sequence).encode_to_vec())
+}
+
+/// Decodes a `_rowids/` file and checks it holds `expected_rows` ids.
+///
+/// # Errors
+/// [`Error::Corrupt`] for bad magic, checksum, protobuf, segments or length.
+pub fn decode_row_id_file(path: &str, bytes: &[u8], expected_rows: u32) -> Result<RowIdSequence> {
+    let body = unseal(ROW_ID_MAGIC, path, bytes, "row-id file")?;
+    let raw = proto::RowIdSequence::decode(body)
+        .map_err(|e| Error::corrupt(path, format!("undecodable protobuf: {e}")))?;
+    let sequence = sequence_from_proto(raw).map_err(|r| Error::corrupt(path, r))?;
+    if sequence.len() != expected_rows as usize {
+        return Err(Error::corrupt(
+            path,
+            format!(
+                "holds {} row ids for a fragment of {expected_rows} rows",
+                sequence.len()
+            ),
+        ));
+    }
+    Ok(sequence)
+}
+
+const SEGMENT_MAGIC: &[u8; 8] = b"NATALFS1";
+
+/// Fragments per `_fragments/` segment file: a commit rewrites the segments it changes plus
+/// the last, partly filled one, so smaller segments mean fewer bytes per commit and more
+/// files per open.
+pub const FRAGMENTS_PER_SEGMENT: usize = 16;
+
+/// The bytes of a `_fragments/` file holding `fragments`.
+pub fn encode_fragment_segment(fragments: &[Fragment]) -> Vec<u8> {
+    let list = proto::FragmentList {
+        fragments: fragments.iter().map(fragment_to_proto).collect(),
+    };
+    seal(SEGMENT_MAGIC, &list.encode_to_vec())
+}
+
+/// Decodes a `_fragments/` file and checks it holds what `segment` says.
+///
+/// # Errors
+/// [`Error::Corrupt`] for bad magic, checksum or protobuf, or fragments other than the
+/// segment's; [`Error::PathEscapesTable`] for a path outside the table.
+pub fn decode_fragment_segment(segment: &FragmentSegment, bytes: &[u8]) -> Result<Vec<Fragment>> {
+    let path = segment.path.as_str();
+    let body = unseal(SEGMENT_MAGIC, path, bytes, "fragment segment")?;
+    let raw = proto::FragmentList::decode(body)
+        .map_err(|e| Error::corrupt(path, format!("undecodable protobuf: {e}")))?;
+    let fragments: Vec<Fragment> = raw
+        .fragments
+        .into_iter()
+        .map(|f| fragment_from_proto(f, path))
+        .collect::<Result<_>>()?;
+    let in_range = fragments.first().map(|f| f.id) == Some(segment.first_fragment_id)
+        && fragments.last().map(|f| f.id) == Some(segment.last_fragment_id)
+        && fragments.len() == segment.fragment_count as usize;
+    if !in_range {
+        return Err(Error::corrupt(
+            path,
+            format!(
+                "holds {} fragments, the manifest expects {} with ids {}..={}",
+                fragments.len(),
+                segment.fragment_count,
+                segment.first_fragment_id,
+                segment.last_fragment_id
+            ),
+        ));
+    }
+    Ok(fragments)
+}
