@@ -158,6 +158,7 @@ async fn measure(dir: &Path, what: &str, rows: &[u64], fragment_rows: u64) -> Ma
             let rss_before = status_bytes("VmRSS:");
             let start = Instant::now();
             let view = snapshot.relocation_view().await.expect("view");
+            out.insert("view_ms".into(), json!(ms(start)));
             let got = snapshot
                 .take(&ids[..1000], ScanRequest::default())
                 .await

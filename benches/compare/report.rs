@@ -50,6 +50,14 @@ impl Level {
         self.figures.get(key).copied()
     }
 
+    /// Mean bytes written by commits `from..to` (0-based), where there were that many.
+    fn mean_bytes(&self, from: usize, to: usize) -> Option<f64> {
+        let window = self
+            .bytes_per_commit
+            .get(from..to.min(self.bytes_per_commit.len()))?;
+        (!window.is_empty()).then(|| window.iter().sum::<u64>() as f64 / window.len() as f64)
+    }
+
     fn mean_update_ms(&self) -> Option<f64> {
         (!self.update_ms.is_empty())
             .then(|| self.update_ms.iter().sum::<f64>() / self.update_ms.len() as f64)
@@ -154,20 +162,19 @@ pub fn print_scale(scale: &Scale) {
             ratio(natal, parquet)
         );
     }
-    println!("\nBytes written per commit as history grows (data + deletion vectors + row-id files + manifest):\n");
-    println!("| U | system | commit 1 | commit 10 | commit 50 | last commit | last / first | final manifest |");
-    println!("|---|---|---|---|---|---|---|---|");
-    for (system, l) in systems(scale).filter(|(_, l)| l.bytes_per_commit.len() >= 2) {
-        let at = |i: usize| l.bytes_per_commit.get(i).map(|&b| b as f64);
-        let last = l.bytes_per_commit.last().map(|&b| b as f64);
+    println!("\nBytes written per commit as history grows (everything new in the table directory: data, deletion vectors, row-id and segment files, manifest), mean over windows of 10 commits:\n");
+    println!("| U | system | commits 1–10 | commits 41–50 | commits 91–100 | last / first window | final manifest |");
+    println!("|---|---|---|---|---|---|---|");
+    for (system, l) in systems(scale).filter(|(_, l)| l.bytes_per_commit.len() >= 20) {
+        let n = l.bytes_per_commit.len();
+        let (first, last) = (l.mean_bytes(0, 10), l.mean_bytes(n - 10, n));
         println!(
-            "| {} | {system} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {system} | {} | {} | {} | {} | {} |",
             l.level,
-            bytes(at(0)),
-            bytes(at(9)),
-            bytes(at(49)),
+            bytes(first),
+            bytes(l.mean_bytes(40, 50)),
             bytes(last),
-            ratio(last, at(0)),
+            ratio(last, first),
             bytes(Some(l.manifest_bytes as f64)),
         );
     }
@@ -235,16 +242,15 @@ pub fn print_targets(scales: &[Scale]) {
             ratio(scan, parquet),
             verdict(scan.zip(parquet).map(|(s, p)| s <= 1.1 * p)),
         );
-        if let Some((natal, _)) = scale
+        for (natal, _) in scale
             .levels
             .iter()
-            .rev()
-            .find(|(n, _)| n.bytes_per_commit.len() >= 2)
+            .filter(|(n, _)| n.bytes_per_commit.len() >= 20)
         {
-            let first = natal.bytes_per_commit.first().map(|&b| b as f64);
-            let last = natal.bytes_per_commit.last().map(|&b| b as f64);
+            let n = natal.bytes_per_commit.len();
+            let (first, last) = (natal.mean_bytes(0, 10), natal.mean_bytes(n - 10, n));
             println!(
-                "| {} | bytes per commit independent of history (U = {}) | last / first = {} | {} |",
+                "| {} | bytes per commit independent of history, U = {} | last 10 / first 10 commits = {} | {} |",
                 scale.rows,
                 natal.level,
                 ratio(last, first),

@@ -212,8 +212,12 @@ impl TableStore {
         let metadata = match self.footers.get(file.path.as_str()) {
             Some(metadata) => metadata,
             None => {
-                let options =
-                    ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+                // The offset index lets a row selection skip pages; the column index (page
+                // min/max) is left out: nothing here prunes pages by value, and for long
+                // string columns it is most of the footer's bytes and decode time.
+                let options = ArrowReaderOptions::new()
+                    .with_offset_index_policy(PageIndexPolicy::Optional)
+                    .with_column_index_policy(PageIndexPolicy::Skip);
                 let metadata = ArrowReaderMetadata::load_async(&mut reader, options)
                     .await
                     .map_err(|e| Error::corrupt(file.path.as_str(), e.to_string()))?;

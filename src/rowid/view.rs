@@ -181,11 +181,11 @@ impl RelocationView {
     }
 
     fn from_sorted_pairs(mut pairs: Vec<(u64, u64)>, slots: SlotTable) -> Self {
-        pairs.sort_unstable();
-        // Keep the largest address per id (the last after sorting).
+        pairs.sort_unstable_by_key(|&(id, _)| id);
+        // Keep the largest address per id.
         pairs.dedup_by(|later, earlier| {
             if later.0 == earlier.0 {
-                *earlier = *later;
+                earlier.1 = earlier.1.max(later.1);
                 true
             } else {
                 false
@@ -340,7 +340,8 @@ impl RelocationView {
 fn moved_pairs<'a>(
     sequences: impl IntoIterator<Item = (FragmentId, &'a RowIdSequence)>,
 ) -> Vec<(u64, u64)> {
-    let mut pairs = Vec::new();
+    let sequences: Vec<_> = sequences.into_iter().collect();
+    let mut pairs = Vec::with_capacity(sequences.iter().map(|(_, s)| s.len()).sum());
     for (fragment, sequence) in sequences {
         let base = RowAddress::new(fragment, 0).as_u64();
         for (offset, id) in sequence.iter().enumerate() {

@@ -36,6 +36,9 @@ pub struct ScanRequest {
     pub fragments: Option<Vec<FragmentId>>,
 }
 
+/// Fragments a take reads at once.
+const CONCURRENT_FRAGMENT_READS: usize = 8;
+
 /// A read-only view of one table version.
 #[derive(Debug)]
 pub struct Snapshot {
@@ -326,10 +329,18 @@ impl Snapshot {
                     Some(offsets),
                 ))
             });
-        let batches: Vec<RecordBatch> = stream::iter(reads)
-            .flatten_unordered(8)
+        // One task per fragment: decoding the rows' pages is the cost of a take, and tasks
+        // spread it over the runtime's threads.
+        let per_fragment: Vec<Vec<RecordBatch>> = stream::iter(reads)
+            .map(|read| async move {
+                tokio::spawn(read.try_collect::<Vec<RecordBatch>>())
+                    .await
+                    .map_err(|e| Error::External(Box::new(e)))?
+            })
+            .buffer_unordered(CONCURRENT_FRAGMENT_READS)
             .try_collect()
             .await?;
+        let batches: Vec<RecordBatch> = per_fragment.into_iter().flatten().collect();
         let all = concat_batches(&read_schema, &batches)?;
         let addr_column = all
             .column_by_name(ROW_ADDR)
