@@ -1,27 +1,40 @@
 //! `natal`: datafusion-cli with natal's catalog, `STORED AS NATAL`, and the `natal_*`
 //! functions registered. Same REPL, `-c` and `-f` as datafusion-cli; `--root` chooses the
-//! directory whose sub-directories are the tables.
+//! directory whose sub-directories are the tables: a local path, or an object-store URL
+//! (`s3://bucket/prefix`, `gs://bucket/prefix` with credentials from the environment as
+//! datafusion-cli reads them, `memory:///` for a throwaway catalog).
 //!
 //! ```text
 //! natal --root ./warehouse -c "SELECT * FROM \"t\$versions\""
 //! ```
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use clap::Parser;
+use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_cli::exec;
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
+use datafusion_cli::object_storage::{
+    get_gcs_object_store_builder, get_s3_object_store_builder, AwsOptions, GcpOptions,
+};
 use datafusion_cli::print_format::PrintFormat;
 use datafusion_cli::print_options::{MaxRows, PrintOptions};
+use natal::datafusion::NatalProgress;
+use natal::table::Progress;
+use object_store::memory::InMemory;
+use object_store::ObjectStore;
+use url::Url;
 
 #[derive(Debug, Parser)]
 #[clap(author, version, about = "SQL over natal tables (a datafusion-cli)", long_about = None)]
 struct Args {
-    /// The catalog root: a local directory (created if missing) or a `file://` URL.
-    /// Each table is a sub-directory.
+    /// The catalog root: a local directory (created if missing), or a `file://`, `s3://`,
+    /// `gs://` or `memory://` URL. Each table is a sub-directory.
     #[clap(long, default_value = "./natal-data")]
     root: String,
 
@@ -60,8 +73,13 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> datafusion::error::Result<()> {
+async fn run(args: Args) -> Result<()> {
     let mut config = SessionConfig::new().with_information_schema(true);
+    if !args.quiet && std::io::stderr().is_terminal() {
+        config = config.with_extension(Arc::new(NatalProgress(Arc::new(
+            TerminalProgress::default(),
+        ))));
+    }
     if let Some(partitions) = args.target_partitions.filter(|p| *p > 0) {
         config = config.with_target_partitions(partitions);
     }
@@ -70,6 +88,7 @@ async fn run(args: Args) -> datafusion::error::Result<()> {
         .with_object_store_registry(registry.clone())
         .build_arc()?;
     let ctx = SessionContext::new_with_config_rt(config, runtime);
+    register_root_store(&ctx, &args.root).await?;
     natal::datafusion::register(&ctx, &args.root)?;
     if !args.quiet {
         println!(
@@ -94,5 +113,72 @@ async fn run(args: Args) -> datafusion::error::Result<()> {
         exec::exec_from_repl(&ctx, &mut print_options)
             .await
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))
+    }
+}
+
+/// Registers the object store a `--root` URL names (local paths and `file://` need none).
+async fn register_root_store(ctx: &SessionContext, root: &str) -> Result<()> {
+    let Ok(url) = Url::parse(root) else {
+        return Ok(());
+    };
+    // One-letter schemes are Windows drive letters, i.e. local paths.
+    let store: Arc<dyn ObjectStore> = match url.scheme() {
+        "file" => return Ok(()),
+        scheme if scheme.len() == 1 => return Ok(()),
+        "s3" | "s3a" => Arc::new(
+            get_s3_object_store_builder(&url, &AwsOptions::default(), true)
+                .await?
+                .build()?,
+        ),
+        "gs" | "gcs" => Arc::new(get_gcs_object_store_builder(&url, &GcpOptions::default())?.build()?),
+        "memory" => Arc::new(InMemory::new()),
+        other => {
+            return Err(DataFusionError::Plan(format!(
+                "--root {root}: unsupported scheme '{other}' (use a path, file://, s3://, gs:// or memory://)"
+            )))
+        }
+    };
+    ctx.register_object_store(&url, store);
+    Ok(())
+}
+
+/// A progress line on stderr for loads and compactions that run longer than half a second,
+/// redrawn at most ten times a second and erased when the operation ends.
+#[derive(Default)]
+struct TerminalProgress {
+    /// When the running operation started, and when its line was last drawn.
+    state: Mutex<Option<(Instant, Option<Instant>)>>,
+}
+
+impl Progress for TerminalProgress {
+    fn update(&self, operation: &'static str, rows_done: u64, rows_total: Option<u64>) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        let now = Instant::now();
+        let (started, drawn) = state.get_or_insert((now, None));
+        let elapsed = now.duration_since(*started);
+        let recently = drawn.is_some_and(|d| now.duration_since(d) < Duration::from_millis(100));
+        if elapsed < Duration::from_millis(500) || recently {
+            return;
+        }
+        *drawn = Some(now);
+        let rate = rows_done as f64 / elapsed.as_secs_f64();
+        let line = match rows_total {
+            Some(total) if total > 0 => format!(
+                "{operation}: {rows_done} of {total} rows ({:.0}%), {rate:.0} rows/s",
+                100.0 * rows_done as f64 / total as f64
+            ),
+            _ => format!("{operation}: {rows_done} rows, {rate:.0} rows/s"),
+        };
+        eprint!("\r\x1b[2K{line}");
+    }
+
+    fn finish(&self, _operation: &'static str) {
+        if let Ok(mut state) = self.state.lock() {
+            if state.take().is_some_and(|(_, drawn)| drawn.is_some()) {
+                eprint!("\r\x1b[2K");
+            }
+        }
     }
 }

@@ -18,6 +18,7 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Pla
 use futures::StreamExt;
 
 use super::leaf::{figures_stream, leaf_exec_methods, leaf_properties};
+use super::progress_of;
 use crate::table::Table;
 
 fn to_natal(e: DataFusionError) -> crate::Error {
@@ -87,22 +88,30 @@ impl DataSink for NatalSink {
     async fn write_all(
         &self,
         data: SendableRecordBatchStream,
-        _context: &Arc<TaskContext>,
+        context: &Arc<TaskContext>,
     ) -> Result<u64> {
         let schema = self.schema.clone();
+        let progress = progress_of(context);
+        let mut loaded = 0u64;
         // DataFusion has already checked and cast the input to the table's types; only the
         // field names and nullability need to be the table's own.
-        let batches = data.map(move |batch| {
-            let batch = batch.map_err(to_natal)?;
-            RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
-                .map_err(|e| crate::Error::InvalidInput(e.to_string()))
+        let batches = data.map({
+            let progress = progress.clone();
+            move |batch| {
+                let batch = batch.map_err(to_natal)?;
+                loaded += batch.num_rows() as u64;
+                progress.update("loading", loaded, None);
+                RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
+                    .map_err(|e| crate::Error::InvalidInput(e.to_string()))
+            }
         });
         let committed = if self.overwrite {
-            self.table.overwrite_stream(batches.boxed()).await?
+            self.table.overwrite_stream(batches.boxed()).await
         } else {
-            self.table.append_stream(batches.boxed()).await?
+            self.table.append_stream(batches.boxed()).await
         };
-        Ok(committed.rows_added)
+        progress.finish("loading");
+        Ok(committed?.rows_added)
     }
 }
 

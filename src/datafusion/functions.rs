@@ -24,8 +24,9 @@ use object_store::ObjectStore;
 
 use super::dml::count_schema;
 use super::leaf::{figures_stream, leaf_exec_methods, leaf_properties};
+use super::progress_of;
 use super::provider::{NatalTableProvider, ProviderView};
-use crate::table::{CleanupPolicy, CompactOptions, Table};
+use crate::table::{CleanupPolicy, CompactOptions, ProgressHandle, Table};
 
 /// What a function does when executed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,10 +68,14 @@ impl Operation {
         ))
     }
 
-    async fn run(self, table: Table) -> crate::Result<Vec<Option<u64>>> {
+    async fn run(self, table: Table, progress: ProgressHandle) -> crate::Result<Vec<Option<u64>>> {
         Ok(match self {
             Operation::Compact => {
-                let r = table.compact(CompactOptions::default()).await?;
+                let options = CompactOptions {
+                    progress,
+                    ..Default::default()
+                };
+                let r = table.compact(options).await?;
                 vec![
                     r.version,
                     Some(r.fragments_removed as u64),
@@ -330,13 +335,13 @@ impl ExecutionPlan for OperationExec {
     fn execute(
         &self,
         _partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let (table, operation) = (self.table.clone(), self.operation);
         figures_stream(
             operation.schema(),
             self.projection.clone(),
-            operation.run(table),
+            operation.run(table, progress_of(&context)),
         )
     }
 }

@@ -36,6 +36,22 @@ pub use guard::DmlGuard;
 pub use provider::{NatalTableProvider, ProviderView};
 pub use scan::NatalScanExec;
 
+/// Set on a session (`SessionConfig::with_extension(Arc::new(NatalProgress(..)))`) to be
+/// told how loads (`INSERT`) and compactions (`natal_compact`) are going.
+pub struct NatalProgress(pub Arc<dyn crate::table::Progress>);
+
+/// The session's progress reporter, if it set one.
+pub(crate) fn progress_of(
+    context: &datafusion::execution::TaskContext,
+) -> crate::table::ProgressHandle {
+    crate::table::ProgressHandle(
+        context
+            .session_config()
+            .get_extension::<NatalProgress>()
+            .map(|p| p.0.clone()),
+    )
+}
+
 /// A handle on the natal table at `location` (a directory or URL), for the Rust API.
 pub fn open_table(ctx: &SessionContext, location: &str) -> Result<crate::table::Table> {
     let (store, path) = resolve_location(&ctx.runtime_env(), location)?;

@@ -2,6 +2,7 @@
 //! columns) as a DataFusion `TableProvider`: scans, `INSERT`, `DELETE`, `UPDATE`.
 //! Nothing mutates while planning: DML returns a [`DmlExec`] that does its work in `execute`.
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -104,16 +105,51 @@ fn table_schema(snapshot: &Snapshot, system_columns: bool) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// The ids an `_rowid = v` or `_rowid IN (...)` filter selects; `None` for other filters.
-fn row_id_set(expr: &Expr) -> Option<RoaringTreemap> {
-    let is_row_id = |e: &Expr| matches!(e, Expr::Column(c) if c.name == ROW_ID);
-    let literal = |e: &Expr| match e {
+fn is_row_id(e: &Expr) -> bool {
+    matches!(e, Expr::Column(c) if c.name == ROW_ID)
+}
+
+/// A literal as a row id; `None` for anything else (negative or non-integer values too).
+fn id_literal(e: &Expr) -> Option<u64> {
+    match e {
         Expr::Literal(value, _) => match value.cast_to(&DataType::UInt64).ok()? {
             ScalarValue::UInt64(Some(v)) => Some(v),
             _ => None,
         },
         _ => None,
-    };
+    }
+}
+
+/// The ids `_rowid <op> v` (either side), `_rowid BETWEEN a AND b` select, as an inclusive
+/// range (empty when `start > end`); `None` for other filters.
+fn row_id_range(expr: &Expr) -> Option<RangeInclusive<u64>> {
+    match expr {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            let (op, value) = if is_row_id(left) {
+                (*op, id_literal(right)?)
+            } else if is_row_id(right) {
+                (op.swap()?, id_literal(left)?)
+            } else {
+                return None;
+            };
+            match op {
+                Operator::Gt => Some(value.checked_add(1).map_or(1..=0, |v| v..=u64::MAX)),
+                Operator::GtEq => Some(value..=u64::MAX),
+                Operator::Lt => Some(value.checked_sub(1).map_or(1..=0, |v| 0..=v)),
+                Operator::LtEq => Some(0..=value),
+                _ => None,
+            }
+        }
+        Expr::Between(between) if !between.negated && is_row_id(&between.expr) => {
+            Some(id_literal(&between.low)?..=id_literal(&between.high)?)
+        }
+        _ => None,
+    }
+}
+
+/// The ids an `_rowid = v` or `_rowid IN (...)` filter selects; `None` for other filters.
+fn row_id_set(expr: &Expr) -> Option<RoaringTreemap> {
+    let (is_row_id, literal) = (is_row_id, id_literal);
     match expr {
         Expr::BinaryExpr(BinaryExpr {
             left,
@@ -159,9 +195,12 @@ impl TableProvider for NatalTableProvider {
     ) -> Result<Vec<TableProviderFilterPushDown>> {
         Ok(filters
             .iter()
-            .map(|f| match row_id_set(f) {
-                Some(_) => TableProviderFilterPushDown::Exact,
-                None => TableProviderFilterPushDown::Inexact,
+            .map(|f| {
+                if row_id_set(f).is_some() || row_id_range(f).is_some() {
+                    TableProviderFilterPushDown::Exact
+                } else {
+                    TableProviderFilterPushDown::Inexact
+                }
             })
             .collect())
     }
@@ -198,16 +237,23 @@ impl TableProvider for NatalTableProvider {
             .map(|n| scan_order.iter().position(|s| s == n).unwrap_or(0))
             .collect();
         let mut row_ids: Option<RoaringTreemap> = None;
+        let mut row_id_range_all: Option<RangeInclusive<u64>> = None;
         let mut column_filters = Vec::new();
         for filter in filters {
-            match row_id_set(filter) {
-                Some(set) => {
-                    row_ids = Some(match row_ids {
-                        Some(prev) => prev & set,
-                        None => set,
-                    })
-                }
-                None => column_filters.push(filter.clone()),
+            if let Some(set) = row_id_set(filter) {
+                row_ids = Some(match row_ids {
+                    Some(prev) => prev & set,
+                    None => set,
+                });
+            } else if let Some(range) = row_id_range(filter) {
+                row_id_range_all = Some(match row_id_range_all {
+                    Some(prev) => {
+                        (*prev.start()).max(*range.start())..=(*prev.end()).min(*range.end())
+                    }
+                    None => range,
+                });
+            } else {
+                column_filters.push(filter.clone());
             }
         }
         let all_exact = column_filters.is_empty();
@@ -247,6 +293,7 @@ impl TableProvider for NatalTableProvider {
             with_row_addr,
             output_order,
             row_ids,
+            row_id_range: row_id_range_all,
             partitions,
             fragments_pruned,
             // A limit is only safe to apply here if every filter was applied here too.

@@ -5,12 +5,16 @@
 //!   partition 0 ─ fragments [0, 2, 4, ...] ─ Snapshot::scan ─ reorder to projection ─ limit
 //!   partition 1 ─ fragments [1, 3, 5, ...] ─ ...
 //! ```
-//! Filters on `_rowid` arrive as a mask (native ranges − tombstones + moves); other filters
+//! Filters on `_rowid` (`=`, `IN`, ranges) arrive as a mask (native ranges − tombstones +
+//! moves, or per-fragment id ranges); other filters
 //! prune fragments by statistics before any file is opened and are re-applied by DataFusion.
 
 use std::fmt;
+use std::ops::RangeInclusive;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::stats::Precision;
 use datafusion::common::Statistics;
@@ -21,12 +25,12 @@ use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder,
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringTreemap;
 
 use super::leaf::{leaf_exec_methods, leaf_properties};
 use crate::rowid::FragmentId;
-use crate::table::{ScanRequest, Snapshot};
+use crate::table::{ScanMetrics, ScanRequest, Snapshot};
 
 /// How the scan reads a snapshot; built by the table provider.
 #[derive(Debug, Clone)]
@@ -39,6 +43,7 @@ pub(crate) struct ScanPlan {
     /// For each output column, its index in the scan's own output.
     pub output_order: Vec<usize>,
     pub row_ids: Option<RoaringTreemap>,
+    pub row_id_range: Option<RangeInclusive<u64>>,
     pub partitions: Vec<Vec<FragmentId>>,
     pub fragments_pruned: usize,
     pub limit: Option<usize>,
@@ -79,6 +84,14 @@ impl DisplayAs for NatalScanExec {
         if let Some(ids) = &self.plan.row_ids {
             write!(f, ", row_ids=exact mask of {} ids", ids.len())?;
         }
+        if let Some(range) = &self.plan.row_id_range {
+            write!(
+                f,
+                ", row_ids=exact range {}..={}",
+                range.start(),
+                range.end()
+            )?;
+        }
         if let Some(limit) = self.plan.limit {
             write!(f, ", limit={limit}")?;
         }
@@ -117,12 +130,26 @@ impl ExecutionPlan for NatalScanExec {
                 .counter("fragments_pruned", partition)
                 .add(self.plan.fragments_pruned);
         }
+        let counters = Arc::new(ScanMetrics::default());
+        let bytes_read = MetricBuilder::new(&self.metrics).counter("bytes_read", partition);
+        let rows_masked = MetricBuilder::new(&self.metrics).counter("rows_masked", partition);
+        // Copies the scan's counters into DataFusion's metrics once the stream is done.
+        let report = {
+            let counters = counters.clone();
+            futures::stream::once(async move {
+                bytes_read.add(counters.bytes_read.load(Ordering::Relaxed) as usize);
+                rows_masked.add(counters.rows_masked.load(Ordering::Relaxed) as usize);
+            })
+            .filter_map(|()| futures::future::ready(None::<Result<RecordBatch>>))
+        };
         let request = ScanRequest {
             columns: Some(self.plan.columns.clone()),
             with_row_id: self.plan.with_row_id,
             with_row_addr: self.plan.with_row_addr,
             row_ids: self.plan.row_ids.clone(),
+            row_id_range: self.plan.row_id_range.clone(),
             fragments: Some(fragments),
+            metrics: Some(counters.clone()),
         };
         let snapshot = self.plan.snapshot.clone();
         let order = self.plan.output_order.clone();
@@ -146,7 +173,8 @@ impl ExecutionPlan for NatalScanExec {
                 remaining = remaining.saturating_sub(batch.num_rows());
                 futures::future::ready(Ok(keep))
             })
-            .inspect_ok(move |batch| rows_out.add(batch.num_rows()));
+            .inspect_ok(move |batch| rows_out.add(batch.num_rows()))
+            .chain(report);
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }
 
@@ -162,7 +190,8 @@ impl ExecutionPlan for NatalScanExec {
         args: &StatisticsArgs,
     ) -> Result<Arc<Statistics>> {
         let mut statistics = Statistics::new_unknown(&self.schema);
-        if self.plan.row_ids.is_none() && self.plan.limit.is_none() {
+        let every_live_row = self.plan.row_ids.is_none() && self.plan.row_id_range.is_none();
+        if every_live_row && self.plan.limit.is_none() {
             let fragments: Vec<FragmentId> = match args.partition() {
                 Some(p) => self.plan.partitions.get(p).cloned().unwrap_or_default(),
                 None => self.plan.partitions.concat(),

@@ -207,8 +207,12 @@ impl TableStore {
         selection: Option<RowSelection>,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         let path = self.path(&file.path);
-        let mut reader =
-            ObjectFileReader::new(self.object_store().clone(), path, file.file_size_bytes);
+        let mut reader = ObjectFileReader::new(
+            self.object_store().clone(),
+            path,
+            file.file_size_bytes,
+            self.bytes_read.clone(),
+        );
         let metadata = match self.footers.get(file.path.as_str()) {
             Some(metadata) => metadata,
             None => {

@@ -72,6 +72,16 @@ impl TableStore {
             .files
             .split_first()
             .ok_or_else(|| Error::corrupt("manifest", "a deletion vector without files"))?;
+        if rest.is_empty() {
+            return self.read_deletion_file(first, physical_rows).await;
+        }
+        // The union is cached too, under the list of its files: takes and masks ask for a
+        // fragment's deletions once per row.
+        let key: Vec<&str> = vector.files.iter().map(|f| f.path.as_str()).collect();
+        let key = key.join("|");
+        if let Some(bitmap) = self.deletions.get(&key) {
+            return Ok(bitmap);
+        }
         let mut union = self.read_deletion_file(first, physical_rows).await?;
         for file in rest {
             let more = self.read_deletion_file(file, physical_rows).await?;
@@ -83,6 +93,7 @@ impl TableStore {
             }
             union = Arc::new(union.as_ref() | more.as_ref());
         }
+        self.deletions.insert(&key, union.clone());
         Ok(union)
     }
 

@@ -2,6 +2,7 @@
 //! and page index with one suffix-sized request when the file is small enough.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -21,14 +22,28 @@ pub(crate) struct ObjectFileReader {
     store: Arc<dyn ObjectStore>,
     path: Path,
     file_size: u64,
+    /// Adds the bytes of every response (a scan's `bytes_read` metric).
+    bytes_read: Option<Arc<AtomicU64>>,
 }
 
 impl ObjectFileReader {
-    pub(crate) fn new(store: Arc<dyn ObjectStore>, path: Path, file_size: u64) -> Self {
+    pub(crate) fn new(
+        store: Arc<dyn ObjectStore>,
+        path: Path,
+        file_size: u64,
+        bytes_read: Option<Arc<AtomicU64>>,
+    ) -> Self {
         Self {
             store,
             path,
             file_size,
+            bytes_read,
+        }
+    }
+
+    fn count(&self, bytes: usize) {
+        if let Some(counter) = &self.bytes_read {
+            counter.fetch_add(bytes as u64, Ordering::Relaxed);
         }
     }
 }
@@ -40,20 +55,26 @@ fn external(e: object_store::Error) -> ParquetError {
 impl AsyncFileReader for ObjectFileReader {
     fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, Result<Bytes>> {
         async move {
-            self.store
+            let bytes = self
+                .store
                 .get_range(&self.path, range)
                 .await
-                .map_err(external)
+                .map_err(external)?;
+            self.count(bytes.len());
+            Ok(bytes)
         }
         .boxed()
     }
 
     fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, Result<Vec<Bytes>>> {
         async move {
-            self.store
+            let parts = self
+                .store
                 .get_ranges(&self.path, &ranges)
                 .await
-                .map_err(external)
+                .map_err(external)?;
+            self.count(parts.iter().map(Bytes::len).sum());
+            Ok(parts)
         }
         .boxed()
     }

@@ -1,6 +1,7 @@
 //! [`TableStore`]: one table's directory in an object store, and the only place that turns
 //! table-relative paths into object-store paths.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -30,6 +31,8 @@ pub struct TableStore {
     pub(crate) deletions: Arc<FileCache<Arc<RoaringBitmap>>>,
     pub(crate) row_ids: Arc<FileCache<Arc<RowIdSequence>>>,
     pub(crate) segments: Arc<FileCache<Arc<Vec<Fragment>>>>,
+    /// Counts the bytes data-file reads receive, for one scan's metrics.
+    pub(crate) bytes_read: Option<Arc<AtomicU64>>,
 }
 
 impl TableStore {
@@ -41,6 +44,15 @@ impl TableStore {
             deletions: FileCache::new(CACHED_FILES),
             row_ids: FileCache::new(CACHED_FILES),
             segments: FileCache::new(CACHED_FILES),
+            bytes_read: None,
+        }
+    }
+
+    /// This store (sharing its caches) with data-file reads counted into `counter`.
+    pub fn counting_bytes(&self, counter: Arc<AtomicU64>) -> Self {
+        Self {
+            bytes_read: Some(counter),
+            ..self.clone()
         }
     }
 

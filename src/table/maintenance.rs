@@ -10,7 +10,7 @@ use object_store::ObjectStoreExt;
 use super::commit::Action;
 use super::snapshot::ScanRequest;
 use super::write::FragmentWriter;
-use super::{Committed, Table};
+use super::{Committed, ProgressHandle, Table};
 use crate::error::{Error, Result};
 use crate::format::{Fragment, Manifest};
 use crate::rowid::RowId;
@@ -22,6 +22,8 @@ pub struct CompactOptions {
     pub target_rows_per_fragment: Option<u64>,
     /// A fragment with at least this fraction of deleted rows is rewritten even if large.
     pub max_deleted_fraction: f64,
+    /// Told the rows rewritten so far (operation `"compacting"`).
+    pub progress: ProgressHandle,
 }
 
 impl Default for CompactOptions {
@@ -29,6 +31,7 @@ impl Default for CompactOptions {
         Self {
             target_rows_per_fragment: None,
             max_deleted_fraction: 0.1,
+            progress: ProgressHandle::default(),
         }
     }
 }
@@ -115,43 +118,53 @@ impl Table {
         let mut writer = FragmentWriter::new(&self.store, &schema, target, true);
         let mut inputs: Vec<Fragment> = Vec::new();
         let mut report = CompactionReport::default();
-        for group in groups {
-            for fragment in &group {
-                report.deleted_rows_dropped += fragment.physical_rows as u64 - fragment.live_rows();
+        let total: u64 = groups.iter().flatten().map(Fragment::live_rows).sum();
+        let progress = &options.progress;
+        progress.update("compacting", 0, Some(total));
+        let result: Result<CompactionReport> = async {
+            for group in groups {
+                for fragment in &group {
+                    report.deleted_rows_dropped +=
+                        fragment.physical_rows as u64 - fragment.live_rows();
+                }
+                let mut scan = read
+                    .scan(ScanRequest {
+                        with_row_id: true,
+                        fragments: Some(group.iter().map(|f| f.id).collect()),
+                        ..Default::default()
+                    })
+                    .await?;
+                while let Some(batch) = scan.try_next().await? {
+                    let ids = batch
+                        .column(schema.fields.len())
+                        .as_any()
+                        .downcast_ref::<arrow::array::UInt64Array>()
+                        .ok_or_else(|| Error::invalid("scan lost _rowid"))?
+                        .values()
+                        .iter()
+                        .map(|&v| Some(RowId::from_u64(v)))
+                        .collect();
+                    report.rows_rewritten += batch.num_rows() as u64;
+                    let user = batch.project(&(0..schema.fields.len()).collect::<Vec<_>>())?;
+                    writer.push(user, ids).await?;
+                    progress.update("compacting", report.rows_rewritten, Some(total));
+                }
+                // Output fragments never mix groups' rows with a later group's.
+                writer.flush().await?;
+                inputs.extend(group);
             }
-            let mut scan = read
-                .scan(ScanRequest {
-                    with_row_id: true,
-                    fragments: Some(group.iter().map(|f| f.id).collect()),
-                    ..Default::default()
-                })
+            let fragments = writer.finish().await?;
+            report.fragments_removed = inputs.len();
+            report.fragments_added = fragments.len();
+            let committed = self
+                .commit(&read, Action::Compact { inputs, fragments })
                 .await?;
-            while let Some(batch) = scan.try_next().await? {
-                let ids = batch
-                    .column(schema.fields.len())
-                    .as_any()
-                    .downcast_ref::<arrow::array::UInt64Array>()
-                    .ok_or_else(|| Error::invalid("scan lost _rowid"))?
-                    .values()
-                    .iter()
-                    .map(|&v| Some(RowId::from_u64(v)))
-                    .collect();
-                report.rows_rewritten += batch.num_rows() as u64;
-                let user = batch.project(&(0..schema.fields.len()).collect::<Vec<_>>())?;
-                writer.push(user, ids).await?;
-            }
-            // Output fragments never mix groups' rows with a later group's.
-            writer.flush().await?;
-            inputs.extend(group);
+            report.version = Some(committed.version);
+            Ok(report)
         }
-        let fragments = writer.finish().await?;
-        report.fragments_removed = inputs.len();
-        report.fragments_added = fragments.len();
-        let committed = self
-            .commit(&read, Action::Compact { inputs, fragments })
-            .await?;
-        report.version = Some(committed.version);
-        Ok(report)
+        .await;
+        progress.finish("compacting");
+        result
     }
 
     /// Stores the relocation view as a checkpoint, so a cold open loads it with one GET and

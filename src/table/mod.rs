@@ -20,6 +20,7 @@
 
 mod commit;
 mod maintenance;
+mod progress;
 mod snapshot;
 mod write;
 
@@ -34,7 +35,8 @@ use crate::format::{Manifest, Operation, Schema, TransactionSummary};
 use crate::io::{ManifestLayout, TableStore};
 
 pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, CompactionReport};
-pub use snapshot::{ScanRequest, Snapshot, ROW_ADDR, ROW_ID};
+pub use progress::{Progress, ProgressHandle};
+pub use snapshot::{ScanMetrics, ScanRequest, Snapshot, ROW_ADDR, ROW_ID};
 pub use write::{BatchPredicate, BatchUpdate};
 
 /// Options of a table handle.

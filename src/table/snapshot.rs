@@ -2,6 +2,8 @@
 //! built relocation view live here.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::RangeInclusive;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, UInt64Array};
@@ -32,8 +34,22 @@ pub struct ScanRequest {
     pub with_row_addr: bool,
     /// Only rows whose ids are in this set (a mask: native ranges − tombstones + moves).
     pub row_ids: Option<RoaringTreemap>,
+    /// Only rows whose ids are in this range, answered per fragment from its ids (a native
+    /// fragment's are one range of addresses) without the relocation view.
+    pub row_id_range: Option<RangeInclusive<u64>>,
+    /// Counters the scan adds to as it reads.
+    pub metrics: Option<Arc<ScanMetrics>>,
     /// Only these fragments (for partitioned scans); `None` reads all.
     pub fragments: Option<Vec<FragmentId>>,
+}
+
+/// What a scan did, counted as it runs.
+#[derive(Debug, Default)]
+pub struct ScanMetrics {
+    /// Bytes received from data-file reads (footers and pages).
+    pub bytes_read: Arc<AtomicU64>,
+    /// Rows of the scanned fragments not read: deleted or outside the id mask.
+    pub rows_masked: AtomicU64,
 }
 
 /// Fragments a take reads at once.
@@ -196,6 +212,10 @@ impl Snapshot {
             Some(ids) => Some(self.masks(ids).await?),
             None => None,
         };
+        let store = match &request.metrics {
+            Some(m) => self.store.counting_bytes(m.bytes_read.clone()),
+            None => self.store.clone(),
+        };
         let mut parts = Vec::new();
         for fragment in &self.manifest.fragments {
             if request
@@ -205,10 +225,20 @@ impl Snapshot {
             {
                 continue;
             }
-            let offsets = match &masks {
+            let masked = |read: u64| {
+                if let Some(m) = &request.metrics {
+                    let rows = fragment.physical_rows as u64;
+                    m.rows_masked
+                        .fetch_add(rows - read.min(rows), Ordering::Relaxed);
+                }
+            };
+            let mut offsets = match &masks {
                 Some(masks) => match masks.get(&fragment.id) {
                     Some(mask) => Some(mask.clone()),
-                    None => continue,
+                    None => {
+                        masked(0);
+                        continue;
+                    }
                 },
                 None => match self.deletions(fragment).await? {
                     Some(deleted) => {
@@ -220,13 +250,30 @@ impl Snapshot {
                     None => None,
                 },
             };
-            parts.push(self.read_with_ids(fragment, &field_ids, &output, &request, offsets));
+            if let Some(range) = &request.row_id_range {
+                let in_range = offsets_with_ids_in(fragment, range);
+                offsets = Some(match offsets {
+                    Some(selected) => selected & in_range,
+                    None => in_range,
+                });
+            }
+            masked(
+                offsets
+                    .as_ref()
+                    .map_or(fragment.physical_rows as u64, RoaringBitmap::len),
+            );
+            if offsets.as_ref().is_some_and(RoaringBitmap::is_empty) {
+                continue;
+            }
+            parts
+                .push(self.read_with_ids(&store, fragment, &field_ids, &output, &request, offsets));
         }
         Ok(stream::iter(parts).flatten().boxed())
     }
 
     fn read_with_ids(
         &self,
+        store: &TableStore,
         fragment: &Fragment,
         field_ids: &[u32],
         output: &SchemaRef,
@@ -240,7 +287,7 @@ impl Snapshot {
         let (with_id, with_addr) = (request.with_row_id, request.with_row_addr);
         let fragment_id = fragment.id;
         let sequence = fragment.row_ids.clone();
-        self.store
+        store
             .read_fragment(fragment, field_ids, user, offsets)
             .map(move |item| {
                 let (batch, offsets) = item?;
@@ -322,6 +369,7 @@ impl Snapshot {
             .filter_map(|(fragment_id, offsets)| {
                 let fragment = self.manifest.fragment(fragment_id)?;
                 Some(self.read_with_ids(
+                    &self.store,
                     fragment,
                     &field_ids,
                     &read_schema,
@@ -374,4 +422,28 @@ impl Snapshot {
             &RecordBatchOptions::new().with_row_count(Some(indices.len())),
         )?)
     }
+}
+
+/// The offsets of `fragment` whose row ids fall in `range` (deleted rows included).
+fn offsets_with_ids_in(fragment: &Fragment, range: &RangeInclusive<u64>) -> RoaringBitmap {
+    let mut offsets = RoaringBitmap::new();
+    match &fragment.row_ids {
+        Some(sequence) => {
+            for (offset, id) in sequence.iter().enumerate() {
+                if range.contains(&id.as_u64()) {
+                    offsets.insert(offset as u32);
+                }
+            }
+        }
+        None => {
+            let base = RowAddress::new(fragment.id, 0).as_u64();
+            let last = base + fragment.physical_rows as u64;
+            let (lo, hi) = ((*range.start()).max(base), (*range.end()).min(last));
+            if lo < last && lo <= hi {
+                let hi = hi.min(last - 1);
+                offsets.insert_range((lo - base) as u32..=(hi - base) as u32);
+            }
+        }
+    }
+    offsets
 }

@@ -29,6 +29,7 @@ async fn workload_step(table: &Table, step: usize) -> natal::Result<()> {
             .compact(CompactOptions {
                 target_rows_per_fragment: Some(10),
                 max_deleted_fraction: 0.1,
+                ..Default::default()
             })
             .await
             .map(drop),

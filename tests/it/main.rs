@@ -1,9 +1,11 @@
 //! natal's integration tests: one binary, one module per area.
 
 mod bad_input;
+mod cli;
 mod common;
 mod concurrency;
 mod faults;
 mod model;
 mod rowid;
+mod sql;
 mod storage;

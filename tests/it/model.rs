@@ -272,6 +272,7 @@ async fn run(table: &Table, action: &Action) -> natal::Result<u64> {
             let options = CompactOptions {
                 target_rows_per_fragment: Some(*target),
                 max_deleted_fraction: 0.2,
+                ..Default::default()
             };
             // No version (0) when there was nothing to compact.
             table.compact(options).await?.version.unwrap_or(0)

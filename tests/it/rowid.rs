@@ -200,6 +200,7 @@ async fn checkpoint_answers_like_a_full_transpose() {
         .compact(CompactOptions {
             target_rows_per_fragment: Some(120),
             max_deleted_fraction: 0.01,
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -239,6 +240,7 @@ async fn scans_masked_by_ids_follow_moves_and_skip_deleted_rows() {
         .compact(CompactOptions {
             target_rows_per_fragment: Some(3),
             max_deleted_fraction: 0.0,
+            ..Default::default()
         })
         .await
         .unwrap();

@@ -1,0 +1,121 @@
+//! natal through DataFusion where a figure, not a printed plan, is the thing to check (the
+//! sqllogictest suite covers statements and plans).
+
+use std::sync::Arc;
+
+use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion::prelude::SessionContext;
+
+async fn run(ctx: &SessionContext, sql: &str) {
+    ctx.sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// The sum of a metric over every node of `plan` named `node`.
+fn metric(plan: &Arc<dyn ExecutionPlan>, node: &str, name: &str) -> usize {
+    let own = (plan.name() == node)
+        .then(|| plan.metrics())
+        .flatten()
+        .and_then(|m| m.sum_by_name(name))
+        .map_or(0, |v| v.as_usize());
+    own + plan
+        .children()
+        .into_iter()
+        .map(|c| metric(c, node, name))
+        .sum::<usize>()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scan_metrics_count_masked_rows_and_bytes_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    run(&ctx, "CREATE TABLE t (k BIGINT NOT NULL, v BIGINT)").await;
+    run(
+        &ctx,
+        "INSERT INTO t SELECT value, value * 10 FROM generate_series(0, 999)",
+    )
+    .await;
+    run(&ctx, "DELETE FROM t WHERE k < 100").await;
+
+    let plan = ctx
+        .sql(r#"SELECT k FROM "t$rows" WHERE _rowid BETWEEN 0 AND 499"#)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let batches = collect(plan.clone(), ctx.task_ctx()).await.unwrap();
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 400, "ids 100..=499 are live");
+    // 1,000 physical rows: 100 deleted and 500 outside the range are never read.
+    assert_eq!(metric(&plan, "NatalScanExec", "rows_masked"), 600);
+    assert!(metric(&plan, "NatalScanExec", "bytes_read") > 0);
+
+    let plan = ctx
+        .sql("SELECT k, v FROM t")
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    collect(plan.clone(), ctx.task_ctx()).await.unwrap();
+    assert_eq!(
+        metric(&plan, "NatalScanExec", "rows_masked"),
+        100,
+        "the deleted rows"
+    );
+}
+
+/// Records every progress report.
+#[derive(Default)]
+struct Recorder(std::sync::Mutex<Vec<(&'static str, u64, Option<u64>, bool)>>);
+
+impl natal::table::Progress for Recorder {
+    fn update(&self, operation: &'static str, done: u64, total: Option<u64>) {
+        self.0.lock().unwrap().push((operation, done, total, false));
+    }
+    fn finish(&self, operation: &'static str) {
+        self.0.lock().unwrap().push((operation, 0, None, true));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loads_and_compactions_report_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let config = datafusion::prelude::SessionConfig::new()
+        .with_extension(Arc::new(natal::datafusion::NatalProgress(recorder.clone())));
+    let ctx = SessionContext::new_with_config(config);
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    run(&ctx, "CREATE TABLE t (k BIGINT NOT NULL)").await;
+    for _ in 0..3 {
+        run(
+            &ctx,
+            "INSERT INTO t SELECT value FROM generate_series(1, 5000)",
+        )
+        .await;
+    }
+    let loads: Vec<_> = recorder.0.lock().unwrap().drain(..).collect();
+    let last_load = loads.iter().rev().find(|e| e.0 == "loading" && !e.3);
+    assert_eq!(last_load.map(|e| e.1), Some(5000), "{loads:?}");
+    assert_eq!(
+        loads.iter().filter(|e| e.3).count(),
+        3,
+        "each load finishes"
+    );
+
+    run(&ctx, "SELECT * FROM natal_compact('t')").await;
+    let events: Vec<_> = recorder.0.lock().unwrap().drain(..).collect();
+    let updates: Vec<_> = events.iter().filter(|e| !e.3).collect();
+    assert!(updates
+        .iter()
+        .all(|e| e.0 == "compacting" && e.2 == Some(15_000)));
+    assert_eq!(updates.first().map(|e| e.1), Some(0));
+    assert_eq!(updates.last().map(|e| e.1), Some(15_000));
+    assert!(events.last().is_some_and(|e| e.3), "compaction finishes");
+}
