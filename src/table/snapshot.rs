@@ -150,21 +150,28 @@ impl Snapshot {
     /// Where the row with `id` is now, if it is live in this version.
     pub async fn resolve(&self, id: RowId) -> Result<Option<RowAddress>> {
         let view = self.relocation_view().await?;
-        let addr = view.lookup(id).unwrap_or(id.birth_address());
-        let Some(fragment) = self.manifest.fragment(addr.fragment_id()) else {
+        let Some((fragment, addr)) = self.candidate(&view, id) else {
             return Ok(None);
         };
+        let deleted = self.deletions(fragment).await?;
+        Ok((!deleted.is_some_and(|d| d.contains(addr.offset()))).then_some(addr))
+    }
+
+    /// Where `id` lives if its row was not deleted: the view's answer (or its birth address)
+    /// when that fragment exists and holds this id there.
+    fn candidate(&self, view: &RelocationView, id: RowId) -> Option<(&Fragment, RowAddress)> {
+        let addr = view.lookup(id).unwrap_or(id.birth_address());
+        let fragment = self.manifest.fragment(addr.fragment_id())?;
         if addr.offset() >= fragment.physical_rows {
-            return Ok(None);
+            return None;
         }
         // The address holds this id only if it was born there or moved there.
         if let Some(seq) = &fragment.row_ids {
             if seq.get(addr.offset() as usize) != Some(id) {
-                return Ok(None);
+                return None;
             }
         }
-        let deleted = self.deletions(fragment).await?;
-        Ok((!deleted.is_some_and(|d| d.contains(addr.offset()))).then_some(addr))
+        Some((fragment, addr))
     }
 
     /// The output schema of a scan.
@@ -346,10 +353,29 @@ impl Snapshot {
     /// row. Resolves through the relocation view and reads only the rows' pages.
     pub async fn take(&self, ids: &[RowId], request: ScanRequest) -> Result<RecordBatch> {
         let (field_ids, output) = self.projection(&request)?;
+        let view = self.relocation_view().await?;
+        let candidates: Vec<Option<(&Fragment, RowAddress)>> =
+            ids.iter().map(|&id| self.candidate(&view, id)).collect();
+        // The deletions of every fragment the take touches, fetched together.
+        let mut touched: BTreeMap<FragmentId, &Fragment> = BTreeMap::new();
+        for (fragment, _) in candidates.iter().flatten() {
+            touched.insert(fragment.id, fragment);
+        }
+        let deletions: HashMap<FragmentId, Option<Arc<RoaringBitmap>>> =
+            stream::iter(touched.into_values())
+                .map(|fragment| async move {
+                    Ok::<_, Error>((fragment.id, self.deletions(fragment).await?))
+                })
+                .buffer_unordered(CONCURRENT_FRAGMENT_READS)
+                .try_collect()
+                .await?;
         let mut by_fragment: BTreeMap<FragmentId, RoaringBitmap> = BTreeMap::new();
         let mut wanted: Vec<Option<RowAddress>> = Vec::with_capacity(ids.len());
-        for &id in ids {
-            let addr = self.resolve(id).await?;
+        for candidate in candidates {
+            let addr = candidate.map(|(_, addr)| addr).filter(|addr| {
+                let deleted = deletions.get(&addr.fragment_id()).and_then(Option::as_ref);
+                !deleted.is_some_and(|d| d.contains(addr.offset()))
+            });
             if let Some(addr) = addr {
                 by_fragment
                     .entry(addr.fragment_id())
