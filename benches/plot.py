@@ -40,7 +40,8 @@ def main():
         ]:
             u, v = series(levels, index_key)
             if u:
-                memory.plot(u, [b / 1e6 for b in v], style, label=name)
+                # An empty view (U = 0) is drawn at 1 kB so the log scale can show it.
+                memory.plot(u, [max(b, 1e3) / 1e6 for b in v], style, label=name)
         for name, levels, style in [
             ("natal", scale["natal"], "o-"),
             ("Lance", scale["lance"], "s--"),
@@ -51,9 +52,10 @@ def main():
             u, v = series(levels, "take_warm.take_warm_ms")
             if u:
                 latency.plot(u, v, style, alpha=0.4, label=f"{name}: warm take")
-        memory.set(xscale="log", yscale="symlog", title=f"{title}: index memory",
-                   xlabel="U (rows updated; U = 0 drawn at 100)", ylabel="MB")
-        latency.set(xscale="log", title=f"{title}: take latency",
+        memory.set(xscale="log", yscale="log", title=f"{title}: index memory",
+                   xlabel="U (rows updated; U = 0 drawn at 100)",
+                   ylabel="MB (empty drawn at 0.001)")
+        latency.set(xscale="log", yscale="log", title=f"{title}: take latency",
                     xlabel="U (rows updated; U = 0 drawn at 100)", ylabel="ms")
         for ax in (memory, latency):
             ax.grid(True, which="both", alpha=0.3)
