@@ -180,7 +180,7 @@ pub fn print_scale(scale: &Scale) {
     }
 }
 
-fn level<'a>(scale: &'a Scale, u: u64) -> Option<&'a (Level, Option<Level>)> {
+fn level(scale: &Scale, u: u64) -> Option<&(Level, Option<Level>)> {
     scale.levels.iter().find(|(n, _)| n.level == u)
 }
 

@@ -120,6 +120,9 @@ fn id_literal(e: &Expr) -> Option<u64> {
     }
 }
 
+/// The empty id range (`_rowid > u64::MAX`, `_rowid < 0`).
+const NO_IDS: RangeInclusive<u64> = RangeInclusive::new(1, 0);
+
 /// The ids `_rowid <op> v` (either side), `_rowid BETWEEN a AND b` select, as an inclusive
 /// range (empty when `start > end`); `None` for other filters.
 fn row_id_range(expr: &Expr) -> Option<RangeInclusive<u64>> {
@@ -133,9 +136,9 @@ fn row_id_range(expr: &Expr) -> Option<RangeInclusive<u64>> {
                 return None;
             };
             match op {
-                Operator::Gt => Some(value.checked_add(1).map_or(1..=0, |v| v..=u64::MAX)),
+                Operator::Gt => Some(value.checked_add(1).map_or(NO_IDS, |v| v..=u64::MAX)),
                 Operator::GtEq => Some(value..=u64::MAX),
-                Operator::Lt => Some(value.checked_sub(1).map_or(1..=0, |v| 0..=v)),
+                Operator::Lt => Some(value.checked_sub(1).map_or(NO_IDS, |v| 0..=v)),
                 Operator::LtEq => Some(0..=value),
                 _ => None,
             }

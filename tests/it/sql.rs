@@ -71,9 +71,12 @@ async fn scan_metrics_count_masked_rows_and_bytes_read() {
     );
 }
 
+/// One progress report: operation, rows done, rows in all, and whether it was `finish`.
+type Report = (&'static str, u64, Option<u64>, bool);
+
 /// Records every progress report.
 #[derive(Default)]
-struct Recorder(std::sync::Mutex<Vec<(&'static str, u64, Option<u64>, bool)>>);
+struct Recorder(std::sync::Mutex<Vec<Report>>);
 
 impl natal::table::Progress for Recorder {
     fn update(&self, operation: &'static str, done: u64, total: Option<u64>) {
