@@ -351,3 +351,37 @@ async fn opens_cost_one_list_and_one_get() {
     assert_eq!(snapshot.count_rows(), 10);
     assert_eq!(counted.tally().total(), 0);
 }
+
+/// Deletion deltas of one fragment must be disjoint; a delta that repeats an older one's
+/// offset is corruption, not a silently smaller table.
+#[tokio::test]
+async fn overlapping_deletion_deltas_are_corrupt() {
+    let (table, store) = memory_table(1 << 20).await;
+    let rows: Vec<(i64, i64)> = (0..100).map(|k| (k, k)).collect();
+    table.append(vec![batch(&rows)]).await.unwrap();
+    let ids: Vec<RowId> = (0..10).map(|o| RowId::from_u64(addr(0, o))).collect();
+    table.delete_rows(&ids).await.unwrap();
+    table
+        .delete_rows(&[RowId::from_u64(addr(0, 50))])
+        .await
+        .unwrap();
+    let latest = table.latest().await.unwrap();
+    let files = latest.manifest().fragments[0]
+        .deletion
+        .clone()
+        .unwrap()
+        .files;
+    assert_eq!(files.len(), 2, "a small delete does not fold a larger file");
+    // Same count as the manifest records, but an offset the older file already deletes.
+    let overlapping: roaring::RoaringBitmap = [3u32].into_iter().collect();
+    let path = table.store().path(&files[1].path);
+    put(&store, &path, natal::io::encode_deletions(&overlapping)).await;
+    let err = Table::open(store.clone(), "t".into())
+        .latest()
+        .await
+        .unwrap()
+        .take(&[RowId::from_u64(addr(0, 60))], Default::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+}
