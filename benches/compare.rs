@@ -32,8 +32,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::{env, rows, schema, Rng};
-use measure::{birth_id, dir_bytes, median_of, Figures};
+use common::{birth_id, bump_val, env, rows, schema, Rng};
+use measure::{dir_bytes, median_of, Figures};
 use natal::table::{Table, TableOptions};
 use object_store::local::LocalFileSystem;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -166,10 +166,7 @@ async fn update_natal(dir: &Path, updates: &Path, fragment_rows: u64) -> Level {
         let ids: Vec<_> = commit.iter().map(|&r| birth_id(r, fragment_rows)).collect();
         let before = dir_bytes(dir);
         let start = Instant::now();
-        table
-            .update_rows(&ids, &measure::bump_val)
-            .await
-            .expect("update");
+        table.update_rows(&ids, &bump_val).await.expect("update");
         level.update_ms.push(start.elapsed().as_secs_f64() * 1e3);
         level.bytes_per_commit.push(dir_bytes(dir) - before);
     }

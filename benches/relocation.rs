@@ -19,31 +19,12 @@ mod common;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{AsArray, Int64Array, RecordBatch};
-use arrow::datatypes::Int64Type;
-use common::{env, rows, schema, Rng};
+use common::{birth_id, bump_val, env, rows, schema, Rng};
 use natal::io::{InstrumentedStore, RequestTally};
-use natal::rowid::{RowAddress, RowId};
+use natal::rowid::RowId;
 use natal::table::{ScanRequest, Table, TableOptions};
 use object_store::local::LocalFileSystem;
 use object_store::{ObjectStore, ObjectStoreExt};
-
-/// The birth id of the i-th row written.
-fn birth_id(i: u64, fragment_rows: u64) -> RowId {
-    RowAddress::new((i / fragment_rows) as u32, (i % fragment_rows) as u32).as_native_id()
-}
-
-fn bump_val(batch: &RecordBatch) -> natal::Result<RecordBatch> {
-    let vals: Int64Array = batch.column(1).as_primitive::<Int64Type>().unary(|v| v + 1);
-    Ok(RecordBatch::try_new(
-        batch.schema(),
-        vec![
-            batch.column(0).clone(),
-            Arc::new(vals),
-            batch.column(2).clone(),
-        ],
-    )?)
-}
 
 fn ms(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1e3

@@ -17,11 +17,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::RecordBatch;
-use common::{env, rows, schema, Rng};
+use common::{birth_id, env, rows, schema, Rng};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::ListingOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use natal::rowid::RowAddress;
 use natal::table::{Table, TableOptions};
 
 async fn median_ms(ctx: &SessionContext, sql: &str) -> (f64, usize) {
@@ -92,9 +91,7 @@ async fn main() -> datafusion::error::Result<()> {
     let ids: Vec<String> = (0..1000)
         .map(|_| {
             let row = rng.next() % total;
-            RowAddress::new((row / fragment_rows) as u32, (row % fragment_rows) as u32)
-                .as_u64()
-                .to_string()
+            birth_id(row, fragment_rows).as_u64().to_string()
         })
         .collect();
     let rows: Vec<String> = ids

@@ -51,3 +51,28 @@ pub fn env(name: &str, default: u64) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// The id natal gave the `row`-th row written to a table of `fragment_rows`-row fragments:
+/// its birth address.
+pub fn birth_id(row: u64, fragment_rows: u64) -> natal::rowid::RowId {
+    natal::rowid::RowAddress::new((row / fragment_rows) as u32, (row % fragment_rows) as u32)
+        .as_native_id()
+}
+
+/// The update the benchmarks apply: `val = val + 1`.
+#[allow(dead_code)] // not every bench updates rows
+pub fn bump_val(batch: &RecordBatch) -> natal::Result<RecordBatch> {
+    use arrow::array::AsArray;
+    let vals: Int64Array = batch
+        .column(1)
+        .as_primitive::<arrow::datatypes::Int64Type>()
+        .unary(|v| v + 1);
+    Ok(RecordBatch::try_new(
+        batch.schema(),
+        vec![
+            batch.column(0).clone(),
+            Arc::new(vals),
+            batch.column(2).clone(),
+        ],
+    )?)
+}

@@ -7,36 +7,19 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{AsArray, Int64Array, RecordBatch};
-use arrow::datatypes::Int64Type;
+use arrow::array::RecordBatch;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::ListingOptions;
 use datafusion::prelude::SessionContext;
-use natal::rowid::{RowAddress, RowId};
+use natal::rowid::RowId;
+
+use crate::common::birth_id;
 use natal::table::{CompactOptions, ScanRequest, Table};
 use object_store::local::LocalFileSystem;
 use serde_json::{json, Map, Value};
 
 /// Figure name → value, as one process reported them.
 pub type Figures = BTreeMap<String, f64>;
-
-/// The id natal gave row number `row` of the base table.
-pub fn birth_id(row: u64, fragment_rows: u64) -> RowId {
-    RowAddress::new((row / fragment_rows) as u32, (row % fragment_rows) as u32).as_native_id()
-}
-
-/// The update every benchmark commit applies: `val = val + 1`.
-pub fn bump_val(batch: &RecordBatch) -> natal::Result<RecordBatch> {
-    let vals: Int64Array = batch.column(1).as_primitive::<Int64Type>().unary(|v| v + 1);
-    Ok(RecordBatch::try_new(
-        batch.schema(),
-        vec![
-            batch.column(0).clone(),
-            Arc::new(vals),
-            batch.column(2).clone(),
-        ],
-    )?)
-}
 
 /// Bytes of every file under `dir`.
 pub fn dir_bytes(dir: &Path) -> u64 {
