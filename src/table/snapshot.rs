@@ -330,10 +330,12 @@ impl Snapshot {
     /// Live offsets per fragment of the rows whose ids are in `ids`.
     pub async fn masks(&self, ids: &RoaringTreemap) -> Result<BTreeMap<FragmentId, RoaringBitmap>> {
         let view = self.relocation_view().await?;
-        let mut deletions = Vec::with_capacity(self.manifest.fragments.len());
-        for fragment in &self.manifest.fragments {
-            deletions.push(self.deletions(fragment).await?);
-        }
+        let deletions: Vec<Option<Arc<RoaringBitmap>>> =
+            stream::iter(0..self.manifest.fragments.len())
+                .map(|i| self.deletions(&self.manifest.fragments[i]))
+                .buffered(CONCURRENT_FRAGMENT_READS)
+                .try_collect()
+                .await?;
         let layouts: Vec<FragmentLayout<'_>> = self
             .manifest
             .fragments
