@@ -19,16 +19,12 @@ mod common;
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::{birth_id, bump_val, env, rows, schema, Rng};
+use common::{birth_id, bump_val, env, ms, rows, schema, Rng};
 use natal::io::{InstrumentedStore, RequestTally};
 use natal::rowid::RowId;
 use natal::table::{ScanRequest, Table, TableOptions};
 use object_store::local::LocalFileSystem;
 use object_store::{ObjectStore, ObjectStoreExt};
-
-fn ms(start: Instant) -> f64 {
-    start.elapsed().as_secs_f64() * 1e3
-}
 
 fn requests(t: RequestTally) -> String {
     format!("{}L+{}G", t.list, t.get)

@@ -14,10 +14,8 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use arrow::array::RecordBatch;
-use common::{birth_id, env, rows, schema, Rng};
+use common::{birth_id, env, rows, schema, timed_sql, Rng};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::ListingOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -27,16 +25,9 @@ async fn median_ms(ctx: &SessionContext, sql: &str) -> (f64, usize) {
     let mut times = Vec::new();
     let mut rows = 0;
     for _ in 0..5 {
-        let start = Instant::now();
-        let batches = ctx
-            .sql(sql)
-            .await
-            .expect("plan")
-            .collect()
-            .await
-            .expect("run");
-        times.push(start.elapsed().as_secs_f64() * 1e3);
-        rows = batches.iter().map(RecordBatch::num_rows).sum();
+        let (ms, n) = timed_sql(ctx, sql).await;
+        times.push(ms);
+        rows = n;
     }
     times.sort_by(f64::total_cmp);
     (times[2], rows)

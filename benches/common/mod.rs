@@ -76,3 +76,23 @@ pub fn bump_val(batch: &RecordBatch) -> natal::Result<RecordBatch> {
         ],
     )?)
 }
+
+/// Milliseconds since `start`.
+#[allow(dead_code)] // not every bench times by hand
+pub fn ms(start: std::time::Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1e3
+}
+
+/// Runs `sql` to completion: its time in milliseconds and the rows it returned.
+#[allow(dead_code)] // not every bench goes through SQL
+pub async fn timed_sql(ctx: &datafusion::prelude::SessionContext, sql: &str) -> (f64, usize) {
+    let start = std::time::Instant::now();
+    let batches = ctx
+        .sql(sql)
+        .await
+        .expect("plan")
+        .collect()
+        .await
+        .expect("run");
+    (ms(start), batches.iter().map(RecordBatch::num_rows).sum())
+}

@@ -7,13 +7,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::RecordBatch;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::ListingOptions;
 use datafusion::prelude::SessionContext;
 use natal::rowid::RowId;
 
-use crate::common::birth_id;
+use crate::common::{birth_id, ms, timed_sql};
 use natal::table::{CompactOptions, ScanRequest, Table};
 use object_store::local::LocalFileSystem;
 use serde_json::{json, Map, Value};
@@ -68,22 +67,6 @@ fn status_bytes(key: &str) -> f64 {
         .map_or(0.0, |kb: f64| kb * 1024.0)
 }
 
-fn ms(start: Instant) -> f64 {
-    start.elapsed().as_secs_f64() * 1e3
-}
-
-async fn sql_rows(ctx: &SessionContext, sql: &str) -> (f64, usize) {
-    let start = Instant::now();
-    let batches = ctx
-        .sql(sql)
-        .await
-        .expect("plan")
-        .collect()
-        .await
-        .expect("run");
-    (ms(start), batches.iter().map(RecordBatch::num_rows).sum())
-}
-
 pub fn run(args: &[String]) {
     let [dir, what, ids, fragment_rows] = args else {
         panic!("usage: compare measure <table dir> <what> <ids file> <fragment rows>");
@@ -122,7 +105,7 @@ async fn measure(dir: &Path, what: &str, rows: &[u64], fragment_rows: u64) -> Ma
             "take" => format!("SELECT * FROM p WHERE id IN ({})", keys.join(",")),
             _ => "SELECT count(*) FROM p".to_string(),
         };
-        let (ms, n) = sql_rows(&ctx, &sql).await;
+        let (ms, n) = timed_sql(&ctx, &sql).await;
         out.insert(format!("parquet_{query}_ms"), json!(ms));
         out.insert(format!("parquet_{query}_rows"), json!(n));
         return out;
@@ -169,12 +152,12 @@ async fn measure(dir: &Path, what: &str, rows: &[u64], fragment_rows: u64) -> Ma
             } else {
                 format!("SELECT id, val FROM \"{name}\" WHERE val > 990000")
             };
-            let (ms, n) = sql_rows(&ctx, &sql).await;
+            let (ms, n) = timed_sql(&ctx, &sql).await;
             out.insert(format!("{what}_ms"), json!(ms));
             out.insert(format!("{what}_rows"), json!(n));
         }
         "count" => {
-            let (ms, n) = sql_rows(&ctx, &format!("SELECT count(*) FROM \"{name}\"")).await;
+            let (ms, n) = timed_sql(&ctx, &format!("SELECT count(*) FROM \"{name}\"")).await;
             out.insert("count_ms".into(), json!(ms));
             assert_eq!(n, 1);
         }

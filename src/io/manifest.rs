@@ -7,10 +7,27 @@ use bytes::Bytes;
 use futures::TryStreamExt;
 
 use super::store::VERSIONS_DIR;
-use super::ManifestLayout;
 use super::TableStore;
 use crate::error::{Error, Result};
-use crate::format::Manifest;
+use crate::format::{Manifest, FRAGMENTS_PER_SEGMENT, ROW_ID_INLINE_LIMIT};
+
+/// How a writer lays out what a manifest references. Readers load any layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ManifestLayout {
+    /// Row-id sequences whose encoding exceeds this many bytes get a `_rowids/` file.
+    pub row_ids_inline_limit: usize,
+    /// Lists of more fragments than this are stored in `_fragments/` segments of this size.
+    pub fragments_per_segment: usize,
+}
+
+impl Default for ManifestLayout {
+    fn default() -> Self {
+        Self {
+            row_ids_inline_limit: ROW_ID_INLINE_LIMIT,
+            fragments_per_segment: FRAGMENTS_PER_SEGMENT,
+        }
+    }
+}
 
 impl TableStore {
     /// The newest published version, or `None` if the table has none (one LIST).

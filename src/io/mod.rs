@@ -15,5 +15,5 @@ mod store;
 pub use data::READ_BATCH_ROWS;
 pub use deletion::{decode_deletions, encode_deletions};
 pub use instrumented::{InstrumentedStore, RequestTally};
-pub use segments::ManifestLayout;
+pub use manifest::ManifestLayout;
 pub use store::{TableStore, MANIFEST_SUFFIX, VERSIONS_DIR};

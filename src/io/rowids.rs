@@ -12,13 +12,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
+use super::store::CONCURRENT_FILE_LOADS;
 use super::TableStore;
 use crate::error::Result;
 use crate::format::{decode_row_id_file, encode_row_id_file, Manifest, RowIdFile, TablePath};
 use crate::rowid::RowIdSequence;
-
-/// Row-id files fetched at once when a manifest is loaded.
-const CONCURRENT_LOADS: usize = 16;
 
 impl TableStore {
     /// Loads every stored sequence `manifest` names but does not hold.
@@ -34,7 +32,7 @@ impl TableStore {
             .map(|(i, file, rows)| async move {
                 Ok::<_, crate::Error>((i, self.read_row_ids(&file, rows).await?))
             })
-            .buffer_unordered(CONCURRENT_LOADS)
+            .buffer_unordered(CONCURRENT_FILE_LOADS)
             .try_collect()
             .await?;
         for (i, sequence) in loaded {

@@ -10,33 +10,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
+use super::store::CONCURRENT_FILE_LOADS;
 use super::TableStore;
 use crate::error::Result;
 use crate::format::{
     decode_fragment_segment, encode_fragment_segment, Fragment, FragmentSegment, Manifest,
-    TablePath, FRAGMENTS_PER_SEGMENT, ROW_ID_INLINE_LIMIT,
+    TablePath,
 };
-
-/// Segment files fetched at once when a manifest is loaded.
-const CONCURRENT_LOADS: usize = 16;
-
-/// How a writer lays out what a manifest references. Readers load any layout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ManifestLayout {
-    /// Row-id sequences whose encoding exceeds this many bytes get a `_rowids/` file.
-    pub row_ids_inline_limit: usize,
-    /// Lists of more fragments than this are stored in `_fragments/` segments of this size.
-    pub fragments_per_segment: usize,
-}
-
-impl Default for ManifestLayout {
-    fn default() -> Self {
-        Self {
-            row_ids_inline_limit: ROW_ID_INLINE_LIMIT,
-            fragments_per_segment: FRAGMENTS_PER_SEGMENT,
-        }
-    }
-}
 
 /// A stretch of the new fragment list: an old segment that still holds exactly these
 /// fragments, or fragments that need writing.
@@ -58,7 +38,7 @@ impl TableStore {
         let segments: Vec<Arc<Vec<Fragment>>> =
             futures::stream::iter(manifest.fragment_segments.clone())
                 .map(|segment| async move { self.read_fragment_segment(&segment).await })
-                .buffered(CONCURRENT_LOADS)
+                .buffered(CONCURRENT_FILE_LOADS)
                 .try_collect()
                 .await?;
         manifest.fragments = segments.iter().flat_map(|s| s.iter().cloned()).collect();

@@ -19,6 +19,9 @@ use crate::rowid::RowIdSequence;
 pub const VERSIONS_DIR: &str = "_versions";
 pub const MANIFEST_SUFFIX: &str = ".manifest";
 
+/// Files a manifest names (row-id files, fragment segments) fetched at once when it is loaded.
+pub(crate) const CONCURRENT_FILE_LOADS: usize = 16;
+
 /// Footers, deletion vectors and row-id files kept per table handle.
 const CACHED_FILES: usize = 4096;
 
