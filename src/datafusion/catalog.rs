@@ -95,6 +95,10 @@ pub struct NatalSchemaProvider {
     root: Path,
     /// Tables registered by `CREATE EXTERNAL TABLE` elsewhere, by name.
     registered: RwLock<BTreeMap<String, Arc<dyn TableProvider>>>,
+    /// One handle per table directory, kept across queries so its caches (footers, deletion
+    /// vectors, row-id files) serve the next query. Every file natal writes has a fresh
+    /// name, so a cached entry can never describe another file, even after `DROP TABLE`.
+    handles: RwLock<BTreeMap<String, Table>>,
 }
 
 impl NatalSchemaProvider {
@@ -103,11 +107,19 @@ impl NatalSchemaProvider {
             store,
             root,
             registered: RwLock::new(BTreeMap::new()),
+            handles: RwLock::new(BTreeMap::new()),
         }
     }
 
     fn table_handle(&self, base: &str) -> Table {
-        Table::open(self.store.clone(), self.root.clone().join(base))
+        if let Some(table) = self.handles.read().ok().and_then(|h| h.get(base).cloned()) {
+            return table;
+        }
+        let table = Table::open(self.store.clone(), self.root.clone().join(base));
+        if let Ok(mut handles) = self.handles.write() {
+            return handles.entry(base.to_string()).or_insert(table).clone();
+        }
+        table
     }
 }
 
@@ -228,6 +240,9 @@ impl SchemaProvider for NatalSchemaProvider {
             )));
         }
         let handle = self.table_handle(&parsed.base);
+        if let Ok(mut handles) = self.handles.write() {
+            handles.remove(&parsed.base);
+        }
         let store = self.store.clone();
         blocking(async move {
             let snapshot = handle.latest().await?;

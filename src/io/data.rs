@@ -14,11 +14,12 @@ use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
 use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder, ProjectionMask};
 use parquet::basic::Compression;
+use parquet::errors::ParquetError;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{WriterProperties, WriterVersion};
 use roaring::RoaringBitmap;
 
-use super::reader::ObjectFileReader;
+use super::reader::{page_ranges, ObjectFileReader};
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::{
@@ -30,13 +31,22 @@ use crate::format::{
 const PAGE_ROWS: usize = 512;
 /// Rows per row group.
 const ROW_GROUP_ROWS: usize = 128 * 1024;
+/// The most bytes a read of selected rows fetches ahead in one request.
+const PREFETCH_LIMIT_BYTES: u64 = 16 * 1024 * 1024;
 /// Rows per batch a read yields.
 pub const READ_BATCH_ROWS: usize = 8 * 1024;
 
 fn writer_properties() -> WriterProperties {
     WriterProperties::builder()
+        // Version 2 pages with delta encodings (integers bit-packed as deltas, strings as
+        // shared prefixes): a third of plain encoding's bytes on the benchmarks' table,
+        // and a point read decodes less.
+        .set_writer_version(WriterVersion::PARQUET_2_0)
         .set_compression(Compression::SNAPPY)
         .set_data_page_row_count_limit(PAGE_ROWS)
+        // The writer checks the page limit once per write batch: without this, pages hold
+        // at least the default batch of 1024 rows.
+        .set_write_batch_size(PAGE_ROWS)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_statistics_truncate_length(None) // natal truncates, knowing what was cut
         .set_dictionary_enabled(false)
@@ -224,20 +234,19 @@ impl TableStore {
                     .with_column_index_policy(PageIndexPolicy::Skip);
                 let metadata = ArrowReaderMetadata::load_async(&mut reader, options)
                     .await
-                    .map_err(|e| Error::corrupt(file.path.as_str(), e.to_string()))?;
+                    .map_err(|e| read_error(file.path.as_str(), e))?;
                 self.footers.insert(file.path.as_str(), metadata.clone());
                 metadata
             }
         };
-        let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata);
-        if builder.metadata().file_metadata().num_rows() as u64 != file.row_count {
+        if metadata.metadata().file_metadata().num_rows() as u64 != file.row_count {
             return Err(Error::corrupt(
                 file.path.as_str(),
                 "row count differs from the manifest",
             ));
         }
         let mut roots = Vec::new();
-        for (index, field) in builder.schema().fields().iter().enumerate() {
+        for (index, field) in metadata.schema().fields().iter().enumerate() {
             let id = field
                 .metadata()
                 .get(PARQUET_FIELD_ID_KEY)
@@ -246,20 +255,41 @@ impl TableStore {
                 roots.push(index);
             }
         }
-        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-        let mut builder = builder
+        let mask = ProjectionMask::roots(metadata.parquet_schema(), roots);
+        if let Some(selection) = &selection {
+            // Scattered rows (a take): every page they need in one request, not one request
+            // per row group in turn; bounded, so a dense selection still streams.
+            let ranges = page_ranges(metadata.metadata(), &mask, selection);
+            if let Some(ranges) = ranges
+                .filter(|r| r.iter().map(|r| r.end - r.start).sum::<u64>() <= PREFETCH_LIMIT_BYTES)
+            {
+                reader
+                    .prefetch(ranges)
+                    .await
+                    .map_err(|e| read_error(file.path.as_str(), e))?;
+            }
+        }
+        let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
             .with_projection(mask)
             .with_batch_size(READ_BATCH_ROWS);
         if let Some(selection) = selection {
             builder = builder.with_row_selection(selection);
         }
         let path = file.path.to_string();
-        let stream = builder
-            .build()
-            .map_err(|e| Error::corrupt(&path, e.to_string()))?;
-        Ok(stream
-            .map_err(move |e| Error::corrupt(&path, e.to_string()))
-            .boxed())
+        let stream = builder.build().map_err(|e| read_error(&path, e))?;
+        Ok(stream.map_err(move |e| read_error(&path, e)).boxed())
+    }
+}
+
+/// A failed read of a data file: the store's own errors as they are (a timeout is not
+/// damage), anything Parquet could not decode as `Corrupt`.
+fn read_error(path: &str, error: ParquetError) -> Error {
+    match error {
+        ParquetError::External(inner) => match inner.downcast::<object_store::Error>() {
+            Ok(store) => Error::ObjectStore(*store),
+            Err(other) => Error::corrupt(path, other.to_string()),
+        },
+        other => Error::corrupt(path, other.to_string()),
     }
 }
 

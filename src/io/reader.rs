@@ -1,6 +1,8 @@
 //! [`ObjectFileReader`]: Parquet's `AsyncFileReader` over an object store, reading the footer
-//! and page index with one suffix-sized request when the file is small enough.
+//! and page index with one suffix-sized request when the file is small enough, and a read of
+//! scattered rows with one request for all their pages ([`page_ranges`]).
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -10,8 +12,9 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection};
 use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::arrow::ProjectionMask;
 use parquet::errors::{ParquetError, Result};
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
@@ -24,6 +27,8 @@ pub(crate) struct ObjectFileReader {
     file_size: u64,
     /// Adds the bytes of every response (a scan's `bytes_read` metric).
     bytes_read: Option<Arc<AtomicU64>>,
+    /// Ranges fetched ahead by [`Self::prefetch`], served instead of asking the store again.
+    prefetched: HashMap<Range<u64>, Bytes>,
 }
 
 impl ObjectFileReader {
@@ -38,7 +43,16 @@ impl ObjectFileReader {
             path,
             file_size,
             bytes_read,
+            prefetched: HashMap::new(),
         }
+    }
+
+    /// Fetches `ranges` in one request, for the Parquet reader to take from memory: it
+    /// would otherwise ask once per row group, one after another.
+    pub(crate) async fn prefetch(&mut self, ranges: Vec<Range<u64>>) -> Result<()> {
+        let parts = self.get_byte_ranges(ranges.clone()).await?;
+        self.prefetched = ranges.into_iter().zip(parts).collect();
+        Ok(())
     }
 
     fn count(&self, bytes: usize) {
@@ -54,6 +68,9 @@ fn external(e: object_store::Error) -> ParquetError {
 
 impl AsyncFileReader for ObjectFileReader {
     fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, Result<Bytes>> {
+        if let Some(bytes) = self.prefetched.get(&range) {
+            return futures::future::ready(Ok(bytes.clone())).boxed();
+        }
         async move {
             let bytes = self
                 .store
@@ -67,6 +84,13 @@ impl AsyncFileReader for ObjectFileReader {
     }
 
     fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, Result<Vec<Bytes>>> {
+        let held: Option<Vec<Bytes>> = ranges
+            .iter()
+            .map(|range| self.prefetched.get(range).cloned())
+            .collect();
+        if let Some(parts) = held {
+            return futures::future::ready(Ok(parts)).boxed();
+        }
         async move {
             let parts = self
                 .store
@@ -97,4 +121,41 @@ impl AsyncFileReader for ObjectFileReader {
         }
         .boxed()
     }
+}
+
+/// The byte ranges Parquet's reader asks for to decode the rows `selection` picks from the
+/// leaf columns in `mask`: per row group with a selected row, each column's dictionary (if
+/// any) and the pages holding selected rows. `None` without an offset index.
+pub(crate) fn page_ranges(
+    metadata: &ParquetMetaData,
+    mask: &ProjectionMask,
+    selection: &RowSelection,
+) -> Option<Vec<Range<u64>>> {
+    let offset_index = metadata.offset_index()?;
+    let mut rest = selection.clone();
+    let mut ranges = Vec::new();
+    for (group_index, group) in metadata.row_groups().iter().enumerate() {
+        let selected = rest.split_off(usize::try_from(group.num_rows()).ok()?);
+        if !selected.selects_any() {
+            continue;
+        }
+        for (column_index, column) in group.columns().iter().enumerate() {
+            if !mask.leaf_included(column_index) {
+                continue;
+            }
+            let pages = offset_index
+                .get(group_index)?
+                .get(column_index)?
+                .page_locations();
+            let (start, _) = column.byte_range();
+            if let Some(first) = pages.first() {
+                let first = u64::try_from(first.offset).ok()?;
+                if first != start {
+                    ranges.push(start..first);
+                }
+            }
+            ranges.extend(selected.scan_ranges(pages));
+        }
+    }
+    Some(ranges)
 }

@@ -275,7 +275,11 @@ impl Snapshot {
             parts
                 .push(self.read_with_ids(&store, fragment, &field_ids, &output, &request, offsets));
         }
-        Ok(stream::iter(parts).flatten().boxed())
+        Ok(match masks {
+            // Rows chosen by id are few and scattered: read their fragments side by side.
+            Some(_) => read_in_tasks(parts),
+            None => stream::iter(parts).flatten().boxed(),
+        })
     }
 
     fn read_with_ids(
@@ -392,7 +396,7 @@ impl Snapshot {
             ..request.clone()
         };
         let (_, read_schema) = self.projection(&internal)?;
-        let reads = by_fragment
+        let reads: Vec<_> = by_fragment
             .into_iter()
             .filter_map(|(fragment_id, offsets)| {
                 let fragment = self.manifest.fragment(fragment_id)?;
@@ -404,19 +408,9 @@ impl Snapshot {
                     &internal,
                     Some(offsets),
                 ))
-            });
-        // One task per fragment: decoding the rows' pages is the cost of a take, and tasks
-        // spread it over the runtime's threads.
-        let per_fragment: Vec<Vec<RecordBatch>> = stream::iter(reads)
-            .map(|read| async move {
-                tokio::spawn(read.try_collect::<Vec<RecordBatch>>())
-                    .await
-                    .map_err(|e| Error::External(Box::new(e)))?
             })
-            .buffer_unordered(CONCURRENT_FRAGMENT_READS)
-            .try_collect()
-            .await?;
-        let batches: Vec<RecordBatch> = per_fragment.into_iter().flatten().collect();
+            .collect();
+        let batches: Vec<RecordBatch> = read_in_tasks(reads).try_collect().await?;
         let all = concat_batches(&read_schema, &batches)?;
         let addr_column = all
             .column_by_name(ROW_ADDR)
@@ -450,6 +444,25 @@ impl Snapshot {
             &RecordBatchOptions::new().with_row_count(Some(indices.len())),
         )?)
     }
+}
+
+/// Reads each fragment's rows in its own task, a few fragments at a time, yielding them in
+/// fragment order. For reads of scattered rows, decoding their pages is the cost, and tasks
+/// spread it over the runtime's threads; each read's rows are held until yielded, so this is
+/// only for reads whose output is small.
+fn read_in_tasks(
+    reads: Vec<BoxStream<'static, Result<RecordBatch>>>,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    stream::iter(reads)
+        .map(|read| async move {
+            tokio::spawn(read.try_collect::<Vec<RecordBatch>>())
+                .await
+                .map_err(|e| Error::External(Box::new(e)))?
+        })
+        .buffered(CONCURRENT_FRAGMENT_READS)
+        .map_ok(|batches| stream::iter(batches.into_iter().map(Ok)))
+        .try_flatten()
+        .boxed()
 }
 
 /// The offsets of `fragment` whose row ids fall in `range` (deleted rows included).

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{Float64Array, Int32Array, RecordBatch, StringArray};
+use arrow::array::{AsArray, Float64Array, Int32Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -317,4 +317,74 @@ async fn fragment_segments_are_shared_between_versions() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+}
+
+/// A take of rows spread over several row groups reads every page it needs with one request
+/// to the data file (once its footer is cached), and data pages hold about 512 rows: a
+/// point read decodes little.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_fetches_its_pages_in_one_request() {
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let counted = Arc::new(natal::io::InstrumentedStore::new(inner.clone()));
+    let table = Table::create(
+        counted.clone(),
+        "t".into(),
+        &schema(),
+        TableOptions::default(),
+    )
+    .await
+    .unwrap();
+    let rows: Vec<(i64, i64)> = (0..300_000).map(|k| (k, k * 2)).collect();
+    table
+        .append(rows.chunks(50_000).map(batch).collect())
+        .await
+        .unwrap();
+    let snapshot = table.latest().await.unwrap();
+    assert_eq!(snapshot.manifest().fragments.len(), 1);
+    let id = |offset: u32| natal::rowid::RowId::from_u64(addr(0, offset));
+    snapshot.take(&[id(1)], Default::default()).await.unwrap();
+
+    counted.reset();
+    let offsets = [299_999u32, 10, 150_000, 131_072];
+    let ids: Vec<_> = offsets.iter().map(|&o| id(o)).collect();
+    let taken = snapshot.take(&ids, Default::default()).await.unwrap();
+    let keys = taken
+        .column(0)
+        .as_primitive::<arrow::datatypes::Int64Type>();
+    assert_eq!(
+        keys.values().to_vec(),
+        offsets.iter().map(|&o| o as i64).collect::<Vec<_>>(),
+        "rows in the order asked"
+    );
+    assert_eq!(counted.tally().get, 1, "one request for all pages");
+
+    let file = &snapshot.manifest().fragments[0].files[0];
+    let bytes = get_bytes(&inner, &table.store().path(&file.path)).await;
+    let options = parquet::file::serialized_reader::ReadOptionsBuilder::new()
+        .with_page_index()
+        .build();
+    let reader =
+        parquet::file::serialized_reader::SerializedFileReader::new_with_options(bytes, options)
+            .unwrap();
+    let metadata = parquet::file::reader::FileReader::metadata(&reader);
+    assert!(metadata.num_row_groups() > 1);
+    let offset_index = metadata.offset_index().expect("a page index");
+    for (group, columns) in offset_index.iter().enumerate() {
+        let rows = metadata.row_group(group).num_rows();
+        for column in columns {
+            let starts: Vec<i64> = column
+                .page_locations()
+                .iter()
+                .map(|p| p.first_row_index)
+                .chain([rows])
+                .collect();
+            // 512 rows, give or take the writer's best effort where an input batch ends.
+            assert!(starts.windows(2).all(|w| w[1] - w[0] < 1024), "{starts:?}");
+            assert!(starts.len() as i64 > rows / 600, "{starts:?}");
+        }
+    }
+}
+
+async fn get_bytes(store: &Arc<dyn ObjectStore>, path: &Path) -> Bytes {
+    store.get(path).await.unwrap().bytes().await.unwrap()
 }
