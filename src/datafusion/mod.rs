@@ -13,6 +13,7 @@
 
 mod catalog;
 mod dml;
+mod filter;
 mod functions;
 mod guard;
 mod leaf;

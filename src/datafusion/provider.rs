@@ -18,6 +18,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use roaring::RoaringTreemap;
 
 use super::dml::{DmlExec, DmlKind, NatalSink};
+use super::filter::ExprPredicate;
 use super::pruning::prune_fragments;
 use super::scan::{NatalScanExec, ScanPlan};
 use crate::format::Fragment;
@@ -196,13 +197,16 @@ impl TableProvider for NatalTableProvider {
         &self,
         filters: &[&Expr],
     ) -> Result<Vec<TableProviderFilterPushDown>> {
+        // `_rowid` sets and ranges become masks; every other filter is evaluated while the
+        // scan reads. A volatile one (`random() < 0.1`) stays with DataFusion: evaluating it
+        // twice would not be the same filter.
         Ok(filters
             .iter()
             .map(|f| {
-                if row_id_set(f).is_some() || row_id_range(f).is_some() {
-                    TableProviderFilterPushDown::Exact
+                if f.is_volatile() {
+                    TableProviderFilterPushDown::Unsupported
                 } else {
-                    TableProviderFilterPushDown::Inexact
+                    TableProviderFilterPushDown::Exact
                 }
             })
             .collect())
@@ -259,12 +263,12 @@ impl TableProvider for NatalTableProvider {
                 column_filters.push(filter.clone());
             }
         }
-        let all_exact = column_filters.is_empty();
         let candidates: Vec<&Fragment> = snapshot.manifest().fragments.iter().collect();
-        let keep = match column_filters.into_iter().reduce(|a, b| a.and(b)) {
+        let conjunction = column_filters.into_iter().reduce(|a, b| a.and(b));
+        let keep = match &conjunction {
             Some(conjunction) => {
                 let df_schema = DFSchema::try_from(self.predicate_schema().as_ref().clone())?;
-                let predicate = state.create_physical_expr(conjunction, &df_schema)?;
+                let predicate = state.create_physical_expr(conjunction.clone(), &df_schema)?;
                 prune_fragments(
                     &candidates,
                     snapshot.schema(),
@@ -274,6 +278,9 @@ impl TableProvider for NatalTableProvider {
             }
             None => vec![true; candidates.len()],
         };
+        let filter = conjunction
+            .map(|c| ExprPredicate::try_new(state, &snapshot, c).map(Arc::new))
+            .transpose()?;
         let fragments: Vec<_> = candidates
             .iter()
             .zip(&keep)
@@ -299,8 +306,9 @@ impl TableProvider for NatalTableProvider {
             row_id_range: row_id_range_all,
             partitions,
             fragments_pruned,
-            // A limit is only safe to apply here if every filter was applied here too.
-            limit: if all_exact { limit } else { None },
+            filter,
+            // Every filter DataFusion handed over is applied here, so a limit is too.
+            limit,
         };
         Ok(Arc::new(NatalScanExec::new(plan, output)))
     }

@@ -30,7 +30,8 @@ use roaring::RoaringTreemap;
 
 use super::leaf::{leaf_exec_methods, leaf_properties};
 use crate::rowid::FragmentId;
-use crate::table::{ScanMetrics, ScanRequest, Snapshot};
+use super::filter::ExprPredicate;
+use crate::table::{RowPredicate, ScanMetrics, ScanRequest, Snapshot};
 
 /// How the scan reads a snapshot; built by the table provider.
 #[derive(Debug, Clone)]
@@ -46,6 +47,8 @@ pub(crate) struct ScanPlan {
     pub row_id_range: Option<RangeInclusive<u64>>,
     pub partitions: Vec<Vec<FragmentId>>,
     pub fragments_pruned: usize,
+    /// The column filters, evaluated as fragments are read.
+    pub filter: Option<Arc<ExprPredicate>>,
     pub limit: Option<usize>,
 }
 
@@ -92,6 +95,9 @@ impl DisplayAs for NatalScanExec {
                 range.end()
             )?;
         }
+        if let Some(filter) = &self.plan.filter {
+            write!(f, ", filter={filter}")?;
+        }
         if let Some(limit) = self.plan.limit {
             write!(f, ", limit={limit}")?;
         }
@@ -133,12 +139,14 @@ impl ExecutionPlan for NatalScanExec {
         let counters = Arc::new(ScanMetrics::default());
         let bytes_read = MetricBuilder::new(&self.metrics).counter("bytes_read", partition);
         let rows_masked = MetricBuilder::new(&self.metrics).counter("rows_masked", partition);
+        let rows_filtered = MetricBuilder::new(&self.metrics).counter("rows_filtered", partition);
         // Copies the scan's counters into DataFusion's metrics once the stream is done.
         let report = {
             let counters = counters.clone();
             futures::stream::once(async move {
                 bytes_read.add(counters.bytes_read.load(Ordering::Relaxed) as usize);
                 rows_masked.add(counters.rows_masked.load(Ordering::Relaxed) as usize);
+                rows_filtered.add(counters.rows_filtered.load(Ordering::Relaxed) as usize);
             })
             .filter_map(|()| futures::future::ready(None::<Result<RecordBatch>>))
         };
@@ -150,6 +158,11 @@ impl ExecutionPlan for NatalScanExec {
             row_id_range: self.plan.row_id_range.clone(),
             fragments: Some(fragments),
             metrics: Some(counters.clone()),
+            filter: self
+                .plan
+                .filter
+                .clone()
+                .map(|f| f as Arc<dyn RowPredicate>),
         };
         let snapshot = self.plan.snapshot.clone();
         let order = self.plan.output_order.clone();
@@ -183,14 +196,16 @@ impl ExecutionPlan for NatalScanExec {
     }
 
     /// Exact row counts from the manifest when the scan returns every live row of its
-    /// fragments (no id mask, no limit): `count(*)` is then answered without reading data.
+    /// fragments (no id mask, no filter, no limit): `count(*)` is then answered without reading data.
     fn statistics_from_inputs(
         &self,
         _input_stats: &[Arc<Statistics>],
         args: &StatisticsArgs,
     ) -> Result<Arc<Statistics>> {
         let mut statistics = Statistics::new_unknown(&self.schema);
-        let every_live_row = self.plan.row_ids.is_none() && self.plan.row_id_range.is_none();
+        let every_live_row = self.plan.row_ids.is_none()
+            && self.plan.row_id_range.is_none()
+            && self.plan.filter.is_none();
         if every_live_row && self.plan.limit.is_none() {
             let fragments: Vec<FragmentId> = match args.partition() {
                 Some(p) => self.plan.partitions.get(p).cloned().unwrap_or_default(),

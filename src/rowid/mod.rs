@@ -3,12 +3,14 @@
 //! Pure: no I/O, no DataFusion. One id model everywhere — a row's id is its birth address.
 
 mod address;
+mod id_set;
 mod mask;
 mod segment;
 mod sequence;
 mod view;
 
 pub use address::{FragmentId, RowAddress, RowId};
+pub use id_set::IdSet;
 pub use mask::{mask_for_ids, FragmentLayout};
 pub use segment::{EncodedU64Array, U64Segment};
 pub use sequence::RowIdSequence;

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{FragmentId, RowAddress, RowId, RowIdSequence};
+use super::{FragmentId, IdSet, RowAddress, RowId, RowIdSequence};
 
 /// Runs shorter than this stay point entries: a range entry costs as much as three points.
 const MIN_RANGE_LEN: u64 = 3;
@@ -133,7 +133,20 @@ impl RelocationView {
         sequences: impl IntoIterator<Item = (FragmentId, &'a RowIdSequence)>,
     ) -> Self {
         let slots = SlotTable::new(all_carried);
-        let pairs = moved_pairs(sequences);
+        let pairs = moved_pairs(sequences, None);
+        Self::from_sorted_pairs(pairs, slots)
+    }
+
+    /// The part of [`Self::build`]'s view that answers for `wanted`: one pass over the
+    /// sequences keeping only those ids' entries, so a few lookups need not sort every
+    /// moved row. Lookups of ids in `wanted` answer as the whole view's would.
+    pub fn build_for<'a>(
+        all_carried: &[CarriedFragment],
+        sequences: impl IntoIterator<Item = (FragmentId, &'a RowIdSequence)>,
+        wanted: &IdSet,
+    ) -> Self {
+        let slots = SlotTable::new(all_carried);
+        let pairs = moved_pairs(sequences, Some(wanted));
         Self::from_sorted_pairs(pairs, slots)
     }
 
@@ -146,7 +159,7 @@ impl RelocationView {
         newer_sequences: impl IntoIterator<Item = (FragmentId, &'a RowIdSequence)>,
     ) -> Self {
         let slots = SlotTable::new(all_carried);
-        let newer = Self::from_sorted_pairs(moved_pairs(newer_sequences), slots.clone());
+        let newer = Self::from_sorted_pairs(moved_pairs(newer_sequences, None), slots.clone());
         let mut pairs: Vec<(u64, u64)> = Vec::new();
         let mut older_ranges: Vec<RangeEntry> = Vec::new();
         for entry in older {
@@ -336,17 +349,21 @@ impl RelocationView {
     }
 }
 
-/// (id, address) for every position whose id is not its own address.
+/// (id, address) for every position whose id is not its own address (and is in `only`).
 fn moved_pairs<'a>(
     sequences: impl IntoIterator<Item = (FragmentId, &'a RowIdSequence)>,
+    only: Option<&IdSet>,
 ) -> Vec<(u64, u64)> {
     let sequences: Vec<_> = sequences.into_iter().collect();
-    let mut pairs = Vec::with_capacity(sequences.iter().map(|(_, s)| s.len()).sum());
+    let mut pairs = match only {
+        None => Vec::with_capacity(sequences.iter().map(|(_, s)| s.len()).sum()),
+        Some(wanted) => Vec::with_capacity(wanted.len()),
+    };
     for (fragment, sequence) in sequences {
         let base = RowAddress::new(fragment, 0).as_u64();
         for (offset, id) in sequence.iter().enumerate() {
             let addr = base + offset as u64;
-            if id.as_u64() != addr {
+            if id.as_u64() != addr && only.is_none_or(|w| w.contains(id.as_u64())) {
                 pairs.push((id.as_u64(), addr));
             }
         }

@@ -19,6 +19,7 @@
 //! ```
 
 mod commit;
+mod filter;
 mod maintenance;
 mod progress;
 mod snapshot;
@@ -34,6 +35,7 @@ use crate::error::{Error, Result};
 use crate::format::{Manifest, Operation, Schema, TransactionSummary};
 use crate::io::{ManifestLayout, TableStore};
 
+pub use filter::{probe_request, RowPredicate};
 pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, CompactionReport};
 pub use progress::{Progress, ProgressHandle};
 pub use snapshot::{ScanMetrics, ScanRequest, Snapshot, ROW_ADDR, ROW_ID};

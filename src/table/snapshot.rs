@@ -17,8 +17,10 @@ use tokio::sync::OnceCell;
 use crate::error::{Error, Result};
 use crate::format::{Fragment, Manifest, Schema};
 use crate::io::TableStore;
+use super::filter::{probe_request, read_filtered, FragmentRead, RowPredicate};
 use crate::rowid::{
-    mask_for_ids, CarriedFragment, FragmentId, FragmentLayout, RelocationView, RowAddress, RowId,
+    mask_for_ids, CarriedFragment, FragmentId, FragmentLayout, IdSet, RelocationView, RowAddress,
+    RowId,
 };
 
 /// Column names of the system columns.
@@ -41,6 +43,8 @@ pub struct ScanRequest {
     pub metrics: Option<Arc<ScanMetrics>>,
     /// Only these fragments (for partitioned scans); `None` reads all.
     pub fragments: Option<Vec<FragmentId>>,
+    /// Only rows passing this, evaluated as the scan reads (see [`RowPredicate`]).
+    pub filter: Option<Arc<dyn RowPredicate>>,
 }
 
 /// What a scan did, counted as it runs.
@@ -50,7 +54,14 @@ pub struct ScanMetrics {
     pub bytes_read: Arc<AtomicU64>,
     /// Rows of the scanned fragments not read: deleted or outside the id mask.
     pub rows_masked: AtomicU64,
+    /// Rows read by the filter and rejected by it: their other columns are never decoded.
+    pub rows_filtered: AtomicU64,
 }
+
+/// A partial view is built while the wanted ids number at most 1 per this many carried rows.
+const FEW_IDS_PER_CARRIED_ROW: u64 = 16;
+/// Partial views stop once they have passed over this many times the carried rows.
+const PARTIAL_VIEW_BUILDS: u64 = 4;
 
 /// Fragments a take reads at once.
 const CONCURRENT_FRAGMENT_READS: usize = 8;
@@ -61,6 +72,8 @@ pub struct Snapshot {
     store: TableStore,
     manifest: Arc<Manifest>,
     view: OnceCell<Arc<RelocationView>>,
+    /// Carried rows passed over by partial views so far (see `view_for`).
+    partial_view_rows: AtomicU64,
 }
 
 impl Snapshot {
@@ -69,6 +82,7 @@ impl Snapshot {
             store,
             manifest: Arc::new(manifest),
             view: OnceCell::new(),
+            partial_view_rows: AtomicU64::new(0),
         }
     }
 
@@ -110,16 +124,7 @@ impl Snapshot {
     pub async fn relocation_view(&self) -> Result<Arc<RelocationView>> {
         self.view
             .get_or_try_init(|| async {
-                let carried: Vec<CarriedFragment> = self
-                    .manifest
-                    .fragments
-                    .iter()
-                    .filter(|f| f.row_ids.is_some())
-                    .map(|f| CarriedFragment {
-                        id: f.id,
-                        physical_rows: f.physical_rows,
-                    })
-                    .collect();
+                let carried = self.carried();
                 let view = match &self.manifest.relocation_checkpoint {
                     None => RelocationView::build(&carried, self.carried_sequences(None)),
                     Some(checkpoint) => {
@@ -137,6 +142,49 @@ impl Snapshot {
             .cloned()
     }
 
+    /// The view to resolve `ids` with: the whole view once it is built; before that, when
+    /// the ids are few beside the rows of carried fragments, a view of just their entries —
+    /// one pass over the sequences instead of sorting every moved row, which is most of a
+    /// cold take's extra cost after many updates. Partial passes are tallied, and once they
+    /// have cost a few whole builds the whole view is built and kept.
+    async fn view_for(&self, ids: impl Iterator<Item = RowId>) -> Result<Arc<RelocationView>> {
+        if let Some(view) = self.view.get() {
+            return Ok(view.clone());
+        }
+        let carried = self.carried();
+        let carried_rows: u64 = carried.iter().map(|c| c.physical_rows as u64).sum();
+        let wanted = IdSet::new(ids);
+        let few = (wanted.len() as u64).saturating_mul(FEW_IDS_PER_CARRIED_ROW) <= carried_rows;
+        let spent = self.partial_view_rows.load(Ordering::Relaxed);
+        // A checkpoint already makes the whole view cheap to build.
+        if !few
+            || spent >= PARTIAL_VIEW_BUILDS * carried_rows
+            || self.manifest.relocation_checkpoint.is_some()
+        {
+            return self.relocation_view().await;
+        }
+        self.partial_view_rows
+            .fetch_add(carried_rows, Ordering::Relaxed);
+        Ok(Arc::new(RelocationView::build_for(
+            &carried,
+            self.carried_sequences(None),
+            &wanted,
+        )))
+    }
+
+    /// Every carried fragment (one with a row-id sequence), as the view needs it.
+    fn carried(&self) -> Vec<CarriedFragment> {
+        self.manifest
+            .fragments
+            .iter()
+            .filter(|f| f.row_ids.is_some())
+            .map(|f| CarriedFragment {
+                id: f.id,
+                physical_rows: f.physical_rows,
+            })
+            .collect()
+    }
+
     fn carried_sequences(
         &self,
         newer_than: Option<FragmentId>,
@@ -149,7 +197,7 @@ impl Snapshot {
 
     /// Where the row with `id` is now, if it is live in this version.
     pub async fn resolve(&self, id: RowId) -> Result<Option<RowAddress>> {
-        let view = self.relocation_view().await?;
+        let view = self.view_for(std::iter::once(id)).await?;
         let Some((fragment, addr)) = self.candidate(&view, id) else {
             return Ok(None);
         };
@@ -273,7 +321,7 @@ impl Snapshot {
                 continue;
             }
             parts
-                .push(self.read_with_ids(&store, fragment, &field_ids, &output, &request, offsets));
+                .push(self.read_fragment(&store, fragment, &field_ids, &output, &request, offsets));
         }
         Ok(match masks {
             // Rows chosen by id are few and scattered: read their fragments side by side.
@@ -282,7 +330,9 @@ impl Snapshot {
         })
     }
 
-    fn read_with_ids(
+    /// One fragment's part of a scan. With a filter, the filter's columns are read first,
+    /// and the requested columns of only the rows that pass.
+    fn read_fragment(
         &self,
         store: &TableStore,
         fragment: &Fragment,
@@ -291,49 +341,35 @@ impl Snapshot {
         request: &ScanRequest,
         offsets: Option<RoaringBitmap>,
     ) -> BoxStream<'static, Result<RecordBatch>> {
-        let user = Arc::new(ArrowSchema::new(
-            output.fields()[..field_ids.len()].to_vec(),
-        ));
-        let output = output.clone();
-        let (with_id, with_addr) = (request.with_row_id, request.with_row_addr);
-        let fragment_id = fragment.id;
-        let sequence = fragment.row_ids.clone();
-        store
-            .read_fragment(fragment, field_ids, user, offsets)
-            .map(move |item| {
-                let (batch, offsets) = item?;
-                let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-                if with_id {
-                    let ids: UInt64Array = offsets
-                        .iter()
-                        .map(|&o| match &sequence {
-                            Some(seq) => seq.get(o as usize).map(RowId::as_u64).unwrap_or(u64::MAX),
-                            None => RowAddress::new(fragment_id, o).as_u64(),
-                        })
-                        .collect::<Vec<u64>>()
-                        .into();
-                    columns.push(Arc::new(ids));
-                }
-                if with_addr {
-                    let addrs: UInt64Array = offsets
-                        .iter()
-                        .map(|&o| RowAddress::new(fragment_id, o).as_u64())
-                        .collect::<Vec<u64>>()
-                        .into();
-                    columns.push(Arc::new(addrs));
-                }
-                Ok(RecordBatch::try_new_with_options(
-                    output.clone(),
-                    columns,
-                    &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
-                )?)
-            })
-            .boxed()
+        let Some(predicate) = &request.filter else {
+            return read_with_ids(store, fragment, field_ids, output, request, offsets);
+        };
+        let probe_request = probe_request(predicate.as_ref());
+        let (probe_ids, probe_schema) = match self.projection(&probe_request) {
+            Ok(projection) => projection,
+            Err(e) => return stream::once(async { Err(e) }).boxed(),
+        };
+        read_filtered(
+            store.clone(),
+            fragment.clone(),
+            predicate.clone(),
+            FragmentRead {
+                field_ids: probe_ids,
+                schema: probe_schema,
+                request: probe_request,
+            },
+            FragmentRead {
+                field_ids: field_ids.to_vec(),
+                schema: output.clone(),
+                request: request.clone(),
+            },
+            offsets,
+        )
     }
 
     /// Live offsets per fragment of the rows whose ids are in `ids`.
     pub async fn masks(&self, ids: &RoaringTreemap) -> Result<BTreeMap<FragmentId, RoaringBitmap>> {
-        let view = self.relocation_view().await?;
+        let view = self.view_for(ids.iter().map(RowId::from_u64)).await?;
         let deletions: Vec<Option<Arc<RoaringBitmap>>> =
             stream::iter(0..self.manifest.fragments.len())
                 .map(|i| self.deletions(&self.manifest.fragments[i]))
@@ -359,7 +395,7 @@ impl Snapshot {
     /// row. Resolves through the relocation view and reads only the rows' pages.
     pub async fn take(&self, ids: &[RowId], request: ScanRequest) -> Result<RecordBatch> {
         let (field_ids, output) = self.projection(&request)?;
-        let view = self.relocation_view().await?;
+        let view = self.view_for(ids.iter().copied()).await?;
         let candidates: Vec<Option<(&Fragment, RowAddress)>> =
             ids.iter().map(|&id| self.candidate(&view, id)).collect();
         // The deletions of every fragment the take touches, fetched together.
@@ -400,7 +436,7 @@ impl Snapshot {
             .into_iter()
             .filter_map(|(fragment_id, offsets)| {
                 let fragment = self.manifest.fragment(fragment_id)?;
-                Some(self.read_with_ids(
+                Some(self.read_fragment(
                     &self.store,
                     fragment,
                     &field_ids,
@@ -487,4 +523,54 @@ fn offsets_with_ids_in(fragment: &Fragment, range: &RangeInclusive<u64>) -> Roar
         }
     }
     offsets
+}
+
+/// Streams the rows at `offsets` (all, if `None`) of one fragment: its columns `field_ids`,
+/// then `_rowid` and `_rowaddr` if the request asks for them, as `output`.
+pub(super) fn read_with_ids(
+    store: &TableStore,
+    fragment: &Fragment,
+    field_ids: &[u32],
+    output: &SchemaRef,
+    request: &ScanRequest,
+    offsets: Option<RoaringBitmap>,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    let user = Arc::new(ArrowSchema::new(
+        output.fields()[..field_ids.len()].to_vec(),
+    ));
+    let output = output.clone();
+    let (with_id, with_addr) = (request.with_row_id, request.with_row_addr);
+    let fragment_id = fragment.id;
+    let sequence = fragment.row_ids.clone();
+    store
+        .read_fragment(fragment, field_ids, user, offsets)
+        .map(move |item| {
+            let (batch, offsets) = item?;
+            let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+            if with_id {
+                let ids: UInt64Array = offsets
+                    .iter()
+                    .map(|&o| match &sequence {
+                        Some(seq) => seq.get(o as usize).map(RowId::as_u64).unwrap_or(u64::MAX),
+                        None => RowAddress::new(fragment_id, o).as_u64(),
+                    })
+                    .collect::<Vec<u64>>()
+                    .into();
+                columns.push(Arc::new(ids));
+            }
+            if with_addr {
+                let addrs: UInt64Array = offsets
+                    .iter()
+                    .map(|&o| RowAddress::new(fragment_id, o).as_u64())
+                    .collect::<Vec<u64>>()
+                    .into();
+                columns.push(Arc::new(addrs));
+            }
+            Ok(RecordBatch::try_new_with_options(
+                output.clone(),
+                columns,
+                &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+            )?)
+        })
+        .boxed()
 }
