@@ -11,7 +11,7 @@ use datafusion::error::Result;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::PhysicalExpr;
 
-use crate::table::{probe_request, RowPredicate, Snapshot, ROW_ID};
+use crate::table::{probe_request, RowPredicate, Snapshot, ROW_ADDR, ROW_ID};
 
 /// A DataFusion expression over a table's columns, compiled for the batches a scan reads to
 /// evaluate it.
@@ -19,6 +19,7 @@ use crate::table::{probe_request, RowPredicate, Snapshot, ROW_ID};
 pub(crate) struct ExprPredicate {
     columns: Vec<String>,
     needs_row_id: bool,
+    needs_row_addr: bool,
     expr: Arc<dyn PhysicalExpr>,
 }
 
@@ -41,6 +42,7 @@ impl ExprPredicate {
         let mut predicate = Self {
             columns,
             needs_row_id: referenced.iter().any(|c| c == ROW_ID),
+            needs_row_addr: referenced.iter().any(|c| c == ROW_ADDR),
             expr: datafusion::physical_expr::expressions::lit(true),
         };
         let probe = snapshot.scan_schema(&probe_request(&predicate))?;
@@ -63,6 +65,10 @@ impl RowPredicate for ExprPredicate {
 
     fn needs_row_id(&self) -> bool {
         self.needs_row_id
+    }
+
+    fn needs_row_addr(&self) -> bool {
+        self.needs_row_addr
     }
 
     fn evaluate(&self, batch: &RecordBatch) -> crate::Result<BooleanArray> {

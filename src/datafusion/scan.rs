@@ -28,9 +28,9 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Pla
 use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringTreemap;
 
+use super::filter::ExprPredicate;
 use super::leaf::{leaf_exec_methods, leaf_properties};
 use crate::rowid::FragmentId;
-use super::filter::ExprPredicate;
 use crate::table::{RowPredicate, ScanMetrics, ScanRequest, Snapshot};
 
 /// How the scan reads a snapshot; built by the table provider.
@@ -158,11 +158,7 @@ impl ExecutionPlan for NatalScanExec {
             row_id_range: self.plan.row_id_range.clone(),
             fragments: Some(fragments),
             metrics: Some(counters.clone()),
-            filter: self
-                .plan
-                .filter
-                .clone()
-                .map(|f| f as Arc<dyn RowPredicate>),
+            filter: self.plan.filter.clone().map(|f| f as Arc<dyn RowPredicate>),
         };
         let snapshot = self.plan.snapshot.clone();
         let order = self.plan.output_order.clone();

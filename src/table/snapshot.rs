@@ -14,10 +14,10 @@ use futures::{StreamExt, TryStreamExt};
 use roaring::{RoaringBitmap, RoaringTreemap};
 use tokio::sync::OnceCell;
 
+use super::filter::{filter_batch, probe_request, RowPredicate};
 use crate::error::{Error, Result};
 use crate::format::{Fragment, Manifest, Schema};
 use crate::io::TableStore;
-use super::filter::{probe_request, read_filtered, FragmentRead, RowPredicate};
 use crate::rowid::{
     mask_for_ids, CarriedFragment, FragmentId, FragmentLayout, IdSet, RelocationView, RowAddress,
     RowId,
@@ -54,7 +54,7 @@ pub struct ScanMetrics {
     pub bytes_read: Arc<AtomicU64>,
     /// Rows of the scanned fragments not read: deleted or outside the id mask.
     pub rows_masked: AtomicU64,
-    /// Rows read by the filter and rejected by it: their other columns are never decoded.
+    /// Rows read and rejected by the scan's filter.
     pub rows_filtered: AtomicU64,
 }
 
@@ -330,8 +330,8 @@ impl Snapshot {
         })
     }
 
-    /// One fragment's part of a scan. With a filter, the filter's columns are read first,
-    /// and the requested columns of only the rows that pass.
+    /// One fragment's part of a scan. With a filter, the filter's columns are read beside
+    /// the requested ones and only the rows that pass are yielded.
     fn read_fragment(
         &self,
         store: &TableStore,
@@ -341,30 +341,60 @@ impl Snapshot {
         request: &ScanRequest,
         offsets: Option<RoaringBitmap>,
     ) -> BoxStream<'static, Result<RecordBatch>> {
-        let Some(predicate) = &request.filter else {
+        let Some(predicate) = request.filter.clone() else {
             return read_with_ids(store, fragment, field_ids, output, request, offsets);
         };
-        let probe_request = probe_request(predicate.as_ref());
-        let (probe_ids, probe_schema) = match self.projection(&probe_request) {
-            Ok(projection) => projection,
+        let plan = || -> Result<_> {
+            let probe = self.projection(&probe_request(predicate.as_ref()))?.1;
+            let mut columns: Vec<String> = output.fields()[..field_ids.len()]
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            for name in predicate.columns() {
+                if !columns.contains(name) {
+                    columns.push(name.clone());
+                }
+            }
+            let read = ScanRequest {
+                columns: Some(columns),
+                with_row_id: request.with_row_id || predicate.needs_row_id(),
+                with_row_addr: request.with_row_addr || predicate.needs_row_addr(),
+                filter: None,
+                ..request.clone()
+            };
+            let (read_ids, read_schema) = self.projection(&read)?;
+            let positions = |schema: &SchemaRef| -> Result<Vec<usize>> {
+                Ok(schema
+                    .fields()
+                    .iter()
+                    .map(|f| read_schema.index_of(f.name()))
+                    .collect::<std::result::Result<_, _>>()?)
+            };
+            Ok((
+                read,
+                read_ids,
+                positions(&probe)?,
+                positions(output)?,
+                read_schema,
+            ))
+        };
+        let (read, read_ids, probe, wanted, read_schema) = match plan() {
+            Ok(plan) => plan,
             Err(e) => return stream::once(async { Err(e) }).boxed(),
         };
-        read_filtered(
-            store.clone(),
-            fragment.clone(),
-            predicate.clone(),
-            FragmentRead {
-                field_ids: probe_ids,
-                schema: probe_schema,
-                request: probe_request,
-            },
-            FragmentRead {
-                field_ids: field_ids.to_vec(),
-                schema: output.clone(),
-                request: request.clone(),
-            },
-            offsets,
-        )
+        let output = output.clone();
+        let metrics = request.metrics.clone();
+        read_with_ids(store, fragment, &read_ids, &read_schema, &read, offsets)
+            .map(move |batch| {
+                let batch = batch?;
+                let kept = filter_batch(predicate.as_ref(), &batch, &probe, &wanted, &output)?;
+                if let Some(m) = &metrics {
+                    let rejected = (batch.num_rows() - kept.num_rows()) as u64;
+                    m.rows_filtered.fetch_add(rejected, Ordering::Relaxed);
+                }
+                Ok(kept)
+            })
+            .boxed()
     }
 
     /// Live offsets per fragment of the rows whose ids are in `ids`.
@@ -527,7 +557,7 @@ fn offsets_with_ids_in(fragment: &Fragment, range: &RangeInclusive<u64>) -> Roar
 
 /// Streams the rows at `offsets` (all, if `None`) of one fragment: its columns `field_ids`,
 /// then `_rowid` and `_rowaddr` if the request asks for them, as `output`.
-pub(super) fn read_with_ids(
+fn read_with_ids(
     store: &TableStore,
     fragment: &Fragment,
     field_ids: &[u32],

@@ -129,13 +129,16 @@ async fn column_values(ctx: &SessionContext, sql: &str) -> Vec<i64> {
     let mut values: Vec<i64> = batches
         .iter()
         .flat_map(|b| {
-            datafusion::arrow::compute::cast(b.column(0), &datafusion::arrow::datatypes::DataType::Int64)
-                .unwrap()
-                .as_any()
-                .downcast_ref::<datafusion::arrow::array::Int64Array>()
-                .unwrap()
-                .values()
-                .to_vec()
+            datafusion::arrow::compute::cast(
+                b.column(0),
+                &datafusion::arrow::datatypes::DataType::Int64,
+            )
+            .unwrap()
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::Int64Array>()
+            .unwrap()
+            .values()
+            .to_vec()
         })
         .collect();
     values.sort_unstable();
@@ -150,7 +153,11 @@ async fn column_filters_are_evaluated_while_reading() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = SessionContext::new();
     natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
-    run(&ctx, "CREATE TABLE t (k BIGINT NOT NULL, v BIGINT, s VARCHAR)").await;
+    run(
+        &ctx,
+        "CREATE TABLE t (k BIGINT NOT NULL, v BIGINT, s VARCHAR)",
+    )
+    .await;
     run(
         &ctx,
         "INSERT INTO t SELECT value, value % 10, 'row' || value FROM generate_series(0, 1999)",
@@ -178,19 +185,30 @@ async fn column_filters_are_evaluated_while_reading() {
     assert_eq!(metric(&plan, "NatalScanExec", "rows_filtered"), 1900 - 191);
 
     let expected: Vec<i64> = (100..2000).filter(|k| k % 10 == 3 || *k == 500).collect();
-    assert_eq!(column_values(&ctx, "SELECT k FROM t WHERE v = 3").await, expected);
+    assert_eq!(
+        column_values(&ctx, "SELECT k FROM t WHERE v = 3").await,
+        expected
+    );
     assert_eq!(
         column_values(&ctx, "SELECT count(*) FROM t WHERE v = 3").await,
         vec![191]
     );
     assert_eq!(
-        column_values(&ctx, "SELECT count(*) FROM t WHERE v = 3 AND s LIKE 'row5%'").await,
+        column_values(
+            &ctx,
+            "SELECT count(*) FROM t WHERE v = 3 AND s LIKE 'row5%'"
+        )
+        .await,
         vec![11] // 503, 513, …, 593, and 500
     );
     // A filter on the row id that is neither a set nor a range.
     assert_eq!(
         column_values(&ctx, r#"SELECT k FROM "t$rows" WHERE _rowid % 1000 = 7"#).await,
         vec![1007]
+    );
+    assert_eq!(
+        column_values(&ctx, r#"SELECT k FROM "t$rows" WHERE _rowaddr % 1000 = 8"#).await,
+        vec![1008]
     );
     let limited = column_values(&ctx, "SELECT v FROM t WHERE v = 3 LIMIT 5").await;
     assert_eq!(limited, vec![3; 5]);
@@ -206,5 +224,13 @@ async fn column_filters_are_evaluated_while_reading() {
         .indent(false)
         .to_string();
     assert!(shown.contains("FilterExec"), "{shown}");
-    assert_eq!(collect(plan, ctx.task_ctx()).await.unwrap().iter().map(|b| b.num_rows()).sum::<usize>(), 1900);
+    assert_eq!(
+        collect(plan, ctx.task_ctx())
+            .await
+            .unwrap()
+            .iter()
+            .map(|b| b.num_rows())
+            .sum::<usize>(),
+        1900
+    );
 }
