@@ -64,12 +64,18 @@ impl Level {
     }
 }
 
+/// Fresh processes per side for the paired cold-take measurement.
+pub const PAIRED_RUNS: usize = 11;
+
 /// Every level of one table size; each level holds natal's figures and Lance's if it ran.
 pub struct Scale {
     pub rows: u64,
     pub fragment_rows: u64,
     pub parquet: Level,
     pub levels: Vec<(Level, Option<Level>)>,
+    /// natal's cold take before and after 100k updates, medians of fresh processes run in
+    /// alternation (the target's ratio, measured side by side).
+    pub paired_take: Option<(f64, f64)>,
 }
 
 fn ms(v: Option<f64>) -> String {
@@ -218,14 +224,24 @@ pub fn print_targets(scales: &[Scale]) {
         let lance_before = level(scale, 0)
             .and_then(|(_, l)| l.as_ref())
             .and_then(|l| l.get("take_cold.take_cold_ms"));
+        // Side by side where measured so; the tables' figures were taken minutes apart.
+        let (paired_before, paired_after) = match scale.paired_take {
+            Some((b, a)) => (Some(b), Some(a)),
+            None => (before, natal_after),
+        };
         println!(
-            "| {} | cold take after 100k updates ≤ 1.2× before | {} / {} = {} (Lance {}) | {} |",
+            "| {} | cold take after 100k updates ≤ 1.2× before{} | {} / {} = {} (Lance {}) | {} |",
             scale.rows,
-            ms(natal_after),
-            ms(before),
-            ratio(natal_after, before),
+            if scale.paired_take.is_some() {
+                format!(" (alternating processes, median of {PAIRED_RUNS})")
+            } else {
+                String::new()
+            },
+            ms(paired_after),
+            ms(paired_before),
+            ratio(paired_after, paired_before),
             ratio(lance_after, lance_before),
-            verdict(natal_after.zip(before).map(|(a, b)| a <= 1.2 * b)),
+            verdict(paired_after.zip(paired_before).map(|(a, b)| a <= 1.2 * b)),
         );
         println!(
             "| {} | cold take after 100k updates faster than Lance's | {} vs {} | {} |",
@@ -278,6 +294,7 @@ pub fn to_json(scales: &[Scale]) -> Value {
                 json!({
                     "rows": s.rows,
                     "fragment_rows": s.fragment_rows,
+                    "paired_take_ms": s.paired_take.map(|(b, a)| json!({"before": b, "after": a})),
                     "parquet": level_json(&s.parquet),
                     "natal": s.levels.iter().map(|(n, _)| level_json(n)).collect::<Vec<_>>(),
                     "lance": s.levels.iter().filter_map(|(_, l)| l.as_ref().map(level_json)).collect::<Vec<_>>(),
