@@ -29,6 +29,9 @@ pub(crate) struct ObjectFileReader {
     bytes_read: Option<Arc<AtomicU64>>,
     /// Ranges fetched ahead by [`Self::prefetch`], served instead of asking the store again.
     prefetched: HashMap<Range<u64>, Bytes>,
+    /// The whole file, when reading its footer fetched all of it (files under
+    /// `FOOTER_PREFETCH`): its pages are then served without another request.
+    whole: Option<Bytes>,
 }
 
 impl ObjectFileReader {
@@ -44,12 +47,29 @@ impl ObjectFileReader {
             file_size,
             bytes_read,
             prefetched: HashMap::new(),
+            whole: None,
         }
+    }
+
+    /// `range` of the file if it is already held.
+    fn held(&self, range: &Range<u64>) -> Option<Bytes> {
+        if let Some(bytes) = self.prefetched.get(range) {
+            return Some(bytes.clone());
+        }
+        let whole = self.whole.as_ref()?;
+        let (start, end) = (
+            usize::try_from(range.start).ok()?,
+            usize::try_from(range.end).ok()?,
+        );
+        (start <= end && end <= whole.len()).then(|| whole.slice(start..end))
     }
 
     /// Fetches `ranges` in one request, for the Parquet reader to take from memory: it
     /// would otherwise ask once per row group, one after another.
     pub(crate) async fn prefetch(&mut self, ranges: Vec<Range<u64>>) -> Result<()> {
+        if self.whole.is_some() {
+            return Ok(());
+        }
         let parts = self.get_byte_ranges(ranges.clone()).await?;
         self.prefetched = ranges.into_iter().zip(parts).collect();
         Ok(())
@@ -68,26 +88,27 @@ fn external(e: object_store::Error) -> ParquetError {
 
 impl AsyncFileReader for ObjectFileReader {
     fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, Result<Bytes>> {
-        if let Some(bytes) = self.prefetched.get(&range) {
-            return futures::future::ready(Ok(bytes.clone())).boxed();
+        if let Some(bytes) = self.held(&range) {
+            return futures::future::ready(Ok(bytes)).boxed();
         }
         async move {
+            let whole_file = range.start == 0 && range.end == self.file_size;
             let bytes = self
                 .store
                 .get_range(&self.path, range)
                 .await
                 .map_err(external)?;
             self.count(bytes.len());
+            if whole_file {
+                self.whole = Some(bytes.clone());
+            }
             Ok(bytes)
         }
         .boxed()
     }
 
     fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, Result<Vec<Bytes>>> {
-        let held: Option<Vec<Bytes>> = ranges
-            .iter()
-            .map(|range| self.prefetched.get(range).cloned())
-            .collect();
+        let held: Option<Vec<Bytes>> = ranges.iter().map(|range| self.held(range)).collect();
         if let Some(parts) = held {
             return futures::future::ready(Ok(parts)).boxed();
         }

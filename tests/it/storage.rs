@@ -388,3 +388,33 @@ async fn a_take_fetches_its_pages_in_one_request() {
 async fn get_bytes(store: &Arc<dyn ObjectStore>, path: &Path) -> Bytes {
     store.get(path).await.unwrap().bytes().await.unwrap()
 }
+
+/// A small data file is read whole with its footer, and a cold take from it needs no second
+/// request: what keeps takes cheap on tables with many small update fragments.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_take_from_a_small_file_is_one_request() {
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let counted = Arc::new(natal::io::InstrumentedStore::new(inner));
+    let table = Table::create(
+        counted.clone(),
+        "t".into(),
+        &schema(),
+        TableOptions::default(),
+    )
+    .await
+    .unwrap();
+    let rows: Vec<(i64, i64)> = (0..2000).map(|k| (k, k * 2)).collect();
+    table.append(vec![batch(&rows)]).await.unwrap();
+    let snapshot = Table::open(counted.clone(), "t".into())
+        .latest()
+        .await
+        .unwrap();
+    counted.reset();
+    let ids = [natal::rowid::RowId::from_u64(addr(0, 1234))];
+    let taken = snapshot.take(&ids, Default::default()).await.unwrap();
+    let keys = taken
+        .column(0)
+        .as_primitive::<arrow::datatypes::Int64Type>();
+    assert_eq!(keys.values().to_vec(), vec![1234]);
+    assert_eq!(counted.tally().get, 1, "footer and pages in one request");
+}
