@@ -11,7 +11,7 @@ use datafusion::error::Result;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::PhysicalExpr;
 
-use crate::table::{probe_request, RowPredicate, Snapshot, ROW_ADDR, ROW_ID};
+use crate::table::{predicate_layout, RowPredicate, Snapshot, ROW_ADDR, ROW_ID};
 
 /// A DataFusion expression over a table's columns, compiled for the batches a scan reads to
 /// evaluate it.
@@ -45,7 +45,7 @@ impl ExprPredicate {
             needs_row_addr: referenced.iter().any(|c| c == ROW_ADDR),
             expr: datafusion::physical_expr::expressions::lit(true),
         };
-        let probe = snapshot.scan_schema(&probe_request(&predicate))?;
+        let probe = snapshot.scan_schema(&predicate_layout(&predicate))?;
         let schema = DFSchema::try_from(probe.as_ref().clone())?;
         predicate.expr = state.create_physical_expr(filter, &schema)?;
         Ok(predicate)

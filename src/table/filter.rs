@@ -25,13 +25,13 @@ pub trait RowPredicate: fmt::Debug + fmt::Display + Send + Sync {
     /// Whether it reads `_rowaddr`.
     fn needs_row_addr(&self) -> bool;
     /// Which rows of `batch` pass; a null is a row that does not. `batch` is laid out as
-    /// [`super::Snapshot::scan_schema`] lays out [`probe_request`] for this predicate.
+    /// [`super::Snapshot::scan_schema`] lays out [`predicate_layout`] for this predicate.
     fn evaluate(&self, batch: &RecordBatch) -> Result<BooleanArray>;
 }
 
 /// The layout `predicate` is evaluated on: its columns, then `_rowid` and `_rowaddr` if it
 /// reads them.
-pub fn probe_request(predicate: &dyn RowPredicate) -> ScanRequest {
+pub fn predicate_layout(predicate: &dyn RowPredicate) -> ScanRequest {
     ScanRequest {
         columns: Some(predicate.columns().to_vec()),
         with_row_id: predicate.needs_row_id(),
@@ -41,7 +41,7 @@ pub fn probe_request(predicate: &dyn RowPredicate) -> ScanRequest {
 }
 
 /// Keeps the rows of `batch` that pass `predicate` (reading the columns at `probe`, which
-/// lay the batch out as [`probe_request`] would), as the columns at `output`.
+/// lay the batch out as [`predicate_layout`] would), as the columns at `output`.
 pub(super) fn filter_batch(
     predicate: &dyn RowPredicate,
     batch: &RecordBatch,

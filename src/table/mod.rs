@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::format::{Manifest, Operation, Schema, TransactionSummary};
 use crate::io::{ManifestLayout, TableStore};
 
-pub use filter::{probe_request, RowPredicate};
+pub use filter::{predicate_layout, RowPredicate};
 pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, CompactionReport};
 pub use progress::{Progress, ProgressHandle};
 pub use snapshot::{ScanMetrics, ScanRequest, Snapshot, ROW_ADDR, ROW_ID};

@@ -14,7 +14,7 @@ use futures::{StreamExt, TryStreamExt};
 use roaring::{RoaringBitmap, RoaringTreemap};
 use tokio::sync::OnceCell;
 
-use super::filter::{filter_batch, probe_request, RowPredicate};
+use super::filter::{filter_batch, predicate_layout, RowPredicate};
 use crate::error::{Error, Result};
 use crate::format::{Fragment, Manifest, Schema};
 use crate::io::TableStore;
@@ -345,7 +345,7 @@ impl Snapshot {
             return read_with_ids(store, fragment, field_ids, output, request, offsets);
         };
         let plan = || -> Result<_> {
-            let probe = self.projection(&probe_request(predicate.as_ref()))?.1;
+            let probe = self.projection(&predicate_layout(predicate.as_ref()))?.1;
             let mut columns: Vec<String> = output.fields()[..field_ids.len()]
                 .iter()
                 .map(|f| f.name().clone())
