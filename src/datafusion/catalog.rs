@@ -111,15 +111,21 @@ impl NatalSchemaProvider {
         }
     }
 
+    /// The kept handle of table `base`, or a new one (kept once a version of it opens).
     fn table_handle(&self, base: &str) -> Table {
-        if let Some(table) = self.handles.read().ok().and_then(|h| h.get(base).cloned()) {
-            return table;
+        match self.handles.read().ok().and_then(|h| h.get(base).cloned()) {
+            Some(table) => table,
+            None => Table::open(self.store.clone(), self.root.clone().join(base)),
         }
-        let table = Table::open(self.store.clone(), self.root.clone().join(base));
+    }
+
+    /// Keeps `table`'s handle for later queries; names that never opened are not kept.
+    fn keep_handle(&self, base: &str, table: &Table) {
         if let Ok(mut handles) = self.handles.write() {
-            return handles.entry(base.to_string()).or_insert(table).clone();
+            handles
+                .entry(base.to_string())
+                .or_insert_with(|| table.clone());
         }
-        table
     }
 }
 
@@ -159,6 +165,7 @@ impl SchemaProvider for NatalSchemaProvider {
             }
             Err(e) => return Err(e.into()),
         };
+        self.keep_handle(&parsed.base, &table);
         Ok(Some(match parsed.kind {
             TableKind::Rows => Arc::new(NatalTableProvider::from_snapshot(
                 table,

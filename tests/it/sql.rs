@@ -123,6 +123,21 @@ async fn loads_and_compactions_report_progress() {
     assert!(events.last().is_some_and(|e| e.3), "compaction finishes");
 }
 
+/// The physical plan of `sql`, and how `EXPLAIN` shows it.
+async fn physical_plan(ctx: &SessionContext, sql: &str) -> (Arc<dyn ExecutionPlan>, String) {
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let shown = datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(false)
+        .to_string();
+    (plan, shown)
+}
+
 /// The `i64` values of the first column of `sql`'s result, sorted.
 async fn column_values(ctx: &SessionContext, sql: &str) -> Vec<i64> {
     let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
@@ -166,16 +181,7 @@ async fn column_filters_are_evaluated_while_reading() {
     run(&ctx, "DELETE FROM t WHERE k < 100").await;
     run(&ctx, "UPDATE t SET v = 3 WHERE k = 500").await;
 
-    let plan = ctx
-        .sql("SELECT k, s FROM t WHERE v = 3")
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
-    let shown = datafusion::physical_plan::displayable(plan.as_ref())
-        .indent(false)
-        .to_string();
+    let (plan, shown) = physical_plan(&ctx, "SELECT k, s FROM t WHERE v = 3").await;
     assert!(!shown.contains("FilterExec"), "{shown}");
     assert!(shown.contains("filter=v@0 = 3"), "{shown}");
     let batches = collect(plan.clone(), ctx.task_ctx()).await.unwrap();
@@ -213,16 +219,7 @@ async fn column_filters_are_evaluated_while_reading() {
     let limited = column_values(&ctx, "SELECT v FROM t WHERE v = 3 LIMIT 5").await;
     assert_eq!(limited, vec![3; 5]);
     // A volatile filter stays with DataFusion, evaluated once per row.
-    let plan = ctx
-        .sql("SELECT k FROM t WHERE random() < 2.0")
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
-    let shown = datafusion::physical_plan::displayable(plan.as_ref())
-        .indent(false)
-        .to_string();
+    let (plan, shown) = physical_plan(&ctx, "SELECT k FROM t WHERE random() < 2.0").await;
     assert!(shown.contains("FilterExec"), "{shown}");
     assert_eq!(
         collect(plan, ctx.task_ctx())

@@ -324,16 +324,7 @@ async fn fragment_segments_are_shared_between_versions() {
 /// point read decodes little.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_take_fetches_its_pages_in_one_request() {
-    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let counted = Arc::new(natal::io::InstrumentedStore::new(inner.clone()));
-    let table = Table::create(
-        counted.clone(),
-        "t".into(),
-        &schema(),
-        TableOptions::default(),
-    )
-    .await
-    .unwrap();
+    let (table, counted, inner) = counted_table().await;
     let rows: Vec<(i64, i64)> = (0..300_000).map(|k| (k, k * 2)).collect();
     table
         .append(rows.chunks(50_000).map(batch).collect())
@@ -393,16 +384,7 @@ async fn get_bytes(store: &Arc<dyn ObjectStore>, path: &Path) -> Bytes {
 /// request: what keeps takes cheap on tables with many small update fragments.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cold_take_from_a_small_file_is_one_request() {
-    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let counted = Arc::new(natal::io::InstrumentedStore::new(inner));
-    let table = Table::create(
-        counted.clone(),
-        "t".into(),
-        &schema(),
-        TableOptions::default(),
-    )
-    .await
-    .unwrap();
+    let (table, counted, _) = counted_table().await;
     let rows: Vec<(i64, i64)> = (0..2000).map(|k| (k, k * 2)).collect();
     table.append(vec![batch(&rows)]).await.unwrap();
     let snapshot = Table::open(counted.clone(), "t".into())
@@ -417,4 +399,23 @@ async fn a_cold_take_from_a_small_file_is_one_request() {
         .as_primitive::<arrow::datatypes::Int64Type>();
     assert_eq!(keys.values().to_vec(), vec![1234]);
     assert_eq!(counted.tally().get, 1, "footer and pages in one request");
+}
+
+/// An empty table `t` on a store that counts requests, and the store beneath.
+async fn counted_table() -> (
+    Table,
+    Arc<natal::io::InstrumentedStore>,
+    Arc<dyn ObjectStore>,
+) {
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let counted = Arc::new(natal::io::InstrumentedStore::new(inner.clone()));
+    let table = Table::create(
+        counted.clone(),
+        "t".into(),
+        &schema(),
+        TableOptions::default(),
+    )
+    .await
+    .unwrap();
+    (table, counted, inner)
 }
