@@ -313,21 +313,13 @@ fn main() {
         let (before, after) = (dir.join("natal_u0"), dir.join("natal_u100000"));
         // Both tables were (re)built by this run.
         if config.levels.contains(&0) && config.levels.contains(&100_000) && 100_000 <= total {
-            let take_ms = |table: &Path| {
-                run_json(&mut natal_measure(table, "take_cold"))["take_cold_ms"]
-                    .as_f64()
-                    .unwrap_or(f64::NAN)
-            };
             let (mut b, mut a) = (Vec::new(), Vec::new());
             for _ in 0..report::PAIRED_RUNS {
-                b.push(take_ms(&before));
-                a.push(take_ms(&after));
+                b.push(run_json(&mut natal_measure(&before, "take_cold")));
+                a.push(run_json(&mut natal_measure(&after, "take_cold")));
             }
-            let median = |mut v: Vec<f64>| {
-                v.sort_by(f64::total_cmp);
-                v[v.len() / 2]
-            };
-            scale.paired_take = Some((median(b), median(a)));
+            let take_ms = |runs: &[Value]| median_of(runs).get("take_cold_ms").copied();
+            scale.paired_take = take_ms(&b).zip(take_ms(&a));
         }
         report::print_scale(&scale);
         scales.push(scale);

@@ -67,11 +67,15 @@ impl ObjectFileReader {
     /// Fetches `ranges` in one request, for the Parquet reader to take from memory: it
     /// would otherwise ask once per row group, one after another.
     pub(crate) async fn prefetch(&mut self, ranges: Vec<Range<u64>>) -> Result<()> {
-        if self.whole.is_some() {
+        let missing: Vec<Range<u64>> = ranges
+            .into_iter()
+            .filter(|r| self.held(r).is_none())
+            .collect();
+        if missing.is_empty() {
             return Ok(());
         }
-        let parts = self.get_byte_ranges(ranges.clone()).await?;
-        self.prefetched = ranges.into_iter().zip(parts).collect();
+        let parts = self.get_byte_ranges(missing.clone()).await?;
+        self.prefetched.extend(missing.into_iter().zip(parts));
         Ok(())
     }
 

@@ -271,6 +271,7 @@ impl Snapshot {
             Some(m) => self.store.counting_bytes(m.bytes_read.clone()),
             None => self.store.clone(),
         };
+        let reads = self.fragment_reads(&field_ids, &output, &request)?;
         let mut parts = Vec::new();
         for fragment in &self.manifest.fragments {
             if request
@@ -320,8 +321,7 @@ impl Snapshot {
             if offsets.as_ref().is_some_and(RoaringBitmap::is_empty) {
                 continue;
             }
-            parts
-                .push(self.read_fragment(&store, fragment, &field_ids, &output, &request, offsets));
+            parts.push(reads.read(&store, fragment, offsets));
         }
         Ok(match masks {
             // Rows chosen by id are few and scattered: read their fragments side by side.
@@ -330,71 +330,60 @@ impl Snapshot {
         })
     }
 
-    /// One fragment's part of a scan. With a filter, the filter's columns are read beside
-    /// the requested ones and only the rows that pass are yielded.
-    fn read_fragment(
+    /// How every fragment of one scan is read, as `output` (whose first `field_ids.len()`
+    /// fields are the user columns): with a filter, its columns are read beside the
+    /// requested ones and only the rows that pass are yielded.
+    fn fragment_reads(
         &self,
-        store: &TableStore,
-        fragment: &Fragment,
         field_ids: &[u32],
         output: &SchemaRef,
         request: &ScanRequest,
-        offsets: Option<RoaringBitmap>,
-    ) -> BoxStream<'static, Result<RecordBatch>> {
+    ) -> Result<FragmentReads> {
         let Some(predicate) = request.filter.clone() else {
-            return read_with_ids(store, fragment, field_ids, output, request, offsets);
-        };
-        let plan = || -> Result<_> {
-            let probe = self.projection(&predicate_layout(predicate.as_ref()))?.1;
-            let mut columns: Vec<String> = output.fields()[..field_ids.len()]
-                .iter()
-                .map(|f| f.name().clone())
-                .collect();
-            for name in predicate.columns() {
-                if !columns.contains(name) {
-                    columns.push(name.clone());
-                }
-            }
-            let read = ScanRequest {
-                columns: Some(columns),
-                with_row_id: request.with_row_id || predicate.needs_row_id(),
-                with_row_addr: request.with_row_addr || predicate.needs_row_addr(),
+            return Ok(FragmentReads {
+                field_ids: field_ids.to_vec(),
+                schema: output.clone(),
+                request: request.clone(),
                 filter: None,
-                ..request.clone()
-            };
-            let (read_ids, read_schema) = self.projection(&read)?;
-            let positions = |schema: &SchemaRef| -> Result<Vec<usize>> {
-                Ok(schema
-                    .fields()
-                    .iter()
-                    .map(|f| read_schema.index_of(f.name()))
-                    .collect::<std::result::Result<_, _>>()?)
-            };
-            Ok((
-                read,
-                read_ids,
-                positions(&probe)?,
-                positions(output)?,
-                read_schema,
-            ))
+            });
         };
-        let (read, read_ids, probe, wanted, read_schema) = match plan() {
-            Ok(plan) => plan,
-            Err(e) => return stream::once(async { Err(e) }).boxed(),
+        let probe = self.projection(&predicate_layout(predicate.as_ref()))?.1;
+        let mut columns: Vec<String> = output.fields()[..field_ids.len()]
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        for name in predicate.columns() {
+            if !columns.contains(name) {
+                columns.push(name.clone());
+            }
+        }
+        let read = ScanRequest {
+            columns: Some(columns),
+            with_row_id: request.with_row_id || predicate.needs_row_id(),
+            with_row_addr: request.with_row_addr || predicate.needs_row_addr(),
+            filter: None,
+            ..request.clone()
         };
-        let output = output.clone();
-        let metrics = request.metrics.clone();
-        read_with_ids(store, fragment, &read_ids, &read_schema, &read, offsets)
-            .map(move |batch| {
-                let batch = batch?;
-                let kept = filter_batch(predicate.as_ref(), &batch, &probe, &wanted, &output)?;
-                if let Some(m) = &metrics {
-                    let rejected = (batch.num_rows() - kept.num_rows()) as u64;
-                    m.rows_filtered.fetch_add(rejected, Ordering::Relaxed);
-                }
-                Ok(kept)
-            })
-            .boxed()
+        let (read_ids, read_schema) = self.projection(&read)?;
+        let positions = |schema: &SchemaRef| -> Result<Vec<usize>> {
+            Ok(schema
+                .fields()
+                .iter()
+                .map(|f| read_schema.index_of(f.name()))
+                .collect::<std::result::Result<_, _>>()?)
+        };
+        let filter = ReadFilter {
+            predicate,
+            probe: positions(&probe)?,
+            wanted: positions(output)?,
+            output: output.clone(),
+        };
+        Ok(FragmentReads {
+            field_ids: read_ids,
+            schema: read_schema,
+            request: read,
+            filter: Some(Arc::new(filter)),
+        })
     }
 
     /// Live offsets per fragment of the rows whose ids are in `ids`.
@@ -462,18 +451,12 @@ impl Snapshot {
             ..request.clone()
         };
         let (_, read_schema) = self.projection(&internal)?;
+        let fragment_reads = self.fragment_reads(&field_ids, &read_schema, &internal)?;
         let reads: Vec<_> = by_fragment
             .into_iter()
             .filter_map(|(fragment_id, offsets)| {
                 let fragment = self.manifest.fragment(fragment_id)?;
-                Some(self.read_fragment(
-                    &self.store,
-                    fragment,
-                    &field_ids,
-                    &read_schema,
-                    &internal,
-                    Some(offsets),
-                ))
+                Some(fragment_reads.read(&self.store, fragment, Some(offsets)))
             })
             .collect();
         let batches: Vec<RecordBatch> = read_in_tasks(reads).try_collect().await?;
@@ -553,6 +536,63 @@ fn offsets_with_ids_in(fragment: &Fragment, range: &RangeInclusive<u64>) -> Roar
         }
     }
     offsets
+}
+
+/// How each fragment of one scan is read (see `Snapshot::fragment_reads`).
+struct FragmentReads {
+    field_ids: Vec<u32>,
+    schema: SchemaRef,
+    request: ScanRequest,
+    filter: Option<Arc<ReadFilter>>,
+}
+
+/// A scan's filter, placed in the wider read it needs.
+struct ReadFilter {
+    predicate: Arc<dyn RowPredicate>,
+    /// Where the predicate's columns sit in the read.
+    probe: Vec<usize>,
+    /// Where the scan's output columns sit in the read.
+    wanted: Vec<usize>,
+    output: SchemaRef,
+}
+
+impl FragmentReads {
+    /// The rows at `offsets` (all, if `None`) of `fragment`.
+    fn read(
+        &self,
+        store: &TableStore,
+        fragment: &Fragment,
+        offsets: Option<RoaringBitmap>,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
+        let rows = read_with_ids(
+            store,
+            fragment,
+            &self.field_ids,
+            &self.schema,
+            &self.request,
+            offsets,
+        );
+        let Some(filter) = self.filter.clone() else {
+            return rows;
+        };
+        let metrics = self.request.metrics.clone();
+        rows.map(move |batch| {
+            let batch = batch?;
+            let kept = filter_batch(
+                filter.predicate.as_ref(),
+                &batch,
+                &filter.probe,
+                &filter.wanted,
+                &filter.output,
+            )?;
+            if let Some(m) = &metrics {
+                let rejected = (batch.num_rows() - kept.num_rows()) as u64;
+                m.rows_filtered.fetch_add(rejected, Ordering::Relaxed);
+            }
+            Ok(kept)
+        })
+        .boxed()
+    }
 }
 
 /// Streams the rows at `offsets` (all, if `None`) of one fragment: its columns `field_ids`,
