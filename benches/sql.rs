@@ -3,8 +3,10 @@
 //! payload ~20 B`) in fragments of 1M rows is written by natal; DataFusion's listing table is
 //! registered over natal's own `data/` directory, so both read identical Parquet files.
 //!
-//! Prints the median of 5 runs, planning and execution apart, for: a filtered scan (`val > X`, ~1% of rows), a take of
-//! 1,000 random rows (natal: `_rowid IN (...)`; Parquet: `id IN (...)`), and `count(*)`.
+//! Prints the median of 5 runs, planning and execution apart, for: a filtered scan (`val > X`,
+//! ~1% of rows), a scan of a 1,000-key range of the clustered `id` (pages pruned by min/max),
+//! a take of 1,000 random rows (natal: `_rowid IN (...)`; Parquet: `id IN (...)`), and
+//! `count(*)`.
 //!
 //! ```text
 //! cargo bench --bench sql
@@ -119,11 +121,23 @@ async fn main() -> datafusion::error::Result<()> {
             ((id >> 32) * fragment_rows + (id & 0xFFFF_FFFF)).to_string()
         })
         .collect();
+    let mid = total / 2 + 1_234;
     let cases = [
         (
             "filtered scan, val > 990000 (~1%)",
             "SELECT id, val, payload FROM t WHERE val > 990000".to_string(),
             "SELECT id, val, payload FROM plain WHERE val > 990000".to_string(),
+        ),
+        (
+            "clustered filter, id in a 1,000-key range (page pruning)",
+            format!(
+                "SELECT id, val, payload FROM t WHERE id BETWEEN {mid} AND {}",
+                mid + 999
+            ),
+            format!(
+                "SELECT id, val, payload FROM plain WHERE id BETWEEN {mid} AND {}",
+                mid + 999
+            ),
         ),
         (
             "take 1,000 random rows",

@@ -5,10 +5,17 @@ use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::DFSchema;
+use datafusion::datasource::physical_plan::parquet::{
+    PagePruningAccessPlanFilter, ParquetAccessPlan, ParquetFileMetrics, RowGroupAccess,
+};
 use datafusion::error::Result;
 use datafusion::logical_expr::Expr;
+use datafusion::parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+use datafusion::parquet::file::metadata::ParquetMetaData;
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::physical_plan::PhysicalExpr;
 
 use crate::table::{predicate_layout, RowPredicate, Snapshot, ROW_ADDR, ROW_ID};
@@ -21,6 +28,9 @@ pub(crate) struct ExprPredicate {
     needs_row_id: bool,
     needs_row_addr: bool,
     expr: Arc<dyn PhysicalExpr>,
+    /// The conjuncts on one column, judged against page min/max (DataFusion's own page
+    /// pruning, so NaN and null handling match its Parquet scan); `None` if there are none.
+    pages: Option<PagePruningAccessPlanFilter>,
 }
 
 impl ExprPredicate {
@@ -44,10 +54,13 @@ impl ExprPredicate {
             needs_row_id: referenced.iter().any(|c| c == ROW_ID),
             needs_row_addr: referenced.iter().any(|c| c == ROW_ADDR),
             expr: datafusion::physical_expr::expressions::lit(true),
+            pages: None,
         };
         let probe = snapshot.scan_schema(&predicate_layout(&predicate))?;
         let schema = DFSchema::try_from(probe.as_ref().clone())?;
         predicate.expr = state.create_physical_expr(filter, &schema)?;
+        let pages = PagePruningAccessPlanFilter::new(&predicate.expr, probe);
+        predicate.pages = (pages.filter_number() > 0).then_some(pages);
         Ok(predicate)
     }
 }
@@ -85,5 +98,34 @@ impl RowPredicate for ExprPredicate {
                 outcome.data_type()
             ))),
         }
+    }
+
+    fn prunes_pages(&self) -> bool {
+        self.pages.is_some()
+    }
+
+    fn select_pages(&self, metadata: &ParquetMetaData, schema: &SchemaRef) -> Option<RowSelection> {
+        let pages = self.pages.as_ref()?;
+        let row_groups = metadata.row_groups();
+        let metrics = ExecutionPlanMetricsSet::new();
+        let plan = pages.prune_plan_with_page_index(
+            ParquetAccessPlan::new_all(row_groups.len()),
+            schema,
+            metadata.file_metadata().schema_descr(),
+            metadata,
+            &ParquetFileMetrics::new(0, "", &metrics),
+        );
+        // The whole file's rows, skipped row groups included (DataFusion's own conversion
+        // leaves them out).
+        let mut selectors = Vec::new();
+        for (access, group) in plan.into_inner().into_iter().zip(row_groups) {
+            let rows = group.num_rows().max(0) as usize;
+            match access {
+                RowGroupAccess::Skip => selectors.push(RowSelector::skip(rows)),
+                RowGroupAccess::Scan => selectors.push(RowSelector::select(rows)),
+                RowGroupAccess::Selection(selection) => selectors.extend(selection.iter().copied()),
+            }
+        }
+        Some(RowSelection::from(selectors))
     }
 }

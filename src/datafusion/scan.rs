@@ -140,6 +140,8 @@ impl ExecutionPlan for NatalScanExec {
         let bytes_read = MetricBuilder::new(&self.metrics).counter("bytes_read", partition);
         let rows_masked = MetricBuilder::new(&self.metrics).counter("rows_masked", partition);
         let rows_filtered = MetricBuilder::new(&self.metrics).counter("rows_filtered", partition);
+        let rows_page_pruned =
+            MetricBuilder::new(&self.metrics).counter("rows_page_pruned", partition);
         // Copies the scan's counters into DataFusion's metrics once the stream is done.
         let report = {
             let counters = counters.clone();
@@ -147,6 +149,7 @@ impl ExecutionPlan for NatalScanExec {
                 bytes_read.add(counters.bytes_read.load(Ordering::Relaxed) as usize);
                 rows_masked.add(counters.rows_masked.load(Ordering::Relaxed) as usize);
                 rows_filtered.add(counters.rows_filtered.load(Ordering::Relaxed) as usize);
+                rows_page_pruned.add(counters.rows_page_pruned.load(Ordering::Relaxed) as usize);
             })
             .filter_map(|()| futures::future::ready(None::<Result<RecordBatch>>))
         };

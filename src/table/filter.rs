@@ -12,6 +12,8 @@ use std::fmt;
 use arrow::array::{BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::SchemaRef;
+use parquet::arrow::arrow_reader::RowSelection;
+use parquet::file::metadata::ParquetMetaData;
 
 use super::ScanRequest;
 use crate::error::{Error, Result};
@@ -27,6 +29,18 @@ pub trait RowPredicate: fmt::Debug + fmt::Display + Send + Sync {
     /// Which rows of `batch` pass; a null is a row that does not. `batch` is laid out as
     /// [`super::Snapshot::scan_schema`] lays out [`predicate_layout`] for this predicate.
     fn evaluate(&self, batch: &RecordBatch) -> Result<BooleanArray>;
+    /// Whether [`Self::select_pages`] can rule pages out; if not, no page index is loaded.
+    fn prunes_pages(&self) -> bool {
+        false
+    }
+    /// The rows of a data file whose pages may hold passing rows, judged by its page index
+    /// (`metadata`); `schema` is the file's, its columns under the table's names where the
+    /// values are the table's (others are named so no filter matches them). `None`: every
+    /// row may pass.
+    fn select_pages(&self, metadata: &ParquetMetaData, schema: &SchemaRef) -> Option<RowSelection> {
+        let _ = (metadata, schema);
+        None
+    }
 }
 
 /// The layout `predicate` is evaluated on: its columns, then `_rowid` and `_rowaddr` if it

@@ -17,7 +17,7 @@ use tokio::sync::OnceCell;
 use super::filter::{filter_batch, predicate_layout, RowPredicate};
 use crate::error::{Error, Result};
 use crate::format::{Fragment, Manifest, Schema};
-use crate::io::TableStore;
+use crate::io::{PagePruning, SelectPages, TableStore};
 use crate::rowid::{
     mask_for_ids, CarriedFragment, FragmentId, FragmentLayout, IdSet, RelocationView, RowAddress,
     RowId,
@@ -56,6 +56,8 @@ pub struct ScanMetrics {
     pub rows_masked: AtomicU64,
     /// Rows read and rejected by the scan's filter.
     pub rows_filtered: AtomicU64,
+    /// Rows not read because their pages' min/max rule the filter out.
+    pub rows_page_pruned: Arc<AtomicU64>,
 }
 
 /// A partial view is built while the wanted ids number at most 1 per this many carried rows.
@@ -345,9 +347,20 @@ impl Snapshot {
                 schema: output.clone(),
                 request: request.clone(),
                 filter: None,
+                pages: None,
             });
         };
-        let probe = self.projection(&predicate_layout(predicate.as_ref()))?.1;
+        let (probe_ids, probe) = self.projection(&predicate_layout(predicate.as_ref()))?;
+        let pages = (predicate.prunes_pages() && !probe_ids.is_empty()).then(|| {
+            let predicate = predicate.clone();
+            let select: Arc<SelectPages> =
+                Arc::new(move |metadata, schema| predicate.select_pages(metadata, schema));
+            PagePruning {
+                field_ids: probe_ids,
+                select,
+                rows_pruned: request.metrics.as_ref().map(|m| m.rows_page_pruned.clone()),
+            }
+        });
         let mut columns: Vec<String> = output.fields()[..field_ids.len()]
             .iter()
             .map(|f| f.name().clone())
@@ -383,6 +396,7 @@ impl Snapshot {
             schema: read_schema,
             request: read,
             filter: Some(Arc::new(filter)),
+            pages,
         })
     }
 
@@ -544,6 +558,8 @@ struct FragmentReads {
     schema: SchemaRef,
     request: ScanRequest,
     filter: Option<Arc<ReadFilter>>,
+    /// Rows ruled out before reading by the page index, for the filter.
+    pages: Option<PagePruning>,
 }
 
 /// A scan's filter, placed in the wider read it needs.
@@ -571,6 +587,7 @@ impl FragmentReads {
             &self.schema,
             &self.request,
             offsets,
+            self.pages.clone(),
         );
         let Some(filter) = self.filter.clone() else {
             return rows;
@@ -604,6 +621,7 @@ fn read_with_ids(
     output: &SchemaRef,
     request: &ScanRequest,
     offsets: Option<RoaringBitmap>,
+    pages: Option<PagePruning>,
 ) -> BoxStream<'static, Result<RecordBatch>> {
     let user = Arc::new(ArrowSchema::new(
         output.fields()[..field_ids.len()].to_vec(),
@@ -613,7 +631,7 @@ fn read_with_ids(
     let fragment_id = fragment.id;
     let sequence = fragment.row_ids.clone();
     store
-        .read_fragment(fragment, field_ids, user, offsets)
+        .read_fragment(fragment, field_ids, user, offsets, pages)
         .map(move |item| {
             let (batch, offsets) = item?;
             let mut columns: Vec<ArrayRef> = batch.columns().to_vec();

@@ -231,3 +231,69 @@ async fn column_filters_are_evaluated_while_reading() {
         1900
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pages_ruled_out_by_their_min_max_are_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    run(
+        &ctx,
+        "CREATE TABLE t (k BIGINT NOT NULL, f DOUBLE, s VARCHAR)",
+    )
+    .await;
+    // One fragment of 20,000 rows in key order: pages of 512 rows, each a narrow key range.
+    run(
+        &ctx,
+        "INSERT INTO t SELECT value, CASE WHEN value = 5003 THEN 'NaN'::double ELSE value END, \
+         'row' || value FROM generate_series(0, 19999)",
+    )
+    .await;
+    // Pruning that would leave most of a whole fragment to read is not worth a page-by-page
+    // read (a fragment with deletions is read by row list anyway, and is pruned).
+    let (plan, _) = physical_plan(&ctx, "SELECT count(*) FROM t WHERE k >= 1000").await;
+    assert_eq!(collect(plan.clone(), ctx.task_ctx()).await.unwrap()[0].num_rows(), 1);
+    assert_eq!(metric(&plan, "NatalScanExec", "rows_page_pruned"), 0);
+    assert_eq!(
+        column_values(&ctx, "SELECT count(*) FROM t WHERE k >= 1000").await,
+        vec![19_000]
+    );
+    run(&ctx, "DELETE FROM t WHERE k = 5001").await;
+    run(&ctx, "UPDATE t SET s = 'moved' WHERE k = 5002").await;
+
+    let query = "SELECT k FROM t WHERE k BETWEEN 5000 AND 5010";
+    let (plan, _) = physical_plan(&ctx, query).await;
+    let batches = collect(plan.clone(), ctx.task_ctx()).await.unwrap();
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 10);
+    // Rows 4608..5120 share a page with the keys; every other page of the first fragment is
+    // ruled out (the moved row's fragment has one page, which holds it).
+    assert_eq!(
+        metric(&plan, "NatalScanExec", "rows_page_pruned"),
+        20_000 - 512
+    );
+    assert_eq!(metric(&plan, "NatalScanExec", "rows_filtered"), 512 - 11);
+    let expected: Vec<i64> = (5000..=5010).filter(|k| *k != 5001).collect();
+    assert_eq!(column_values(&ctx, query).await, expected);
+
+    // Page min/max skip NaN (greater than every number here): the page holding one stays.
+    assert_eq!(
+        column_values(&ctx, "SELECT k FROM t WHERE f > 19990").await,
+        [5003].into_iter().chain(19991..20000).collect::<Vec<i64>>()
+    );
+    assert_eq!(
+        column_values(&ctx, "SELECT k FROM t WHERE f = 'NaN'::double").await,
+        vec![5003]
+    );
+    // Strings by prefix, and a filter no page can satisfy.
+    assert_eq!(
+        column_values(&ctx, "SELECT k FROM t WHERE s LIKE 'row1999%'").await,
+        vec![1999, 19990, 19991, 19992, 19993, 19994, 19995, 19996, 19997, 19998, 19999]
+    );
+    let (plan, _) = physical_plan(&ctx, "SELECT k FROM t WHERE k > 1000000").await;
+    assert!(collect(plan.clone(), ctx.task_ctx())
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(metric(&plan, "NatalScanExec", "rows_filtered"), 0);
+}
