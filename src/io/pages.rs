@@ -102,9 +102,10 @@ mod tests {
             RowSelector::skip(10),
             RowSelector::select(5),
             RowSelector::select(5),
-            RowSelector::skip(80),
+            RowSelector::skip(70),
+            RowSelector::select(10),
         ]);
-        assert_eq!(selected_ranges(&selection, 100), Some(vec![10..20]));
+        assert_eq!(selected_ranges(&selection, 100), Some(vec![10..20, 90..100]));
         assert_eq!(selected_ranges(&selection, 99), None);
         assert_eq!(selected_ranges(&selection, 101), None);
     }
