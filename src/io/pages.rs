@@ -105,7 +105,10 @@ mod tests {
             RowSelector::skip(70),
             RowSelector::select(10),
         ]);
-        assert_eq!(selected_ranges(&selection, 100), Some(vec![10..20, 90..100]));
+        assert_eq!(
+            selected_ranges(&selection, 100),
+            Some(vec![10..20, 90..100])
+        );
         assert_eq!(selected_ranges(&selection, 99), None);
         assert_eq!(selected_ranges(&selection, 101), None);
     }

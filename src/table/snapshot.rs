@@ -429,48 +429,40 @@ impl Snapshot {
     pub async fn take(&self, ids: &[RowId], request: ScanRequest) -> Result<RecordBatch> {
         let (field_ids, output) = self.projection(&request)?;
         let view = self.view_for(ids.iter().copied()).await?;
-        let candidates: Vec<Option<(&Fragment, RowAddress)>> =
-            ids.iter().map(|&id| self.candidate(&view, id)).collect();
-        // The deletions of every fragment the take touches, fetched together.
-        let mut touched: BTreeMap<FragmentId, &Fragment> = BTreeMap::new();
-        for (fragment, _) in candidates.iter().flatten() {
-            touched.insert(fragment.id, fragment);
-        }
-        let deletions: HashMap<FragmentId, Option<Arc<RoaringBitmap>>> =
-            stream::iter(touched.into_values())
-                .map(|fragment| async move {
-                    Ok::<_, Error>((fragment.id, self.deletions(fragment).await?))
-                })
-                .buffer_unordered(CONCURRENT_FRAGMENT_READS)
-                .try_collect()
-                .await?;
         let mut by_fragment: BTreeMap<FragmentId, RoaringBitmap> = BTreeMap::new();
-        let mut wanted: Vec<Option<RowAddress>> = Vec::with_capacity(ids.len());
-        for candidate in candidates {
-            let addr = candidate.map(|(_, addr)| addr).filter(|addr| {
-                let deleted = deletions.get(&addr.fragment_id()).and_then(Option::as_ref);
-                !deleted.is_some_and(|d| d.contains(addr.offset()))
-            });
-            if let Some(addr) = addr {
-                by_fragment
-                    .entry(addr.fragment_id())
-                    .or_default()
-                    .insert(addr.offset());
-            }
+        let mut wanted: Vec<RowAddress> = Vec::with_capacity(ids.len());
+        for (_, addr) in ids.iter().filter_map(|&id| self.candidate(&view, id)) {
+            by_fragment
+                .entry(addr.fragment_id())
+                .or_default()
+                .insert(addr.offset());
             wanted.push(addr);
         }
-        // Read with addresses, to put the rows back in the order asked.
+        // Read with addresses, to put the rows back in the order asked (an id whose newest
+        // address is deleted is not read, so it is not found there).
         let internal = ScanRequest {
             with_row_addr: true,
             ..request.clone()
         };
         let (_, read_schema) = self.projection(&internal)?;
-        let fragment_reads = self.fragment_reads(&field_ids, &read_schema, &internal)?;
+        let fragment_reads = Arc::new(self.fragment_reads(&field_ids, &read_schema, &internal)?);
+        // Each fragment's task fetches its deletions and then its live rows: no fragment's
+        // read waits for the deletions of all the others.
         let reads: Vec<_> = by_fragment
             .into_iter()
-            .filter_map(|(fragment_id, offsets)| {
-                let fragment = self.manifest.fragment(fragment_id)?;
-                Some(fragment_reads.read(&self.store, fragment, Some(offsets)))
+            .filter_map(|(fragment_id, mut offsets)| {
+                let fragment = self.manifest.fragment(fragment_id)?.clone();
+                let (store, reads) = (self.store.clone(), fragment_reads.clone());
+                let read = async move {
+                    if let Some(file) = &fragment.deletion {
+                        offsets -= store
+                            .read_deletions(file, fragment.physical_rows)
+                            .await?
+                            .as_ref();
+                    }
+                    Ok::<_, Error>(reads.read(&store, &fragment, Some(offsets)))
+                };
+                Some(stream::once(read).try_flatten().boxed())
             })
             .collect();
         let batches: Vec<RecordBatch> = read_in_tasks(reads).try_collect().await?;
@@ -487,7 +479,6 @@ impl Snapshot {
             .collect();
         let indices: UInt64Array = wanted
             .iter()
-            .flatten()
             .filter_map(|a| position.get(&a.as_u64()).copied())
             .collect::<Vec<u64>>()
             .into();

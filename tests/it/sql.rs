@@ -252,7 +252,10 @@ async fn pages_ruled_out_by_their_min_max_are_not_read() {
     // Pruning that would leave most of a whole fragment to read is not worth a page-by-page
     // read (a fragment with deletions is read by row list anyway, and is pruned).
     let (plan, _) = physical_plan(&ctx, "SELECT count(*) FROM t WHERE k >= 1000").await;
-    assert_eq!(collect(plan.clone(), ctx.task_ctx()).await.unwrap()[0].num_rows(), 1);
+    assert_eq!(
+        collect(plan.clone(), ctx.task_ctx()).await.unwrap()[0].num_rows(),
+        1
+    );
     assert_eq!(metric(&plan, "NatalScanExec", "rows_page_pruned"), 0);
     assert_eq!(
         column_values(&ctx, "SELECT count(*) FROM t WHERE k >= 1000").await,
