@@ -1,6 +1,7 @@
 //! Data files: Parquet, one per fragment and column group, columns tagged with field ids.
 //!
-//! Written with a page index and small pages so a take reads a few pages, not a row group.
+//! Written with a page index and small pages so a take reads a few pages, not a row group,
+//! and a filtered scan can skip the pages whose min/max rule its filter out (`io::pages`).
 //! Statistics for the manifest come from the writer's own footer (min, max, null count) plus a
 //! NaN count for floats counted while the batches pass through.
 
