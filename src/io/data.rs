@@ -29,8 +29,11 @@ use crate::format::{
     DataFile, Fragment, Schema, StatValue, TablePath, PARQUET_FIELD_ID_KEY,
 };
 
-/// Rows per Parquet page: small enough that a point read decodes little.
-const PAGE_ROWS: usize = 512;
+/// Rows per Parquet page: small enough that a point read decodes little. A take decodes up to
+/// a page per row to skip to it (delta encodings cannot jump), so this is most of its cost:
+/// measured against 512, 256 makes a take of 1,000 rows 15–25% faster for 16% more bytes,
+/// with natal's scans unchanged.
+pub const PAGE_ROWS: usize = 256;
 /// Rows per row group.
 const ROW_GROUP_ROWS: usize = 128 * 1024;
 /// The most bytes a read of selected rows fetches ahead in one request.

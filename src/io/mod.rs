@@ -13,7 +13,7 @@ mod rowids;
 mod segments;
 mod store;
 
-pub use data::READ_BATCH_ROWS;
+pub use data::{PAGE_ROWS, READ_BATCH_ROWS};
 pub use deletion::{decode_deletions, encode_deletions};
 pub use instrumented::{InstrumentedStore, RequestTally};
 pub use manifest::ManifestLayout;
