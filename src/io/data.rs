@@ -186,7 +186,7 @@ impl TableStore {
             if columns.is_empty() {
                 continue;
             }
-            let metadata = self.footer(file, None, true).await?;
+            let metadata = self.footer(file, &mut self.file_reader(file), true).await?;
             let schema = file_schema_as_table(metadata.schema(), &columns);
             let Some(selection) = (pages.select)(metadata.metadata(), &schema) else {
                 continue;
@@ -212,7 +212,7 @@ impl TableStore {
     async fn footer(
         &self,
         file: &DataFile,
-        reader: Option<&mut ObjectFileReader>,
+        reader: &mut ObjectFileReader,
         column_index: bool,
     ) -> Result<ArrowReaderMetadata> {
         if let Some(metadata) = self.footers.get(file.path.as_str()) {
@@ -220,14 +220,6 @@ impl TableStore {
                 return Ok(metadata);
             }
         }
-        let mut own_reader;
-        let reader = match reader {
-            Some(reader) => reader,
-            None => {
-                own_reader = self.file_reader(file);
-                &mut own_reader
-            }
-        };
         let column_index_policy = if column_index {
             PageIndexPolicy::Optional
         } else {
@@ -324,7 +316,7 @@ impl TableStore {
         selection: Option<RowSelection>,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         let mut reader = self.file_reader(file);
-        let metadata = self.footer(file, Some(&mut reader), false).await?;
+        let metadata = self.footer(file, &mut reader, false).await?;
         let mut roots = Vec::new();
         for (index, field) in metadata.schema().fields().iter().enumerate() {
             let id = field

@@ -16,6 +16,15 @@ async fn run(ctx: &SessionContext, sql: &str) {
 }
 
 /// The sum of a metric over every node of `plan` named `node`.
+/// A session with a natal catalog over a fresh temporary directory (kept alive by the
+/// returned guard).
+fn catalog_session() -> (tempfile::TempDir, SessionContext) {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    (dir, ctx)
+}
+
 fn metric(plan: &Arc<dyn ExecutionPlan>, node: &str, name: &str) -> usize {
     let own = (plan.name() == node)
         .then(|| plan.metrics())
@@ -31,9 +40,7 @@ fn metric(plan: &Arc<dyn ExecutionPlan>, node: &str, name: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scan_metrics_count_masked_rows_and_bytes_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let ctx = SessionContext::new();
-    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    let (_dir, ctx) = catalog_session();
     run(&ctx, "CREATE TABLE t (k BIGINT NOT NULL, v BIGINT)").await;
     run(
         &ctx,
@@ -165,9 +172,7 @@ async fn column_values(ctx: &SessionContext, sql: &str) -> Vec<i64> {
 /// whole one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn column_filters_are_evaluated_while_reading() {
-    let dir = tempfile::tempdir().unwrap();
-    let ctx = SessionContext::new();
-    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    let (_dir, ctx) = catalog_session();
     run(
         &ctx,
         "CREATE TABLE t (k BIGINT NOT NULL, v BIGINT, s VARCHAR)",
@@ -234,9 +239,7 @@ async fn column_filters_are_evaluated_while_reading() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pages_ruled_out_by_their_min_max_are_not_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let ctx = SessionContext::new();
-    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    let (_dir, ctx) = catalog_session();
     run(
         &ctx,
         "CREATE TABLE t (k BIGINT NOT NULL, f DOUBLE, s VARCHAR)",
