@@ -30,6 +30,7 @@ pub enum TableKind {
     Versions,
     Fragments,
     Relocations,
+    Indexes,
 }
 
 /// A table name with its version and suffix taken apart.
@@ -41,8 +42,8 @@ pub struct TableName {
 }
 
 impl TableName {
-    /// Parses `t`, `t@v7`, and either with `$rows`, `$versions`, `$fragments` or
-    /// `$relocations`.
+    /// Parses `t`, `t@v7`, and either with `$rows`, `$versions`, `$fragments`,
+    /// `$relocations` or `$indexes`.
     ///
     /// # Errors
     /// A plan error for an unknown suffix or a version that is not a number.
@@ -53,10 +54,11 @@ impl TableName {
             Some((rest, "versions")) => (rest, TableKind::Versions, false),
             Some((rest, "fragments")) => (rest, TableKind::Fragments, false),
             Some((rest, "relocations")) => (rest, TableKind::Relocations, false),
+            Some((rest, "indexes")) => (rest, TableKind::Indexes, false),
             Some((_, other)) => {
                 return Err(DataFusionError::Plan(format!(
                     "unknown table suffix '${other}' in '{name}' \
-                     (natal knows $rows, $versions, $fragments, $relocations)"
+                     (natal knows $rows, $versions, $fragments, $relocations, $indexes)"
                 )))
             }
         };
@@ -175,6 +177,7 @@ impl SchemaProvider for NatalSchemaProvider {
             TableKind::Versions => metadata::versions(&table).await?,
             TableKind::Fragments => metadata::fragments(&snapshot)?,
             TableKind::Relocations => metadata::relocations(&snapshot).await?,
+            TableKind::Indexes => metadata::indexes(&snapshot)?,
         }))
     }
 

@@ -1,6 +1,7 @@
 //! Maintenance as table functions — `natal_compact('t')`, `natal_checkpoint('t')`,
 //! `natal_cleanup('t', keep_versions [, keep_newer_than_seconds])`,
-//! `natal_restore('t', version)` — and DML as functions: `natal_delete`, `natal_update`.
+//! `natal_restore('t', version)`, `natal_create_index('t', 'column' [, 'name'])`,
+//! `natal_drop_index('t', 'name')` — and DML as functions: `natal_delete`, `natal_update`.
 //! Arguments are checked while planning; the work happens when the plan executes (so
 //! `EXPLAIN` changes nothing) and yields one row of figures.
 
@@ -29,7 +30,7 @@ use super::provider::{NatalTableProvider, ProviderView};
 use crate::table::{CleanupPolicy, CompactOptions, ProgressHandle, Table};
 
 /// What a function does when executed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Operation {
     Compact,
     Checkpoint,
@@ -39,6 +40,13 @@ enum Operation {
     },
     Restore {
         version: u64,
+    },
+    CreateIndex {
+        name: String,
+        column: String,
+    },
+    DropIndex {
+        name: String,
     },
 }
 
@@ -56,6 +64,14 @@ impl Operation {
             Operation::Checkpoint => &["version", "relocation_entries"],
             Operation::Cleanup { .. } => &["versions_removed", "files_removed", "bytes_removed"],
             Operation::Restore { .. } => &["version", "live_rows"],
+            Operation::CreateIndex { .. } => &[
+                "version",
+                "segment_seq",
+                "fragments_indexed",
+                "rows_indexed",
+                "bytes_written",
+            ],
+            Operation::DropIndex { .. } => &["version"],
         }
     }
 
@@ -115,6 +131,17 @@ impl Operation {
                 let snapshot = table.at_version(committed.version).await?;
                 vec![Some(committed.version), Some(snapshot.count_rows())]
             }
+            Operation::CreateIndex { name, column } => {
+                let r = table.create_index(&name, &column).await?;
+                vec![
+                    r.version,
+                    r.segment_seq,
+                    Some(r.fragments_indexed),
+                    Some(r.rows_indexed),
+                    Some(r.bytes_written),
+                ]
+            }
+            Operation::DropIndex { name } => vec![Some(table.drop_index(&name).await?)],
         })
     }
 }
@@ -137,6 +164,8 @@ impl NatalFunction {
             "natal_restore",
             "natal_delete",
             "natal_update",
+            "natal_create_index",
+            "natal_drop_index",
         ]
         .into_iter()
         .map(|name| {
@@ -228,6 +257,29 @@ impl TableFunctionImpl for NatalFunction {
                     3,
                 )
             }
+            "natal_create_index" => {
+                let column = literal_string(name, exprs, 1, "column")?;
+                let index = match exprs.get(2) {
+                    Some(_) => literal_string(name, exprs, 2, "index name")?,
+                    None => format!("{column}_idx"),
+                };
+                if index.is_empty() {
+                    return Err(DataFusionError::Plan(format!(
+                        "{name}: the index name is empty"
+                    )));
+                }
+                (
+                    Operation::CreateIndex {
+                        name: index,
+                        column,
+                    },
+                    3,
+                )
+            }
+            "natal_drop_index" => {
+                let index = literal_string(name, exprs, 1, "index name")?;
+                (Operation::DropIndex { name: index }, 2)
+            }
             _ => {
                 let version = literal_u64(name, exprs, 1, "version")?.ok_or_else(|| {
                     DataFusionError::Plan(format!("{name}: missing argument 2 (version)"))
@@ -275,7 +327,7 @@ impl TableProvider for OperationProvider {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         Ok(Arc::new(OperationExec::new(
             self.table.clone(),
-            self.operation,
+            self.operation.clone(),
             self.name,
             projection.cloned(),
         )))
@@ -337,7 +389,7 @@ impl ExecutionPlan for OperationExec {
         _partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let (table, operation) = (self.table.clone(), self.operation);
+        let (table, operation) = (self.table.clone(), self.operation.clone());
         figures_stream(
             operation.schema(),
             self.projection.clone(),

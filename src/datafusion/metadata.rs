@@ -1,5 +1,5 @@
-//! Metadata tables: `t$versions`, `t$fragments` and `t$relocations` (also `t@v7$fragments`
-//! and `t@v7$relocations`), built from manifests when the name is resolved.
+//! Metadata tables: `t$versions`, `t$fragments`, `t$relocations` and `t$indexes` (also
+//! `t@v7$fragments` and so on), built from manifests when the name is resolved.
 
 use std::sync::Arc;
 
@@ -151,6 +151,74 @@ pub(crate) async fn relocations(snapshot: &Snapshot) -> Result<Arc<dyn TableProv
                     "range"
                 }
             }))),
+        ],
+    )
+}
+
+/// One row per index segment: its logical index, column, place in the name's sequence (and
+/// the name's high-water mark), and what it covers.
+pub(crate) fn indexes(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
+    let mut section = snapshot.manifest().indexes.clone();
+    // Shown as the next segment commit would number them.
+    section.backfill();
+    let segments = &section.segments;
+    let schema = snapshot.schema();
+    let mark = |name: &str| {
+        section
+            .logical
+            .iter()
+            .find(|l| l.name == name)
+            .and_then(|l| l.max_segment_seq)
+    };
+    mem_table(
+        vec![
+            Field::new("index_name", DataType::Utf8, false),
+            Field::new("column_name", DataType::Utf8, true),
+            Field::new("segment_seq", DataType::UInt64, true),
+            Field::new("max_segment_seq", DataType::UInt64, true),
+            Field::new("segment_uuid", DataType::Utf8, false),
+            Field::new("fragments", DataType::UInt64, false),
+            Field::new("fragment_ids", DataType::Utf8, false),
+            Field::new("rows", DataType::UInt64, false),
+            Field::new("file_size_bytes", DataType::UInt64, false),
+            Field::new("dataset_version", DataType::UInt64, false),
+            Field::new("path", DataType::Utf8, false),
+        ],
+        vec![
+            Arc::new(StringArray::from_iter_values(
+                segments.iter().map(|s| s.name.as_str()),
+            )),
+            Arc::new(StringArray::from_iter(segments.iter().map(|s| {
+                schema.field_by_id(s.field_id).map(|f| f.name.as_str())
+            }))),
+            Arc::new(UInt64Array::from_iter(
+                segments.iter().map(|s| s.segment_seq),
+            )),
+            Arc::new(UInt64Array::from_iter(
+                segments.iter().map(|s| mark(&s.name)),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                segments.iter().map(|s| s.uuid.as_str()),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                segments.iter().map(|s| s.fragments.len()),
+            )),
+            Arc::new(StringArray::from_iter_values(segments.iter().map(|s| {
+                let ids: Vec<String> = s.fragments.iter().map(|f| f.to_string()).collect();
+                ids.join(",")
+            }))),
+            Arc::new(UInt64Array::from_iter_values(
+                segments.iter().map(|s| s.row_count),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                segments.iter().map(|s| s.file_size_bytes),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                segments.iter().map(|s| s.dataset_version),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                segments.iter().map(|s| s.path.as_str()),
+            )),
         ],
     )
 }

@@ -22,7 +22,7 @@ use super::filter::ExprPredicate;
 use super::pruning::prune_fragments;
 use super::scan::{NatalScanExec, ScanPlan};
 use crate::format::Fragment;
-use crate::table::{Snapshot, Table, ROW_ADDR, ROW_ID};
+use crate::table::{IndexProbe, Snapshot, Table, ROW_ADDR, ROW_ID};
 
 /// Which rows and columns a provider exposes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,6 +183,68 @@ fn row_id_set(expr: &Expr) -> Option<RoaringTreemap> {
     }
 }
 
+/// The column and values of `col = v`, `col IN (...)` or an `OR` chain of those on one
+/// column; `None` for other filters.
+fn equality_values(expr: &Expr) -> Option<(&str, Vec<ScalarValue>)> {
+    let literal = |e: &Expr| match e {
+        Expr::Literal(value, _) => Some(value.clone()),
+        _ => None,
+    };
+    match expr {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Eq,
+            right,
+        }) => match (left.as_ref(), right.as_ref()) {
+            (Expr::Column(c), other) | (other, Expr::Column(c)) => {
+                Some((c.name.as_str(), vec![literal(other)?]))
+            }
+            _ => None,
+        },
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Or,
+            right,
+        }) => {
+            let (name, mut values) = equality_values(left)?;
+            let (other, more) = equality_values(right)?;
+            (name == other).then(|| {
+                values.extend(more);
+                (name, values)
+            })
+        }
+        Expr::InList(list) if !list.negated => match list.expr.as_ref() {
+            Expr::Column(c) => Some((
+                c.name.as_str(),
+                list.list.iter().map(literal).collect::<Option<_>>()?,
+            )),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A probe of an index on the column `filter` compares for equality, if the snapshot has
+/// one and the values convert to the column's type.
+fn index_probe(snapshot: &Snapshot, filter: &Expr) -> Option<IndexProbe> {
+    let (column, values) = equality_values(filter)?;
+    let field = snapshot.schema().field_by_name(column)?;
+    let indexes = &snapshot.manifest().indexes;
+    let segment = indexes.segments.iter().find(|s| s.field_id == field.id)?;
+    // `col = NULL` matches nothing; the filter still says so.
+    let values: Vec<ScalarValue> = values
+        .into_iter()
+        .filter(|v| !v.is_null())
+        .map(|v| v.cast_to(&field.data_type).ok())
+        .collect::<Option<_>>()?;
+    let values = if values.is_empty() {
+        datafusion::arrow::array::new_empty_array(&field.data_type)
+    } else {
+        ScalarValue::iter_to_array(values).ok()?
+    };
+    Some(IndexProbe::new(segment.name.clone(), values))
+}
+
 #[async_trait]
 impl TableProvider for NatalTableProvider {
     fn schema(&self) -> SchemaRef {
@@ -263,6 +325,10 @@ impl TableProvider for NatalTableProvider {
                 column_filters.push(filter.clone());
             }
         }
+        let index = column_filters
+            .iter()
+            .find_map(|f| index_probe(&snapshot, f))
+            .map(Arc::new);
         let candidates: Vec<&Fragment> = snapshot.manifest().fragments.iter().collect();
         let conjunction = column_filters.into_iter().reduce(|a, b| a.and(b));
         let keep = match &conjunction {
@@ -307,6 +373,7 @@ impl TableProvider for NatalTableProvider {
             partitions,
             fragments_pruned,
             filter,
+            index,
             // Every filter DataFusion handed over is applied here, so a limit is too.
             limit,
         };

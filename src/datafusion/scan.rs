@@ -31,7 +31,7 @@ use roaring::RoaringTreemap;
 use super::filter::ExprPredicate;
 use super::leaf::{leaf_exec_methods, leaf_properties};
 use crate::rowid::FragmentId;
-use crate::table::{RowPredicate, ScanMetrics, ScanRequest, Snapshot};
+use crate::table::{IndexProbe, RowPredicate, ScanMetrics, ScanRequest, Snapshot};
 
 /// How the scan reads a snapshot; built by the table provider.
 #[derive(Debug, Clone)]
@@ -49,6 +49,8 @@ pub(crate) struct ScanPlan {
     pub fragments_pruned: usize,
     /// The column filters, evaluated as fragments are read.
     pub filter: Option<Arc<ExprPredicate>>,
+    /// An index that narrows the rows the filter must look at in the fragments it covers.
+    pub index: Option<Arc<IndexProbe>>,
     pub limit: Option<usize>,
 }
 
@@ -97,6 +99,9 @@ impl DisplayAs for NatalScanExec {
         }
         if let Some(filter) = &self.plan.filter {
             write!(f, ", filter={filter}")?;
+        }
+        if let Some(index) = &self.plan.index {
+            write!(f, ", index={} ({} values)", index.name, index.values.len())?;
         }
         if let Some(limit) = self.plan.limit {
             write!(f, ", limit={limit}")?;
@@ -162,6 +167,7 @@ impl ExecutionPlan for NatalScanExec {
             fragments: Some(fragments),
             metrics: Some(counters.clone()),
             filter: self.plan.filter.clone().map(|f| f as Arc<dyn RowPredicate>),
+            index: self.plan.index.clone(),
         };
         let snapshot = self.plan.snapshot.clone();
         let order = self.plan.output_order.clone();

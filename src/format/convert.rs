@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::DataType;
 use prost::Message;
+use roaring::RoaringBitmap;
 
 use super::envelope::{seal, unseal};
 use super::proto;
@@ -201,6 +202,8 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str) -> Result<Manifest> {
         Ok(proto::transaction::Operation::Compact) => Operation::Compact,
         Ok(proto::transaction::Operation::Checkpoint) => Operation::Checkpoint,
         Ok(proto::transaction::Operation::Restore) => Operation::Restore,
+        Ok(proto::transaction::Operation::CreateIndex) => Operation::CreateIndex,
+        Ok(proto::transaction::Operation::DropIndex) => Operation::DropIndex,
         _ => return Err(corrupt("unknown transaction operation")),
     };
     Ok(Manifest {
@@ -234,7 +237,81 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str) -> Result<Manifest> {
             })
             .transpose()?,
         max_rows_per_fragment: raw.max_rows_per_fragment,
+        indexes: indexes_from_proto(raw.indexes.unwrap_or_default(), path)?,
     })
+}
+
+fn indexes_from_proto(raw: proto::IndexSection, path: &str) -> Result<IndexSection> {
+    let segments = raw
+        .segments
+        .into_iter()
+        .map(|s| {
+            let fragments =
+                RoaringBitmap::deserialize_from(s.fragment_bitmap.as_slice()).map_err(|e| {
+                    Error::corrupt(
+                        path,
+                        format!("index segment {}: bad fragment bitmap: {e}", s.uuid),
+                    )
+                })?;
+            Ok(IndexSegment {
+                path: TablePath::parse(&s.path)?,
+                uuid: s.uuid,
+                name: s.name,
+                field_id: s.field_id,
+                fragments,
+                segment_seq: s.segment_seq,
+                dataset_version: s.dataset_version,
+                row_count: s.row_count,
+                file_size_bytes: s.file_size_bytes,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let logical = raw
+        .logical_indexes
+        .into_iter()
+        .map(|l| LogicalIndex {
+            name: l.index_name,
+            max_segment_seq: l.max_segment_seq,
+        })
+        .collect();
+    let section = IndexSection { segments, logical };
+    section
+        .validate()
+        .map_err(|reason| Error::corrupt(path, reason))?;
+    Ok(section)
+}
+
+fn indexes_to_proto(section: &IndexSection) -> proto::IndexSection {
+    proto::IndexSection {
+        segments: section
+            .segments
+            .iter()
+            .map(|s| {
+                let mut fragment_bitmap = Vec::with_capacity(s.fragments.serialized_size());
+                // Writing into a Vec cannot fail.
+                let _ = s.fragments.serialize_into(&mut fragment_bitmap);
+                proto::IndexSegment {
+                    uuid: s.uuid.clone(),
+                    name: s.name.clone(),
+                    field_id: s.field_id,
+                    path: s.path.as_str().to_string(),
+                    fragment_bitmap,
+                    segment_seq: s.segment_seq,
+                    dataset_version: s.dataset_version,
+                    row_count: s.row_count,
+                    file_size_bytes: s.file_size_bytes,
+                }
+            })
+            .collect(),
+        logical_indexes: section
+            .logical
+            .iter()
+            .map(|l| proto::LogicalIndex {
+                index_name: l.name.clone(),
+                max_segment_seq: l.max_segment_seq,
+            })
+            .collect(),
+    }
 }
 
 pub(super) fn fragment_from_proto(raw: proto::Fragment, path: &str) -> Result<Fragment> {
@@ -584,6 +661,8 @@ impl From<&Manifest> for proto::Manifest {
                     Operation::Compact => Op::Compact,
                     Operation::Checkpoint => Op::Checkpoint,
                     Operation::Restore => Op::Restore,
+                    Operation::CreateIndex => Op::CreateIndex,
+                    Operation::DropIndex => Op::DropIndex,
                 } as i32,
                 read_version: m.transaction.read_version,
                 rows_added: m.transaction.rows_added,
@@ -600,6 +679,7 @@ impl From<&Manifest> for proto::Manifest {
                 }
             }),
             max_rows_per_fragment: m.max_rows_per_fragment,
+            indexes: (m.indexes != IndexSection::default()).then(|| indexes_to_proto(&m.indexes)),
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::rowid::{FragmentId, RowIdSequence};
 
-use super::{ColumnStats, Schema, TablePath};
+use super::{ColumnStats, IndexSection, Schema, TablePath};
 
 /// natal's on-disk format version. A manifest with another version is refused.
 pub const FORMAT_VERSION: u32 = 1;
@@ -22,11 +22,15 @@ pub mod flags {
     pub const DELETION_DELTAS: u64 = 1 << 3;
     /// The fragment list lives in `_fragments/` segment files, which readers must load.
     pub const FRAGMENT_SEGMENTS: u64 = 1 << 4;
+    /// Writer-only: index segments carry `segment_seq` and the section keeps per-name
+    /// high-water marks, which writers must preserve and continue (seed 002). Readers need
+    /// not understand it: indexes are never needed to read rows.
+    pub const INDEX_SEGMENT_SEQ: u64 = 1 << 5;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 =
         DELETION_FILES | ROW_ID_SEQUENCES | ROW_ID_FILES | DELETION_DELTAS | FRAGMENT_SEGMENTS;
     /// Every writer flag this client implements.
-    pub const KNOWN_WRITER: u64 = KNOWN_READER;
+    pub const KNOWN_WRITER: u64 = KNOWN_READER | INDEX_SEGMENT_SEQ;
 }
 
 /// One version of a table.
@@ -49,6 +53,8 @@ pub struct Manifest {
     pub transaction: TransactionSummary,
     pub relocation_checkpoint: Option<CheckpointRef>,
     pub max_rows_per_fragment: u64,
+    /// Index segments and their per-name sequence marks.
+    pub indexes: IndexSection,
 }
 
 impl Manifest {
@@ -99,6 +105,9 @@ impl Manifest {
         }
         self.reader_flags = used;
         self.writer_flags = used;
+        if self.indexes.uses_segment_seq() {
+            self.writer_flags |= flags::INDEX_SEGMENT_SEQ;
+        }
     }
 }
 
@@ -213,6 +222,8 @@ pub enum Operation {
     Compact,
     Checkpoint,
     Restore,
+    CreateIndex,
+    DropIndex,
 }
 
 impl std::fmt::Display for Operation {
@@ -226,6 +237,8 @@ impl std::fmt::Display for Operation {
             Operation::Compact => "compaction",
             Operation::Checkpoint => "checkpoint",
             Operation::Restore => "restore",
+            Operation::CreateIndex => "create index",
+            Operation::DropIndex => "drop index",
         })
     }
 }

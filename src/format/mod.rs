@@ -4,6 +4,7 @@
 
 mod convert;
 pub(crate) mod envelope;
+mod index;
 mod manifest;
 mod path;
 mod schema;
@@ -15,6 +16,7 @@ mod proto {
     include!(concat!(env!("OUT_DIR"), "/natal.format.rs"));
 }
 
+pub use index::{cache_node, IndexSection, IndexSegment, LogicalIndex};
 pub use manifest::{
     flags, CheckpointRef, DataFile, DeletionFile, DeletionVector, Fragment, FragmentSegment,
     Manifest, Operation, RowIdFile, TransactionSummary, FORMAT_VERSION,

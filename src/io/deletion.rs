@@ -82,11 +82,14 @@ impl TableStore {
         if let Some(bitmap) = self.deletions.get(&key) {
             return Ok(bitmap);
         }
-        let rest = futures::future::try_join_all(rest.iter().map(|file| async move {
-            Ok::<_, Error>((file, self.read_deletion_file(file, physical_rows).await?))
-        }))
+        // Every file of the vector in flight at once: a cold read costs one round trip.
+        let (mut union, rest) = futures::future::try_join(
+            self.read_deletion_file(first, physical_rows),
+            futures::future::try_join_all(rest.iter().map(|file| async move {
+                Ok::<_, Error>((file, self.read_deletion_file(file, physical_rows).await?))
+            })),
+        )
         .await?;
-        let mut union = self.read_deletion_file(first, physical_rows).await?;
         for (file, more) in rest {
             if !union.is_disjoint(&more) {
                 return Err(Error::corrupt(

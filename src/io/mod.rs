@@ -1,10 +1,12 @@
-//! Object-store access: manifests, Parquet data files, deletion files, row-id files and
-//! relocation checkpoints. Everything here speaks domain types from `format/` and `rowid/`.
+//! Object-store access: manifests, Parquet data files, deletion files, row-id files,
+//! relocation checkpoints and index segment files. Everything here speaks domain types from
+//! `format/` and `rowid/`.
 
 mod cache;
 mod checkpoint;
 mod data;
 mod deletion;
+mod index;
 mod instrumented;
 mod manifest;
 mod pages;
@@ -15,6 +17,7 @@ mod store;
 
 pub use data::{PAGE_ROWS, READ_BATCH_ROWS};
 pub use deletion::{decode_deletions, encode_deletions};
+pub use index::indexable;
 pub use instrumented::{InstrumentedStore, RequestTally};
 pub use manifest::ManifestLayout;
 pub use pages::{PagePruning, SelectPages};

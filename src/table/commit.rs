@@ -16,7 +16,9 @@ use std::sync::Arc;
 use roaring::RoaringBitmap;
 
 use crate::error::{Error, Result};
-use crate::format::{DataFile, DeletionVector, Fragment, Manifest, Operation, TransactionSummary};
+use crate::format::{
+    DataFile, DeletionVector, Fragment, IndexSegment, Manifest, Operation, TransactionSummary,
+};
 use crate::io::TableStore;
 use crate::rowid::{FragmentId, RowAddress, RowId, RowIdSequence};
 use crate::table::TableOptions;
@@ -87,6 +89,14 @@ pub(crate) enum Action {
     Restore {
         from: Box<Manifest>,
     },
+    /// Add an index segment built from the rows of its fragments as read.
+    CreateIndex {
+        segment: IndexSegment,
+    },
+    /// Remove every segment of an index (its sequence high-water mark stays).
+    DropIndex {
+        name: String,
+    },
 }
 
 impl Action {
@@ -99,6 +109,8 @@ impl Action {
             Action::Compact { .. } => Operation::Compact,
             Action::Checkpoint { .. } => Operation::Checkpoint,
             Action::Restore { .. } => Operation::Restore,
+            Action::CreateIndex { .. } => Operation::CreateIndex,
+            Action::DropIndex { .. } => Operation::DropIndex,
         }
     }
 }
@@ -324,6 +336,8 @@ async fn apply(
         }
         Action::Compact { inputs, fragments } => {
             apply_compaction(store, &mut m, &mut summary, inputs, fragments).await?;
+            let inputs: Vec<FragmentId> = inputs.iter().map(|f| f.id).collect();
+            m.indexes.on_compaction(&inputs, &summary.fragments_added);
         }
         Action::Checkpoint { checkpoint } => {
             m.relocation_checkpoint = Some(checkpoint.clone());
@@ -335,9 +349,44 @@ async fn apply(
             m.fragments = from.fragments.clone();
             m.relocation_checkpoint = from.relocation_checkpoint.clone();
             m.max_fragment_id = base.max_fragment_id.max(from.max_fragment_id);
+            // The restored segments, numbered as they were; no number is handed out again.
+            m.indexes = from.indexes.clone();
+            m.indexes.keep_marks_of(&base.indexes);
+        }
+        Action::CreateIndex { segment } => {
+            let mut segment = segment.clone();
+            // Rebased over compactions or overwrites, a segment covers only fragments that
+            // still hold the rows it read, and none another segment of its name covers.
+            let covered = m.indexes.covered(&segment.name);
+            let fragments = segment.fragments.clone();
+            segment.fragments = fragments
+                .iter()
+                .filter(|&f| m.fragment(f).is_some() && !covered.contains(f))
+                .collect();
+            if segment.fragments.is_empty() {
+                return Err(Error::Conflict {
+                    operation: action.operation().to_string(),
+                    read_version,
+                    other: "a concurrent commit".into(),
+                    other_version: base.version,
+                    reason: format!(
+                        "the fragments index {} was built from were rewritten or indexed meanwhile",
+                        segment.name
+                    ),
+                });
+            }
+            m.indexes.add(segment)?;
+        }
+        Action::DropIndex { name } => {
+            if m.indexes.remove(name) == 0 {
+                return Err(Error::invalid(format!("no index named {name}")));
+            }
         }
     }
     m.fragments.sort_by_key(|f| f.id);
+    // Coverage never names a fragment the version does not have.
+    let present: roaring::RoaringBitmap = m.fragments.iter().map(|f| f.id).collect();
+    m.indexes.retain_fragments(|f| present.contains(f));
     m.transaction = summary;
     m.refresh_flags();
     Ok(m)

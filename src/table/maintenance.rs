@@ -95,6 +95,9 @@ fn referenced_files(manifest: &Manifest, into: &mut HashSet<String>) {
     if let Some(checkpoint) = &manifest.relocation_checkpoint {
         into.insert(checkpoint.path.as_str().to_string());
     }
+    for segment in &manifest.indexes.segments {
+        into.insert(segment.path.as_str().to_string());
+    }
 }
 
 impl Table {
@@ -236,7 +239,7 @@ impl Table {
             let top = relative.split('/').next().unwrap_or_default();
             let ours = matches!(
                 top,
-                "data" | "_deletions" | "_relocations" | "_rowids" | "_fragments"
+                "data" | "_deletions" | "_relocations" | "_rowids" | "_fragments" | "_indices"
             );
             if ours && !referenced.contains(&relative) && now - meta.last_modified >= min_age {
                 to_delete.push(meta);

@@ -20,6 +20,7 @@
 
 mod commit;
 mod filter;
+mod index;
 mod maintenance;
 mod progress;
 mod snapshot;
@@ -36,6 +37,7 @@ use crate::format::{Manifest, Operation, Schema, TransactionSummary};
 use crate::io::{ManifestLayout, TableStore};
 
 pub use filter::{predicate_layout, RowPredicate};
+pub use index::{IndexProbe, IndexReport};
 pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, CompactionReport};
 pub use progress::{Progress, ProgressHandle};
 pub use snapshot::{ScanMetrics, ScanRequest, Snapshot, ROW_ADDR, ROW_ID};
@@ -131,6 +133,7 @@ impl Table {
             },
             relocation_checkpoint: None,
             max_rows_per_fragment: options.max_rows_per_fragment,
+            indexes: Default::default(),
         };
         if store.latest_version().await?.is_some()
             || !store

@@ -15,6 +15,7 @@ use roaring::{RoaringBitmap, RoaringTreemap};
 use tokio::sync::OnceCell;
 
 use super::filter::{filter_batch, predicate_layout, RowPredicate};
+use super::index::IndexProbe;
 use crate::error::{Error, Result};
 use crate::format::{Fragment, Manifest, Schema};
 use crate::io::{PagePruning, SelectPages, TableStore};
@@ -45,6 +46,9 @@ pub struct ScanRequest {
     pub fragments: Option<Vec<FragmentId>>,
     /// Only rows passing this, evaluated as the scan reads (see [`RowPredicate`]).
     pub filter: Option<Arc<dyn RowPredicate>>,
+    /// In fragments the index covers, only the rows it finds for the probe's values (a
+    /// superset of the rows the scan's filter passes; the filter still decides).
+    pub index: Option<Arc<IndexProbe>>,
 }
 
 /// What a scan did, counted as it runs.
@@ -269,6 +273,10 @@ impl Snapshot {
             Some(ids) => Some(self.masks(ids).await?),
             None => None,
         };
+        let index = match &request.index {
+            Some(probe) => Some(probe.answer(self).await?),
+            None => None,
+        };
         let store = match &request.metrics {
             Some(m) => self.store.counting_bytes(m.bytes_read.clone()),
             None => self.store.clone(),
@@ -290,15 +298,21 @@ impl Snapshot {
                         .fetch_add(rows - read.min(rows), Ordering::Relaxed);
                 }
             };
-            let mut offsets = match &masks {
-                Some(masks) => match masks.get(&fragment.id) {
-                    Some(mask) => Some(mask.clone()),
+            // The index's offsets, like a mask's, are live rows already: no deletions read.
+            let found = index
+                .as_ref()
+                .filter(|i| i.covered.contains(fragment.id))
+                .map(|i| i.offsets.get(&fragment.id).cloned().unwrap_or_default());
+            let mut offsets = match (&masks, found) {
+                (Some(masks), found) => match masks.get(&fragment.id) {
+                    Some(mask) => Some(found.map_or_else(|| mask.clone(), |f| f & mask)),
                     None => {
                         masked(0);
                         continue;
                     }
                 },
-                None => match self.deletions(fragment).await? {
+                (None, Some(found)) => Some(found),
+                (None, None) => match self.deletions(fragment).await? {
                     Some(deleted) => {
                         let mut live = RoaringBitmap::new();
                         live.insert_range(0..fragment.physical_rows);

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use arrow::array::{AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, UInt64Type};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionContext;
 use futures::TryStreamExt;
 use natal::table::{ScanRequest, Snapshot, Table, TableOptions};
 use object_store::memory::InMemory;
@@ -124,4 +126,37 @@ pub fn add_to_val(delta: i64) -> impl Fn(&RecordBatch) -> natal::Result<RecordBa
             .collect();
         Ok(self::batch(&rows))
     }
+}
+
+/// Runs `sql` to completion, panicking with the statement on failure.
+pub async fn run(ctx: &SessionContext, sql: &str) {
+    ctx.sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// A session with a natal catalog over a fresh temporary directory (kept alive by the
+/// returned guard).
+pub fn catalog_session() -> (tempfile::TempDir, SessionContext) {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    (dir, ctx)
+}
+
+/// The sum of a metric over every node of `plan` named `node`.
+pub fn metric(plan: &Arc<dyn ExecutionPlan>, node: &str, name: &str) -> usize {
+    let own = (plan.name() == node)
+        .then(|| plan.metrics())
+        .flatten()
+        .and_then(|m| m.sum_by_name(name))
+        .map_or(0, |v| v.as_usize());
+    own + plan
+        .children()
+        .into_iter()
+        .map(|c| metric(c, node, name))
+        .sum::<usize>()
 }

@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod concurrency;
 mod faults;
+mod index;
 mod model;
 mod rowid;
 mod sql;

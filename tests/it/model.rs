@@ -44,6 +44,8 @@ enum Op {
         target: u8,
     },
     Checkpoint,
+    /// Index `val` (the column updates change) under `val_idx`.
+    Index,
     Overwrite(u8),
     Restore(Index),
     Cleanup {
@@ -79,6 +81,7 @@ fn row_op() -> impl Strategy<Value = Op> {
             }),
         (2u8..30).prop_map(|target| Op::Compact { target }),
         Just(Op::Checkpoint),
+        Just(Op::Index),
     ]
 }
 
@@ -216,6 +219,7 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
         }
         Op::Compact { target } => (Action::Compact(*target as u64), Expect::NoValueChange),
         Op::Checkpoint => (Action::Checkpoint, Expect::NoValueChange),
+        Op::Index => (Action::Index, Expect::NoValueChange),
         Op::Overwrite(n) => {
             let rows = model.fresh_rows(*n);
             (
@@ -246,6 +250,7 @@ enum Action {
     Upsert(Vec<(i64, i64)>),
     Compact(u64),
     Checkpoint,
+    Index,
     Overwrite(Vec<(i64, i64)>),
     Restore(u64),
 }
@@ -280,6 +285,8 @@ async fn run(table: &Table, action: &Action) -> natal::Result<u64> {
             table.compact(options).await?.version.unwrap_or(0)
         }
         Action::Checkpoint => table.checkpoint().await?.version,
+        // No version (0) when every fragment was already indexed.
+        Action::Index => table.create_index(INDEX, "val").await?.version.unwrap_or(0),
         Action::Overwrite(rows) => table.overwrite(vec![batch(rows)]).await?.version,
         Action::Restore(v) => table.restore(*v).await?.version,
     })
@@ -416,6 +423,7 @@ async fn check(model: &Model, table: &Table) {
         .filter_map(|id| actual.get(id).map(|r| (*id, r.addr, r.key, r.val)))
         .collect();
     assert_eq!(got, expected, "take of {asked:?}");
+    check_index(model, &snapshot).await;
     for (version, state) in &model.versions {
         let old = read_rows(&table.at_version(*version).await.unwrap())
             .await
@@ -423,6 +431,53 @@ async fn check(model: &Model, table: &Table) {
         let old: State = old.iter().map(|(id, r)| (*id, (r.key, r.val))).collect();
         assert_eq!(&old, state, "version {version} changed");
     }
+}
+
+const INDEX: &str = "val_idx";
+
+/// A probe of the `val` index finds every live row holding the probed values (it may find
+/// more; a scan's filter decides), however the rows were updated, moved or deleted since.
+async fn check_index(model: &Model, snapshot: &natal::table::Snapshot) {
+    if snapshot.manifest().indexes.field_of(INDEX).is_none() {
+        return;
+    }
+    let mut wanted: Vec<i64> = model
+        .live
+        .values()
+        .step_by(3)
+        .take(3)
+        .map(|r| r.1)
+        .collect();
+    wanted.push(i64::MIN);
+    let values = std::sync::Arc::new(arrow::array::Int64Array::from(wanted.clone()));
+    let request = ScanRequest {
+        with_row_id: true,
+        index: Some(std::sync::Arc::new(natal::table::IndexProbe::new(
+            INDEX, values,
+        ))),
+        ..Default::default()
+    };
+    let batches: Vec<arrow::array::RecordBatch> =
+        futures::TryStreamExt::try_collect(snapshot.scan(request).await.unwrap())
+            .await
+            .unwrap();
+    let mut found = BTreeMap::new();
+    for batch in batches {
+        let vals = batch.column(1).as_primitive::<Int64Type>();
+        let ids = batch.column(3).as_primitive::<UInt64Type>();
+        for i in 0..batch.num_rows() {
+            if wanted.contains(&vals.value(i)) {
+                found.insert(ids.value(i), vals.value(i));
+            }
+        }
+    }
+    let expected: BTreeMap<u64, i64> = model
+        .live
+        .iter()
+        .filter(|(_, r)| wanted.contains(&r.1))
+        .map(|(id, r)| (*id, r.1))
+        .collect();
+    assert_eq!(found, expected, "index probe for {wanted:?}");
 }
 
 /// Ids whose rows `a` rewrote or removed between `before` and `after`.
@@ -481,7 +536,13 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
                             | Action::Upsert(_)
                             | Action::Compact(_)
                     );
-                    let allowed = conflicts || (matches!(action_b, Action::Compact(_)) && rewrote);
+                    // An index segment gives way to one covering the same fragments, or to a
+                    // compaction that rewrote all of them.
+                    let indexed_meanwhile = matches!(action_b, Action::Index)
+                        && matches!(action_a, Action::Index | Action::Compact(_));
+                    let allowed = conflicts
+                        || (matches!(action_b, Action::Compact(_)) && rewrote)
+                        || indexed_meanwhile;
                     assert!(
                         allowed,
                         "unexpected conflict for {action_b:?} after {action_a:?}: {e}"

@@ -6,37 +6,7 @@ use std::sync::Arc;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::SessionContext;
 
-async fn run(ctx: &SessionContext, sql: &str) {
-    ctx.sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .collect()
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-/// The sum of a metric over every node of `plan` named `node`.
-/// A session with a natal catalog over a fresh temporary directory (kept alive by the
-/// returned guard).
-fn catalog_session() -> (tempfile::TempDir, SessionContext) {
-    let dir = tempfile::tempdir().unwrap();
-    let ctx = SessionContext::new();
-    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
-    (dir, ctx)
-}
-
-fn metric(plan: &Arc<dyn ExecutionPlan>, node: &str, name: &str) -> usize {
-    let own = (plan.name() == node)
-        .then(|| plan.metrics())
-        .flatten()
-        .and_then(|m| m.sum_by_name(name))
-        .map_or(0, |v| v.as_usize());
-    own + plan
-        .children()
-        .into_iter()
-        .map(|c| metric(c, node, name))
-        .sum::<usize>()
-}
+use crate::common::{catalog_session, metric, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scan_metrics_count_masked_rows_and_bytes_read() {

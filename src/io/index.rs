@@ -1,0 +1,227 @@
+//! Index segment files: `_indices/<uuid>/index.parquet`, the (value, row id) pairs of the
+//! indexed rows sorted by value, in row groups small enough that the footer's per-group
+//! min/max finds the few groups a lookup must decode.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt64Array};
+use arrow::compute::{filter_record_batch, is_not_null, lexsort_to_indices, take, SortColumn};
+use arrow::datatypes::{DataType, Field, Schema, UInt64Type};
+use arrow::row::{RowConverter, Rows, SortField};
+use bytes::Bytes;
+use futures::TryStreamExt;
+use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder};
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+use roaring::RoaringTreemap;
+
+use super::reader::ObjectFileReader;
+use super::TableStore;
+use crate::error::{Error, Result};
+use crate::format::{IndexSegment, TablePath};
+
+/// Rows per row group of a segment file: a lookup decodes whole groups.
+const GROUP_ROWS: usize = 8 * 1024;
+
+const VALUE: &str = "value";
+const ROW_ID: &str = "row_id";
+
+/// What writing a segment file produced.
+pub(crate) struct WrittenSegment {
+    pub path: TablePath,
+    pub rows: u64,
+    pub file_size_bytes: u64,
+}
+
+/// Whether values of this type can be indexed: equality and order agree with DataFusion's
+/// `=` (floats do not: `-0.0 = 0.0` and NaN), and the type is a single value.
+pub fn indexable(data_type: &DataType) -> bool {
+    data_type.is_integer()
+        || matches!(
+            data_type,
+            DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Utf8View
+                | DataType::Binary
+                | DataType::LargeBinary
+                | DataType::BinaryView
+                | DataType::Boolean
+                | DataType::Date32
+                | DataType::Date64
+                | DataType::Timestamp(_, _)
+                | DataType::Decimal128(_, _)
+                | DataType::Decimal256(_, _)
+        )
+}
+
+fn segment_schema(value_type: &DataType) -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new(VALUE, value_type.clone(), false),
+        Field::new(ROW_ID, DataType::UInt64, false),
+    ]))
+}
+
+fn corrupt(path: &TablePath, reason: impl std::fmt::Display) -> Error {
+    Error::corrupt(path.as_str(), format!("index segment: {reason}"))
+}
+
+fn sortable(values: &[ArrayRef]) -> Result<(RowConverter, Vec<Rows>)> {
+    let data_type = values
+        .first()
+        .map(|v| v.data_type().clone())
+        .ok_or_else(|| Error::invalid("no values to compare"))?;
+    let converter = RowConverter::new(vec![SortField::new(data_type)])?;
+    let rows = values
+        .iter()
+        .map(|v| converter.convert_columns(std::slice::from_ref(v)))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok((converter, rows))
+}
+
+impl TableStore {
+    /// Writes the non-null `values` with their `row_ids` as a new segment file.
+    pub(crate) async fn write_index_segment(
+        &self,
+        values: ArrayRef,
+        row_ids: ArrayRef,
+    ) -> Result<WrittenSegment> {
+        let schema = segment_schema(values.data_type());
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new(VALUE, values.data_type().clone(), true),
+                Field::new(ROW_ID, DataType::UInt64, false),
+            ])),
+            vec![values.clone(), row_ids],
+        )?;
+        let batch = filter_record_batch(&batch, &is_not_null(&values)?)?;
+        let order = lexsort_to_indices(
+            &[
+                SortColumn {
+                    values: batch.column(0).clone(),
+                    options: None,
+                },
+                SortColumn {
+                    values: batch.column(1).clone(),
+                    options: None,
+                },
+            ],
+            None,
+        )?;
+        let columns = batch
+            .columns()
+            .iter()
+            .map(|c| take(c.as_ref(), &order, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let sorted = RecordBatch::try_new(schema.clone(), columns)?;
+        let properties = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_max_row_group_row_count(Some(GROUP_ROWS))
+            // Group min/max must be the true bounds of each group's values.
+            .set_statistics_truncate_length(None)
+            .build();
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, schema, Some(properties))?;
+        writer.write(&sorted)?;
+        writer.close()?;
+        let path = TablePath::parse(&format!("_indices/{}/index.parquet", uuid::Uuid::new_v4()))?;
+        let file_size_bytes = bytes.len() as u64;
+        self.put(&self.path(&path), Bytes::from(bytes)).await?;
+        Ok(WrittenSegment {
+            path,
+            rows: sorted.num_rows() as u64,
+            file_size_bytes,
+        })
+    }
+
+    /// The row ids `segment` holds under any of `wanted` (of the segment's value type),
+    /// decoding only the row groups whose min/max could hold one of them.
+    pub(crate) async fn lookup_index_segment(
+        &self,
+        segment: &IndexSegment,
+        wanted: &ArrayRef,
+    ) -> Result<RoaringTreemap> {
+        let mut reader = ObjectFileReader::new(
+            self.object_store().clone(),
+            self.path(&segment.path),
+            segment.file_size_bytes,
+            None,
+        );
+        let metadata = match self.footers.get(segment.path.as_str()) {
+            Some(metadata) => metadata,
+            None => {
+                let metadata =
+                    ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
+                        .await
+                        .map_err(|e| corrupt(&segment.path, e))?;
+                self.footers.insert(segment.path.as_str(), metadata.clone());
+                metadata
+            }
+        };
+        let expected = segment_schema(wanted.data_type());
+        if metadata.schema().fields() != expected.fields() {
+            return Err(corrupt(
+                &segment.path,
+                format!("holds {:?}, not (value, row_id)", metadata.schema()),
+            ));
+        }
+        let groups = metadata.metadata().row_groups();
+        let stats =
+            StatisticsConverter::try_new(VALUE, metadata.schema(), metadata.parquet_schema())
+                .map_err(|e| corrupt(&segment.path, e))?;
+        let mins = stats
+            .row_group_mins(groups)
+            .map_err(|e| corrupt(&segment.path, e))?;
+        let maxes = stats
+            .row_group_maxes(groups)
+            .map_err(|e| corrupt(&segment.path, e))?;
+        let (converter, encoded) = sortable(&[wanted.clone(), mins.clone(), maxes.clone()])?;
+        let (wanted_rows, min_rows, max_rows) = (&encoded[0], &encoded[1], &encoded[2]);
+        let mut sorted_wanted: Vec<&[u8]> = (0..wanted.len())
+            .filter(|&i| wanted.is_valid(i))
+            .map(|i| wanted_rows.row(i).data())
+            .collect();
+        sorted_wanted.sort_unstable();
+        sorted_wanted.dedup();
+        let selected: Vec<usize> = (0..groups.len())
+            .filter(|&g| {
+                // A group without bounds is read: absent statistics rule nothing out.
+                if !mins.is_valid(g) || !maxes.is_valid(g) {
+                    return true;
+                }
+                let (min, max) = (min_rows.row(g).data(), max_rows.row(g).data());
+                let first = sorted_wanted.partition_point(|w| *w < min);
+                sorted_wanted.get(first).is_some_and(|w| *w <= max)
+            })
+            .collect();
+        let mut ids = RoaringTreemap::new();
+        if selected.is_empty() {
+            return Ok(ids);
+        }
+        let wanted_set: HashSet<&[u8]> = sorted_wanted.iter().copied().collect();
+        let mut batches = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
+            .with_row_groups(selected)
+            .with_batch_size(GROUP_ROWS)
+            .build()
+            .map_err(|e| corrupt(&segment.path, e))?;
+        while let Some(batch) = batches
+            .try_next()
+            .await
+            .map_err(|e| corrupt(&segment.path, e))?
+        {
+            let values = converter.convert_columns(&[batch.column(0).clone()])?;
+            let row_ids: &UInt64Array = batch
+                .column(1)
+                .as_primitive_opt::<UInt64Type>()
+                .ok_or_else(|| corrupt(&segment.path, "row ids are not UInt64"))?;
+            for (i, value) in values.iter().enumerate() {
+                if wanted_set.contains(value.data()) {
+                    ids.insert(row_ids.value(i));
+                }
+            }
+        }
+        Ok(ids)
+    }
+}
