@@ -27,6 +27,12 @@ SELECT sku, label, _rowid, _rowaddr FROM "items$rows" ORDER BY sku;
 SELECT * FROM "items$relocations";
 SELECT * FROM natal_checkpoint('items');
 
+-- An index stores row ids, so the moves above never invalidate it.
+SELECT segment_seq, fragments_indexed, rows_indexed FROM natal_create_index('items', 'label');
+EXPLAIN SELECT sku, price FROM items WHERE label = 'dates';
+SELECT sku, price FROM items WHERE label = 'dates';
+SELECT index_name, column_name, segment_seq, fragment_ids FROM "items$indexes";
+
 -- Every version is still readable.
 SELECT version, operation, rows_added, rows_removed, live_rows FROM "items$versions" ORDER BY version;
 SELECT sku, label, price FROM "items@v3" ORDER BY sku;

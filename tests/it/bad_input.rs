@@ -385,3 +385,60 @@ async fn overlapping_deletion_deltas_are_corrupt() {
         .unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
 }
+
+/// An index section that escapes the table, reuses a sequence number or holds an
+/// undecodable fragment bitmap makes the manifest corrupt; a damaged index never reads as
+/// an empty one.
+#[tokio::test]
+async fn damaged_index_sections_are_refused() {
+    let (table, store) = populated().await;
+    table.create_index("val_idx", "val").await.unwrap();
+    let snapshot = table.latest().await.unwrap();
+    let segment = snapshot.manifest().indexes.segments[0].clone();
+    let version = snapshot.version();
+    let path = table.store().manifest_path(version);
+    let original = get(&store, &path).await;
+
+    let indexed = segment.path.to_string();
+    let escape = format!("_indices/../{}", &indexed[12..]);
+    assert_eq!(escape.len(), indexed.len());
+    patch_latest(&table, &store, |body| {
+        let at = body
+            .windows(indexed.len())
+            .position(|w| w == indexed.as_bytes())
+            .expect("index path in manifest");
+        body[at..at + indexed.len()].copy_from_slice(escape.as_bytes());
+    })
+    .await;
+    let err = table.latest().await.unwrap_err();
+    assert!(matches!(err, Error::PathEscapesTable { .. }), "{err}");
+
+    // A roaring bitmap starts with its cookie; without it the bitmap cannot be read.
+    put(&store, &path, original.clone()).await;
+    let mut bitmap = Vec::new();
+    segment.fragments.serialize_into(&mut bitmap).unwrap();
+    patch_latest(&table, &store, |body| {
+        let at = body
+            .windows(bitmap.len())
+            .position(|w| w == bitmap.as_slice())
+            .expect("bitmap in manifest");
+        body[at..at + 4].copy_from_slice(&[0xff; 4]);
+    })
+    .await;
+    let err = table.latest().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Corrupt { .. }) && err.to_string().contains("fragment bitmap"),
+        "{err}"
+    );
+
+    let mut twice = Manifest::decode(path.as_ref(), &original).unwrap();
+    let mut copy = segment.clone();
+    copy.uuid = "another".into();
+    twice.indexes.segments.push(copy);
+    put(&store, &path, twice.encode()).await;
+    let err = table.latest().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Corrupt { .. }) && err.to_string().contains("segment_seq 1 twice"),
+        "{err}"
+    );
+}
