@@ -5,8 +5,8 @@
 //!
 //! Prints the median of 5 runs, planning and execution apart, for: a filtered scan (`val > X`,
 //! ~1% of rows), a scan of a 1,000-key range of the clustered `id` (pages pruned by min/max),
-//! a take of 1,000 random rows (natal: `_rowid IN (...)`; Parquet: `id IN (...)`), and
-//! `count(*)`.
+//! a take of 1,000 random rows (natal: `_rowid IN (...)`; Parquet: `id IN (...)`),
+//! `count(*)`, and `val IN (10 values)` before and after `natal_create_index('t', 'val')`.
 //!
 //! ```text
 //! cargo bench --bench sql
@@ -175,5 +175,44 @@ async fn main() -> datafusion::error::Result<()> {
             natal.run / plain.run,
         );
     }
+
+    // Equality on an unclustered column: a full scan until `val` is indexed.
+    let vals: Vec<String> = (0..10).map(|_| rng.below(1_000_000).to_string()).collect();
+    let point = |table: &str| {
+        format!(
+            "SELECT id, val, payload FROM {table} WHERE val IN ({})",
+            vals.join(",")
+        )
+    };
+    let unindexed = median_ms(&ctx, &point("t")).await?;
+    let start = Instant::now();
+    ctx.sql("SELECT * FROM natal_create_index('t', 'val')")
+        .await?
+        .collect()
+        .await?;
+    let build_ms = ms(start);
+    let indexed = median_ms(&ctx, &point("t")).await?;
+    let plain = median_ms(&ctx, &point("plain")).await?;
+    println!("\n`val IN (10 random values)` (~100 rows): index built in {build_ms:.0} ms\n");
+    println!(
+        "| natal, no index | natal, indexed | rows | DataFusion Parquet | indexed / Parquet |"
+    );
+    println!("|---|---|---|---|---|");
+    println!(
+        "| {:.1} ms ({:.1} + {:.1}) | {:.1} ms ({:.1} + {:.1}) | {} | {:.1} ms ({:.1} + {:.1}) | {:.3}× |",
+        unindexed.total(),
+        unindexed.plan,
+        unindexed.run,
+        indexed.total(),
+        indexed.plan,
+        indexed.run,
+        indexed.rows,
+        plain.total(),
+        plain.plan,
+        plain.run,
+        indexed.total() / plain.total(),
+    );
+    assert_eq!(indexed.rows, plain.rows, "the index finds every row");
+    assert_eq!(unindexed.rows, plain.rows);
     Ok(())
 }

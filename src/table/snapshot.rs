@@ -69,6 +69,10 @@ const FEW_IDS_PER_CARRIED_ROW: u64 = 16;
 /// Partial views stop once they have passed over this many times the carried rows.
 const PARTIAL_VIEW_BUILDS: u64 = 4;
 
+/// An index answer of at most this many rows is read fragment by fragment in tasks (held
+/// until yielded); a larger one streams.
+const MAX_ROWS_READ_IN_TASKS: u64 = 64 * 1024;
+
 /// Fragments a take reads at once.
 const CONCURRENT_FRAGMENT_READS: usize = 8;
 
@@ -299,9 +303,12 @@ impl Snapshot {
                 }
             };
             // The index's offsets, like a mask's, are live rows already: no deletions read.
+            let index_covers = index
+                .as_ref()
+                .is_some_and(|i| i.covered.contains(fragment.id));
             let found = index
                 .as_ref()
-                .filter(|i| i.covered.contains(fragment.id))
+                .filter(|_| index_covers)
                 .map(|i| i.offsets.get(&fragment.id).cloned().unwrap_or_default());
             let mut offsets = match (&masks, found) {
                 (Some(masks), found) => match masks.get(&fragment.id) {
@@ -337,12 +344,18 @@ impl Snapshot {
             if offsets.as_ref().is_some_and(RoaringBitmap::is_empty) {
                 continue;
             }
-            parts.push(reads.read(&store, fragment, offsets));
+            parts.push(reads.read_pruning(&store, fragment, offsets, !index_covers));
         }
-        Ok(match masks {
-            // Rows chosen by id are few and scattered: read their fragments side by side.
-            Some(_) => read_in_tasks(parts),
-            None => stream::iter(parts).flatten().boxed(),
+        // Rows chosen by id, or found by an index, are few and scattered: read their
+        // fragments side by side (an index answer of many rows streams instead).
+        let few_rows = masks.is_some()
+            || index.as_ref().is_some_and(|i| {
+                i.offsets.values().map(RoaringBitmap::len).sum::<u64>() <= MAX_ROWS_READ_IN_TASKS
+            });
+        Ok(if few_rows {
+            read_in_tasks(parts)
+        } else {
+            stream::iter(parts).flatten().boxed()
         })
     }
 
@@ -585,6 +598,18 @@ impl FragmentReads {
         fragment: &Fragment,
         offsets: Option<RoaringBitmap>,
     ) -> BoxStream<'static, Result<RecordBatch>> {
+        self.read_pruning(store, fragment, offsets, true)
+    }
+
+    /// [`Self::read`], judging pages by the filter only if `prune_pages`: rows an index
+    /// found are few and hold the values, so judging every page would be wasted work.
+    fn read_pruning(
+        &self,
+        store: &TableStore,
+        fragment: &Fragment,
+        offsets: Option<RoaringBitmap>,
+        prune_pages: bool,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
         let rows = read_with_ids(
             store,
             fragment,
@@ -592,7 +617,7 @@ impl FragmentReads {
             &self.schema,
             &self.request,
             offsets,
-            self.pages.clone(),
+            self.pages.clone().filter(|_| prune_pages),
         );
         let Some(filter) = self.filter.clone() else {
             return rows;
