@@ -78,10 +78,12 @@ pub(crate) enum Action {
         rows: Vec<(RowId, RowAddress)>,
         fragments: Vec<NewFragment>,
     },
-    /// Replace `inputs` (as read) by `fragments`.
+    /// Replace `inputs` (as read) by `fragments`: per group, its input fragment ids and how
+    /// many of `fragments` (in order) hold its rows.
     Compact {
         inputs: Vec<Fragment>,
         fragments: Vec<NewFragment>,
+        groups: Vec<(Vec<FragmentId>, usize)>,
     },
     Checkpoint {
         checkpoint: crate::format::CheckpointRef,
@@ -334,10 +336,18 @@ async fn apply(
             summary.rows_removed = delete_rows(store, &mut m, rows).await?;
             add(&mut m, &mut summary, fragments)?;
         }
-        Action::Compact { inputs, fragments } => {
+        Action::Compact {
+            inputs,
+            fragments,
+            groups,
+        } => {
             apply_compaction(store, &mut m, &mut summary, inputs, fragments).await?;
-            let inputs: Vec<FragmentId> = inputs.iter().map(|f| f.id).collect();
-            m.indexes.on_compaction(&inputs, &summary.fragments_added);
+            let mut outputs = summary.fragments_added.as_slice();
+            for (group_inputs, count) in groups {
+                let (group_outputs, rest) = outputs.split_at((*count).min(outputs.len()));
+                m.indexes.on_compaction(group_inputs, group_outputs);
+                outputs = rest;
+            }
         }
         Action::Checkpoint { checkpoint } => {
             m.relocation_checkpoint = Some(checkpoint.clone());

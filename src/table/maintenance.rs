@@ -6,14 +6,15 @@ use std::time::Duration;
 
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
+use roaring::RoaringBitmap;
 
 use super::commit::Action;
 use super::snapshot::ScanRequest;
 use super::write::FragmentWriter;
 use super::{Committed, ProgressHandle, Table};
 use crate::error::{Error, Result};
-use crate::format::{Fragment, Manifest};
-use crate::rowid::RowId;
+use crate::format::{Fragment, IndexSection, Manifest};
+use crate::rowid::{FragmentId, RowId};
 
 /// Which fragments compaction rewrites.
 #[derive(Debug, Clone)]
@@ -111,6 +112,7 @@ impl Table {
             .clamp(1, u32::MAX as u64);
         let groups = plan_compaction(
             &read.manifest().fragments,
+            &read.manifest().indexes,
             target,
             options.max_deleted_fraction,
         );
@@ -120,12 +122,14 @@ impl Table {
         let schema = read.schema().clone();
         let mut writer = FragmentWriter::new(&self.store, &schema, target, true);
         let mut inputs: Vec<Fragment> = Vec::new();
+        let mut outputs_per_group: Vec<(Vec<FragmentId>, usize)> = Vec::new();
         let mut report = CompactionReport::default();
         let total: u64 = groups.iter().flatten().map(Fragment::live_rows).sum();
         let progress = &options.progress;
         progress.update("compacting", 0, Some(total));
         let result: Result<CompactionReport> = async {
             for group in groups {
+                let written_before = writer.written();
                 for fragment in &group {
                     report.deleted_rows_dropped +=
                         fragment.physical_rows as u64 - fragment.live_rows();
@@ -154,13 +158,22 @@ impl Table {
                 }
                 // Output fragments never mix groups' rows with a later group's.
                 writer.flush().await?;
+                let group_ids = group.iter().map(|f| f.id).collect();
+                outputs_per_group.push((group_ids, writer.written() - written_before));
                 inputs.extend(group);
             }
             let fragments = writer.finish().await?;
             report.fragments_removed = inputs.len();
             report.fragments_added = fragments.len();
             let committed = self
-                .commit(&read, Action::Compact { inputs, fragments })
+                .commit(
+                    &read,
+                    Action::Compact {
+                        inputs,
+                        fragments,
+                        groups: outputs_per_group,
+                    },
+                )
                 .await?;
             report.version = Some(committed.version);
             Ok(report)
@@ -265,11 +278,20 @@ impl Table {
 
 /// Groups of fragments to rewrite together: runs of small or heavily deleted fragments,
 /// each group at most `target` live rows. A lone fragment is rewritten only to drop deletions.
+/// A group never mixes fragments that different sets of indexes cover: its output stays
+/// covered by the indexes that covered all of it (as in Lance's planner).
 fn plan_compaction(
     fragments: &[Fragment],
+    indexes: &IndexSection,
     target: u64,
     max_deleted_fraction: f64,
 ) -> Vec<Vec<Fragment>> {
+    let mut names: Vec<&str> = indexes.segments.iter().map(|s| s.name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let covered: Vec<RoaringBitmap> = names.iter().map(|n| indexes.covered(n)).collect();
+    let coverage =
+        |f: &Fragment| -> Vec<bool> { covered.iter().map(|c| c.contains(f.id)).collect() };
     let needs = |f: &Fragment| {
         let deleted = (f.physical_rows as u64 - f.live_rows()) as f64;
         let heavy = f.physical_rows > 0
@@ -294,7 +316,10 @@ fn plan_compaction(
             current_rows = 0;
             continue;
         }
-        if current_rows + fragment.live_rows() > target && !current.is_empty() {
+        let other_coverage = current
+            .first()
+            .is_some_and(|first| coverage(first) != coverage(fragment));
+        if (current_rows + fragment.live_rows() > target || other_coverage) && !current.is_empty() {
             close(&mut current, &mut groups);
             current_rows = 0;
         }

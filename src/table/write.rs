@@ -100,6 +100,11 @@ impl<'a> FragmentWriter<'a> {
         Ok(())
     }
 
+    /// Fragments written so far.
+    pub(crate) fn written(&self) -> usize {
+        self.done.len()
+    }
+
     pub(crate) async fn finish(mut self) -> Result<Vec<NewFragment>> {
         self.flush().await?;
         Ok(self.done)
