@@ -22,6 +22,7 @@ use super::filter::ExprPredicate;
 use super::pruning::prune_fragments;
 use super::scan::{NatalScanExec, ScanPlan};
 use crate::format::Fragment;
+use crate::io::IndexLookup;
 use crate::table::{IndexProbe, Snapshot, Table, ROW_ADDR, ROW_ID};
 
 /// Which rows and columns a provider exposes.
@@ -224,25 +225,132 @@ fn equality_values(expr: &Expr) -> Option<(&str, Vec<ScalarValue>)> {
     }
 }
 
-/// A probe of an index on the column `filter` compares for equality, if the snapshot has
-/// one and the values convert to the column's type.
-fn index_probe(snapshot: &Snapshot, filter: &Expr) -> Option<IndexProbe> {
-    let (column, values) = equality_values(filter)?;
+/// One side of a range: `col <op> v` (either side) or `col BETWEEN a AND b`, as
+/// (column, low bound, high bound), each bound a value and whether it is included.
+type RangeFilter<'a> = (
+    &'a str,
+    Option<(ScalarValue, bool)>,
+    Option<(ScalarValue, bool)>,
+);
+
+fn range_of(expr: &Expr) -> Option<RangeFilter<'_>> {
+    match expr {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            let (column, op, value) = match (left.as_ref(), right.as_ref()) {
+                (Expr::Column(c), Expr::Literal(v, _)) => (c, *op, v),
+                (Expr::Literal(v, _), Expr::Column(c)) => (c, op.swap()?, v),
+                _ => return None,
+            };
+            let bound = Some((value.clone(), matches!(op, Operator::GtEq | Operator::LtEq)));
+            match op {
+                Operator::Gt | Operator::GtEq => Some((column.name.as_str(), bound, None)),
+                Operator::Lt | Operator::LtEq => Some((column.name.as_str(), None, bound)),
+                _ => None,
+            }
+        }
+        Expr::Between(between) if !between.negated => match (
+            between.expr.as_ref(),
+            between.low.as_ref(),
+            between.high.as_ref(),
+        ) {
+            (Expr::Column(c), Expr::Literal(low, _), Expr::Literal(high, _)) => Some((
+                c.name.as_str(),
+                Some((low.clone(), true)),
+                Some((high.clone(), true)),
+            )),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The name of an index on `column` of the snapshot, and the column's type.
+fn index_on<'a>(snapshot: &'a Snapshot, column: &str) -> Option<(&'a str, DataType)> {
     let field = snapshot.schema().field_by_name(column)?;
-    let indexes = &snapshot.manifest().indexes;
-    let segment = indexes.segments.iter().find(|s| s.field_id == field.id)?;
-    // `col = NULL` matches nothing; the filter still says so.
-    let values: Vec<ScalarValue> = values
-        .into_iter()
-        .filter(|v| !v.is_null())
-        .map(|v| v.cast_to(&field.data_type).ok())
-        .collect::<Option<_>>()?;
-    let values = if values.is_empty() {
-        datafusion::arrow::array::new_empty_array(&field.data_type)
-    } else {
-        ScalarValue::iter_to_array(values).ok()?
-    };
-    Some(IndexProbe::new(segment.name.clone(), values))
+    let segment = snapshot
+        .manifest()
+        .indexes
+        .segments
+        .iter()
+        .find(|s| s.field_id == field.id)?;
+    Some((segment.name.as_str(), field.data_type.clone()))
+}
+
+/// A probe of an index for the scan's filters: an equality filter on an indexed column
+/// (`col = v`, `col IN (...)`), else the range the conjuncts on one indexed column bound.
+/// `None` when no filter fits or a value does not convert to the column's type.
+fn index_probe(snapshot: &Snapshot, filters: &[Expr]) -> Option<IndexProbe> {
+    for filter in filters {
+        let Some((column, values)) = equality_values(filter) else {
+            continue;
+        };
+        let Some((name, data_type)) = index_on(snapshot, column) else {
+            continue;
+        };
+        // `col = NULL` matches nothing; the filter still says so.
+        let values: Option<Vec<ScalarValue>> = values
+            .into_iter()
+            .filter(|v| !v.is_null())
+            .map(|v| v.cast_to(&data_type).ok())
+            .collect();
+        let Some(values) = values else { continue };
+        let array = if values.is_empty() {
+            datafusion::arrow::array::new_empty_array(&data_type)
+        } else {
+            match ScalarValue::iter_to_array(values) {
+                Ok(array) => array,
+                Err(_) => continue,
+            }
+        };
+        return Some(IndexProbe::new(name, IndexLookup::Values(array)));
+    }
+    // Conjuncts on one column narrow each other: `a > 3 AND a <= 9`.
+    let mut ranges: Vec<RangeFilter<'_>> = Vec::new();
+    for (column, low, high) in filters.iter().filter_map(range_of) {
+        match ranges.iter_mut().find(|r| r.0 == column) {
+            Some(range) => {
+                range.1 = tighter(range.1.take(), low, true);
+                range.2 = tighter(range.2.take(), high, false);
+            }
+            None => ranges.push((column, low, high)),
+        }
+    }
+    ranges.into_iter().find_map(|(column, low, high)| {
+        let (name, data_type) = index_on(snapshot, column)?;
+        let bound = |b: Option<(ScalarValue, bool)>| -> Option<Option<(datafusion::arrow::array::ArrayRef, bool)>> {
+            match b {
+                None => Some(None),
+                // `col > NULL` matches nothing; leave such filters to the scan.
+                Some((v, _)) if v.is_null() => None,
+                Some((v, inclusive)) => {
+                    let array = v.cast_to(&data_type).ok()?.to_array().ok()?;
+                    Some(Some((array, inclusive)))
+                }
+            }
+        };
+        let (low, high) = (bound(low)?, bound(high)?);
+        (low.is_some() || high.is_some())
+            .then(|| IndexProbe::new(name, IndexLookup::Range { low, high }))
+    })
+}
+
+/// The tighter of two bounds on the same side (`low`: the larger), keeping both when they
+/// cannot be compared.
+fn tighter(
+    a: Option<(ScalarValue, bool)>,
+    b: Option<(ScalarValue, bool)>,
+    low: bool,
+) -> Option<(ScalarValue, bool)> {
+    match (a, b) {
+        (None, b) => b,
+        (a, None) => a,
+        (Some(a), Some(b)) => match a.0.partial_cmp(&b.0) {
+            Some(std::cmp::Ordering::Equal) => Some((a.0, a.1 && b.1)),
+            Some(std::cmp::Ordering::Greater) => Some(if low { a } else { b }),
+            Some(std::cmp::Ordering::Less) => Some(if low { b } else { a }),
+            None => Some(a),
+        },
+    }
 }
 
 #[async_trait]
@@ -325,10 +433,7 @@ impl TableProvider for NatalTableProvider {
                 column_filters.push(filter.clone());
             }
         }
-        let index = column_filters
-            .iter()
-            .find_map(|f| index_probe(&snapshot, f))
-            .map(Arc::new);
+        let index = index_probe(&snapshot, &column_filters).map(Arc::new);
         let candidates: Vec<&Fragment> = snapshot.manifest().fragments.iter().collect();
         let conjunction = column_filters.into_iter().reduce(|a, b| a.and(b));
         let keep = match &conjunction {

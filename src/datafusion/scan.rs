@@ -101,7 +101,7 @@ impl DisplayAs for NatalScanExec {
             write!(f, ", filter={filter}")?;
         }
         if let Some(index) = &self.plan.index {
-            write!(f, ", index={} ({} values)", index.name, index.values.len())?;
+            write!(f, ", index={} ({})", index.name, index.lookup.describe())?;
         }
         if let Some(limit) = self.plan.limit {
             write!(f, ", limit={limit}")?;

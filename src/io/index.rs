@@ -81,6 +81,118 @@ fn sortable(values: &[ArrayRef]) -> Result<(RowConverter, Vec<Rows>)> {
     Ok((converter, rows))
 }
 
+/// What an index lookup asks for, in the indexed column's type.
+#[derive(Debug, Clone)]
+pub enum IndexLookup {
+    /// Rows holding any of these values (nulls among them match nothing).
+    Values(ArrayRef),
+    /// Rows whose value lies within the bounds: each a one-value array and whether it is
+    /// included; `None` leaves that side open.
+    Range {
+        low: Option<(ArrayRef, bool)>,
+        high: Option<(ArrayRef, bool)>,
+    },
+}
+
+impl IndexLookup {
+    pub fn data_type(&self) -> &DataType {
+        match self {
+            IndexLookup::Values(values) => values.data_type(),
+            IndexLookup::Range { low, high } => low
+                .as_ref()
+                .or(high.as_ref())
+                .map_or(&DataType::Null, |(bound, _)| bound.data_type()),
+        }
+    }
+
+    /// How it shows in a plan.
+    pub fn describe(&self) -> String {
+        match self {
+            IndexLookup::Values(values) => format!("{} values", values.len()),
+            IndexLookup::Range { .. } => "range".to_string(),
+        }
+    }
+}
+
+/// A lookup over values in row format, whose byte order is the values' order.
+enum Matcher {
+    Values {
+        sorted: Vec<Vec<u8>>,
+        set: HashSet<Vec<u8>>,
+    },
+    Range {
+        low: Option<(Vec<u8>, bool)>,
+        high: Option<(Vec<u8>, bool)>,
+    },
+}
+
+impl Matcher {
+    fn new(converter: &RowConverter, lookup: &IndexLookup) -> Result<Self> {
+        let encode = |array: &ArrayRef| -> Result<Vec<Vec<u8>>> {
+            let rows = converter.convert_columns(std::slice::from_ref(array))?;
+            Ok((0..array.len())
+                .filter(|&i| array.is_valid(i))
+                .map(|i| rows.row(i).data().to_vec())
+                .collect())
+        };
+        let bound = |b: &Option<(ArrayRef, bool)>| -> Result<Option<(Vec<u8>, bool)>> {
+            Ok(match b {
+                Some((value, inclusive)) => {
+                    encode(value)?.into_iter().next().map(|v| (v, *inclusive))
+                }
+                None => None,
+            })
+        };
+        Ok(match lookup {
+            IndexLookup::Values(values) => {
+                let mut sorted = encode(values)?;
+                sorted.sort_unstable();
+                sorted.dedup();
+                let set = sorted.iter().cloned().collect();
+                Matcher::Values { sorted, set }
+            }
+            IndexLookup::Range { low, high } => Matcher::Range {
+                low: bound(low)?,
+                high: bound(high)?,
+            },
+        })
+    }
+
+    fn above_low(low: &Option<(Vec<u8>, bool)>, value: &[u8]) -> bool {
+        low.as_ref().is_none_or(|(low, inclusive)| {
+            value > low.as_slice() || (*inclusive && value == low.as_slice())
+        })
+    }
+
+    fn below_high(high: &Option<(Vec<u8>, bool)>, value: &[u8]) -> bool {
+        high.as_ref().is_none_or(|(high, inclusive)| {
+            value < high.as_slice() || (*inclusive && value == high.as_slice())
+        })
+    }
+
+    /// Whether a group whose values lie in `[min, max]` may hold a match.
+    fn may_hold(&self, min: &[u8], max: &[u8]) -> bool {
+        match self {
+            Matcher::Values { sorted, .. } => {
+                let first = sorted.partition_point(|w| w.as_slice() < min);
+                sorted.get(first).is_some_and(|w| w.as_slice() <= max)
+            }
+            Matcher::Range { low, high } => {
+                Self::above_low(low, max) && Self::below_high(high, min)
+            }
+        }
+    }
+
+    fn matches(&self, value: &[u8]) -> bool {
+        match self {
+            Matcher::Values { set, .. } => set.contains(value),
+            Matcher::Range { low, high } => {
+                Self::above_low(low, value) && Self::below_high(high, value)
+            }
+        }
+    }
+}
+
 impl TableStore {
     /// Writes the non-null `values` with their `row_ids` as a new segment file.
     pub(crate) async fn write_index_segment(
@@ -139,12 +251,12 @@ impl TableStore {
         })
     }
 
-    /// The row ids `segment` holds under any of `wanted` (of the segment's value type),
-    /// decoding only the row groups whose min/max could hold one of them.
+    /// The row ids `segment` holds under the values `lookup` asks for, decoding only the
+    /// row groups whose min/max could hold one of them.
     pub(crate) async fn lookup_index_segment(
         &self,
         segment: &IndexSegment,
-        wanted: &ArrayRef,
+        lookup: &IndexLookup,
     ) -> Result<RoaringTreemap> {
         let mut reader = ObjectFileReader::new(
             self.object_store().clone(),
@@ -163,7 +275,7 @@ impl TableStore {
                 metadata
             }
         };
-        let expected = segment_schema(wanted.data_type());
+        let expected = segment_schema(lookup.data_type());
         if metadata.schema().fields() != expected.fields() {
             return Err(corrupt(
                 &segment.path,
@@ -180,30 +292,21 @@ impl TableStore {
         let maxes = stats
             .row_group_maxes(groups)
             .map_err(|e| corrupt(&segment.path, e))?;
-        let (converter, encoded) = sortable(&[wanted.clone(), mins.clone(), maxes.clone()])?;
-        let (wanted_rows, min_rows, max_rows) = (&encoded[0], &encoded[1], &encoded[2]);
-        let mut sorted_wanted: Vec<&[u8]> = (0..wanted.len())
-            .filter(|&i| wanted.is_valid(i))
-            .map(|i| wanted_rows.row(i).data())
-            .collect();
-        sorted_wanted.sort_unstable();
-        sorted_wanted.dedup();
+        let (converter, encoded) = sortable(&[mins.clone(), maxes.clone()])?;
+        let (min_rows, max_rows) = (&encoded[0], &encoded[1]);
+        let matcher = Matcher::new(&converter, lookup)?;
         let selected: Vec<usize> = (0..groups.len())
             .filter(|&g| {
                 // A group without bounds is read: absent statistics rule nothing out.
-                if !mins.is_valid(g) || !maxes.is_valid(g) {
-                    return true;
-                }
-                let (min, max) = (min_rows.row(g).data(), max_rows.row(g).data());
-                let first = sorted_wanted.partition_point(|w| *w < min);
-                sorted_wanted.get(first).is_some_and(|w| *w <= max)
+                !mins.is_valid(g)
+                    || !maxes.is_valid(g)
+                    || matcher.may_hold(min_rows.row(g).data(), max_rows.row(g).data())
             })
             .collect();
         let mut ids = RoaringTreemap::new();
         if selected.is_empty() {
             return Ok(ids);
         }
-        let wanted_set: HashSet<&[u8]> = sorted_wanted.iter().copied().collect();
         // Every selected group in one request, not one request per group in turn.
         let ranges: Vec<std::ops::Range<u64>> = selected
             .iter()
@@ -234,7 +337,7 @@ impl TableStore {
                 .as_primitive_opt::<UInt64Type>()
                 .ok_or_else(|| corrupt(&segment.path, "row ids are not UInt64"))?;
             for (i, value) in values.iter().enumerate() {
-                if wanted_set.contains(value.data()) {
+                if matcher.matches(value.data()) {
                     ids.insert(row_ids.value(i));
                 }
             }

@@ -17,7 +17,7 @@ mod store;
 
 pub use data::{PAGE_ROWS, READ_BATCH_ROWS};
 pub use deletion::{decode_deletions, encode_deletions};
-pub use index::indexable;
+pub use index::{indexable, IndexLookup};
 pub use instrumented::{InstrumentedStore, RequestTally};
 pub use manifest::ManifestLayout;
 pub use pages::{PagePruning, SelectPages};

@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::ArrayRef;
 use arrow::compute::concat_batches;
 use futures::{stream, StreamExt, TryStreamExt};
 use roaring::{RoaringBitmap, RoaringTreemap};
@@ -19,7 +18,7 @@ use super::commit::Action;
 use super::{ScanRequest, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::IndexSegment;
-use crate::io::indexable;
+use crate::io::{indexable, IndexLookup};
 use crate::rowid::FragmentId;
 
 /// Segments probed at once.
@@ -141,13 +140,12 @@ impl Table {
     }
 }
 
-/// A question for an index — which rows may hold one of `values` — asked once per scan
-/// however many partitions read it.
+/// A question for an index — which rows may hold the values `lookup` asks for — asked
+/// once per scan however many partitions read it.
 #[derive(Debug)]
 pub struct IndexProbe {
     pub name: String,
-    /// Values of the indexed column's type.
-    pub values: ArrayRef,
+    pub lookup: IndexLookup,
     answer: OnceCell<Arc<IndexAnswer>>,
 }
 
@@ -160,10 +158,10 @@ pub(crate) struct IndexAnswer {
 }
 
 impl IndexProbe {
-    pub fn new(name: impl Into<String>, values: ArrayRef) -> Self {
+    pub fn new(name: impl Into<String>, lookup: IndexLookup) -> Self {
         Self {
             name: name.into(),
-            values,
+            lookup,
             answer: OnceCell::new(),
         }
     }
@@ -176,8 +174,8 @@ impl IndexProbe {
                     indexes.segments_named(&self.name).cloned().collect();
                 let found: Vec<RoaringTreemap> = stream::iter(segments)
                     .map(|segment| {
-                        let (store, values) = (snapshot.store().clone(), self.values.clone());
-                        async move { store.lookup_index_segment(&segment, &values).await }
+                        let (store, lookup) = (snapshot.store().clone(), self.lookup.clone());
+                        async move { store.lookup_index_segment(&segment, &lookup).await }
                     })
                     .buffer_unordered(CONCURRENT_SEGMENT_LOOKUPS)
                     .try_collect()

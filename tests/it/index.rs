@@ -87,6 +87,23 @@ async fn equality_through_an_index_reads_only_what_it_finds() {
     assert_eq!((keys.len(), masked), (60, 3000 - 60));
     let (keys, _) = keys_and_masked(&ctx, "SELECT k FROM t WHERE v = 7 AND k < 1000").await;
     assert_eq!(keys, vec![7, 107, 207, 307, 407, 507, 607, 707, 807, 907]);
+    // Ranges on the indexed column, alone or narrowing each other.
+    for (filter, values) in [
+        ("v BETWEEN 10 AND 12", 3),
+        ("v > 97", 2),
+        ("v >= 98 AND v < 99", 1),
+        ("v < 2 AND v > 0 AND v <= 5", 1),
+        ("50 <= v AND v < 50", 0),
+    ] {
+        let sql = format!("SELECT k FROM t WHERE {filter}");
+        let (keys, masked) = keys_and_masked(&ctx, &sql).await;
+        assert_eq!(keys.len(), 30 * values, "{filter}");
+        assert_eq!(
+            masked,
+            3000 - 30 * values,
+            "{filter}: only the index's rows are read"
+        );
+    }
 
     // An update writes the row anew (an uncovered fragment, read in full); a delete hides it.
     run(&ctx, "UPDATE t SET v = 7 WHERE k = 5").await;

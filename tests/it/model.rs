@@ -6,9 +6,10 @@
 //! version still reads exactly as it did when it was committed.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::AsArray;
+use arrow::array::{AsArray, Int64Array};
 use arrow::datatypes::{Int64Type, UInt64Type};
 use natal::io::ManifestLayout;
 use natal::rowid::RowId;
@@ -438,6 +439,7 @@ const INDEX: &str = "val_idx";
 /// A probe of the `val` index finds every live row holding the probed values (it may find
 /// more; a scan's filter decides), however the rows were updated, moved or deleted since.
 async fn check_index(model: &Model, snapshot: &natal::table::Snapshot) {
+    use natal::io::IndexLookup;
     if snapshot.manifest().indexes.field_of(INDEX).is_none() {
         return;
     }
@@ -449,12 +451,55 @@ async fn check_index(model: &Model, snapshot: &natal::table::Snapshot) {
         .map(|r| r.1)
         .collect();
     wanted.push(i64::MIN);
-    let values = std::sync::Arc::new(arrow::array::Int64Array::from(wanted.clone()));
+    let values = Arc::new(Int64Array::from(wanted.clone()));
+    probe_matches(model, snapshot, IndexLookup::Values(values), |v| {
+        wanted.contains(&v)
+    })
+    .await;
+    // Ranges: from a live value (included) to 10 above it (excluded), and open-ended.
+    let low = model.live.values().next().map_or(0, |r| r.1);
+    let bound = |v: i64, inclusive| Some((Arc::new(Int64Array::from(vec![v])) as _, inclusive));
+    let ranges: [(IndexLookup, ValueTest); 3] = [
+        (
+            IndexLookup::Range {
+                low: bound(low, true),
+                high: bound(low + 10, false),
+            },
+            Box::new(move |v| v >= low && v < low + 10),
+        ),
+        (
+            IndexLookup::Range {
+                low: bound(low, false),
+                high: None,
+            },
+            Box::new(move |v| v > low),
+        ),
+        (
+            IndexLookup::Range {
+                low: None,
+                high: bound(low, true),
+            },
+            Box::new(move |v| v <= low),
+        ),
+    ];
+    for (lookup, wanted) in ranges {
+        probe_matches(model, snapshot, lookup, wanted).await;
+    }
+}
+
+type ValueTest = Box<dyn Fn(i64) -> bool>;
+
+/// A scan narrowed by `lookup` holds every live row whose `val` passes `wanted`.
+async fn probe_matches(
+    model: &Model,
+    snapshot: &natal::table::Snapshot,
+    lookup: natal::io::IndexLookup,
+    wanted: impl Fn(i64) -> bool,
+) {
+    let described = format!("{lookup:?}");
     let request = ScanRequest {
         with_row_id: true,
-        index: Some(std::sync::Arc::new(natal::table::IndexProbe::new(
-            INDEX, values,
-        ))),
+        index: Some(Arc::new(natal::table::IndexProbe::new(INDEX, lookup))),
         ..Default::default()
     };
     let batches: Vec<arrow::array::RecordBatch> =
@@ -466,7 +511,7 @@ async fn check_index(model: &Model, snapshot: &natal::table::Snapshot) {
         let vals = batch.column(1).as_primitive::<Int64Type>();
         let ids = batch.column(3).as_primitive::<UInt64Type>();
         for i in 0..batch.num_rows() {
-            if wanted.contains(&vals.value(i)) {
+            if wanted(vals.value(i)) {
                 found.insert(ids.value(i), vals.value(i));
             }
         }
@@ -474,10 +519,10 @@ async fn check_index(model: &Model, snapshot: &natal::table::Snapshot) {
     let expected: BTreeMap<u64, i64> = model
         .live
         .iter()
-        .filter(|(_, r)| wanted.contains(&r.1))
+        .filter(|(_, r)| wanted(r.1))
         .map(|(id, r)| (*id, r.1))
         .collect();
-    assert_eq!(found, expected, "index probe for {wanted:?}");
+    assert_eq!(found, expected, "index probe {described}");
 }
 
 /// Ids whose rows `a` rewrote or removed between `before` and `after`.
