@@ -27,7 +27,7 @@ use super::dml::count_schema;
 use super::leaf::{figures_stream, leaf_exec_methods, leaf_properties};
 use super::progress_of;
 use super::provider::{NatalTableProvider, ProviderView};
-use crate::table::{CleanupPolicy, CompactOptions, ProgressHandle, Table};
+use crate::table::{CleanupPolicy, CompactOptions, IndexOptions, ProgressHandle, Table};
 
 /// What a function does when executed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +67,7 @@ impl Operation {
             Operation::CreateIndex { .. } => &[
                 "version",
                 "segment_seq",
+                "segments_added",
                 "fragments_indexed",
                 "rows_indexed",
                 "bytes_written",
@@ -132,10 +133,15 @@ impl Operation {
                 vec![Some(committed.version), Some(snapshot.count_rows())]
             }
             Operation::CreateIndex { name, column } => {
-                let r = table.create_index(&name, &column).await?;
+                let options = IndexOptions {
+                    progress,
+                    ..Default::default()
+                };
+                let r = table.create_index_with(&name, &column, options).await?;
                 vec![
                     r.version,
                     r.segment_seq,
+                    Some(r.segments_added),
                     Some(r.fragments_indexed),
                     Some(r.rows_indexed),
                     Some(r.bytes_written),

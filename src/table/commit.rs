@@ -91,9 +91,9 @@ pub(crate) enum Action {
     Restore {
         from: Box<Manifest>,
     },
-    /// Add an index segment built from the rows of its fragments as read.
+    /// Add index segments built from the rows of their fragments as read.
     CreateIndex {
-        segment: IndexSegment,
+        segments: Vec<IndexSegment>,
     },
     /// Remove every segment of an index (its sequence high-water mark stays).
     DropIndex {
@@ -363,29 +363,35 @@ async fn apply(
             m.indexes = from.indexes.clone();
             m.indexes.keep_marks_of(&base.indexes);
         }
-        Action::CreateIndex { segment } => {
-            let mut segment = segment.clone();
-            // Rebased over compactions or overwrites, a segment covers only fragments that
-            // still hold the rows it read, and none another segment of its name covers.
-            let covered = m.indexes.covered(&segment.name);
-            let fragments = segment.fragments.clone();
-            segment.fragments = fragments
-                .iter()
-                .filter(|&f| m.fragment(f).is_some() && !covered.contains(f))
-                .collect();
-            if segment.fragments.is_empty() {
+        Action::CreateIndex { segments } => {
+            let mut added = 0;
+            for segment in segments {
+                let mut segment = segment.clone();
+                // Rebased over compactions or overwrites, a segment covers only fragments
+                // that still hold the rows it read, and none another segment of its name
+                // covers.
+                let covered = m.indexes.covered(&segment.name);
+                let fragments = segment.fragments.clone();
+                segment.fragments = fragments
+                    .iter()
+                    .filter(|&f| m.fragment(f).is_some() && !covered.contains(f))
+                    .collect();
+                if !segment.fragments.is_empty() {
+                    m.indexes.add(segment)?;
+                    added += 1;
+                }
+            }
+            if added == 0 {
                 return Err(Error::Conflict {
                     operation: action.operation().to_string(),
                     read_version,
                     other: "a concurrent commit".into(),
                     other_version: base.version,
-                    reason: format!(
-                        "the fragments index {} was built from were rewritten or indexed meanwhile",
-                        segment.name
-                    ),
+                    reason: "the fragments the index was built from were rewritten or indexed \
+                             meanwhile"
+                        .into(),
                 });
             }
-            m.indexes.add(segment)?;
         }
         Action::DropIndex { name } => {
             if m.indexes.remove(name) == 0 {

@@ -15,7 +15,7 @@ use roaring::{RoaringBitmap, RoaringTreemap};
 use tokio::sync::OnceCell;
 
 use super::commit::Action;
-use super::{ScanRequest, Snapshot, Table};
+use super::{ProgressHandle, ScanRequest, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::IndexSegment;
 use crate::io::{indexable, IndexLookup};
@@ -29,17 +29,50 @@ const CONCURRENT_SEGMENT_LOOKUPS: usize = 8;
 pub struct IndexReport {
     /// The new version; `None` when every fragment was already covered.
     pub version: Option<u64>,
+    /// The sequence number of the newest segment added.
     pub segment_seq: Option<u64>,
+    pub segments_added: u64,
     pub fragments_indexed: u64,
     pub rows_indexed: u64,
     pub bytes_written: u64,
 }
 
+/// How `create_index` builds segments.
+#[derive(Debug, Clone)]
+pub struct IndexOptions {
+    /// Rows one segment holds at most: a segment is sorted in memory (~16 bytes a row plus
+    /// the values' own bytes), so a large table is indexed as several segments.
+    pub max_rows_per_segment: u64,
+    /// Told the rows indexed so far.
+    pub progress: ProgressHandle,
+}
+
+impl Default for IndexOptions {
+    fn default() -> Self {
+        Self {
+            max_rows_per_segment: 8 * 1024 * 1024,
+            progress: ProgressHandle::default(),
+        }
+    }
+}
+
 impl Table {
-    /// Indexes `column` under `name`: one new segment holding the (value, row id) pairs of
-    /// every fragment no segment of `name` covers yet. With nothing left to cover it
-    /// commits nothing. Run it again after appends or updates to cover their fragments.
+    /// Indexes `column` under `name` with the default [`IndexOptions`].
     pub async fn create_index(&self, name: &str, column: &str) -> Result<IndexReport> {
+        self.create_index_with(name, column, IndexOptions::default())
+            .await
+    }
+
+    /// Indexes `column` under `name`: new segments holding the (value, row id) pairs of
+    /// every fragment no segment of `name` covers yet, committed together. With nothing left
+    /// to cover it commits nothing. Run it again after appends or updates to cover their
+    /// fragments.
+    pub async fn create_index_with(
+        &self,
+        name: &str,
+        column: &str,
+        options: IndexOptions,
+    ) -> Result<IndexReport> {
         if name.is_empty() {
             return Err(Error::invalid("an index needs a name"));
         }
@@ -62,57 +95,106 @@ impl Table {
             )));
         }
         let covered = indexes.covered(name);
-        let fragments: Vec<FragmentId> = read
-            .manifest()
-            .fragments
-            .iter()
-            .map(|f| f.id)
-            .filter(|id| !covered.contains(*id))
-            .collect();
-        if fragments.is_empty() {
+        // Runs of uncovered fragments of at most `max_rows_per_segment` live rows (a larger
+        // fragment gets a segment to itself).
+        let mut chunks: Vec<Vec<FragmentId>> = Vec::new();
+        let mut chunk_rows = 0;
+        for fragment in &read.manifest().fragments {
+            if covered.contains(fragment.id) {
+                continue;
+            }
+            let rows = fragment.live_rows();
+            match chunks.last_mut() {
+                Some(chunk) if chunk_rows + rows <= options.max_rows_per_segment.max(1) => {
+                    chunk.push(fragment.id);
+                    chunk_rows += rows;
+                }
+                _ => {
+                    chunks.push(vec![fragment.id]);
+                    chunk_rows = rows;
+                }
+            }
+        }
+        if chunks.is_empty() {
             return Ok(IndexReport::default());
         }
-        let request = ScanRequest {
-            columns: Some(vec![column.to_string()]),
-            with_row_id: true,
-            fragments: Some(fragments.clone()),
-            ..Default::default()
-        };
-        let schema = read.scan_schema(&request)?;
-        let batches: Vec<_> = read.scan(request).await?.try_collect().await?;
-        let rows = concat_batches(&schema, &batches)?;
-        let written = self
-            .store
-            .write_index_segment(rows.column(0).clone(), rows.column(1).clone())
-            .await?;
-        let segment = IndexSegment {
-            uuid: uuid::Uuid::new_v4().to_string(),
-            name: name.to_string(),
-            field_id: field.id,
-            path: written.path,
-            fragments: fragments.iter().copied().collect(),
-            segment_seq: None,
-            dataset_version: read.version(),
-            row_count: written.rows,
-            file_size_bytes: written.file_size_bytes,
-        };
-        let uuid = segment.uuid.clone();
-        let committed = self.commit(&read, Action::CreateIndex { segment }).await?;
-        let now = self.at_version(committed.version).await?;
-        let added = now
-            .manifest()
-            .indexes
-            .segments
+        let total: u64 = chunks
             .iter()
-            .find(|s| s.uuid == uuid)
-            .ok_or_else(|| Error::invalid("the committed index segment is missing"))?;
-        Ok(IndexReport {
+            .flatten()
+            .filter_map(|id| read.manifest().fragment(*id))
+            .map(|f| f.live_rows())
+            .sum();
+        let progress = &options.progress;
+        progress.update("indexing", 0, Some(total));
+        let built = self
+            .build_segments(&read, name, field.id, column, chunks, total, progress)
+            .await;
+        progress.finish("indexing");
+        let segments = built?;
+        let uuids: Vec<String> = segments.iter().map(|s| s.uuid.clone()).collect();
+        let committed = self.commit(&read, Action::CreateIndex { segments }).await?;
+        let now = self.at_version(committed.version).await?;
+        let mut report = IndexReport {
             version: Some(committed.version),
-            segment_seq: added.segment_seq,
-            fragments_indexed: added.fragments.len(),
-            rows_indexed: written.rows,
-            bytes_written: written.file_size_bytes,
-        })
+            ..IndexReport::default()
+        };
+        for added in now.manifest().indexes.segments.iter() {
+            if uuids.contains(&added.uuid) {
+                report.segments_added += 1;
+                report.segment_seq = report.segment_seq.max(added.segment_seq);
+                report.fragments_indexed += added.fragments.len();
+                report.rows_indexed += added.row_count;
+                report.bytes_written += added.file_size_bytes;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Writes one segment file per chunk of fragments: the chunk's (value, row id) pairs,
+    /// read, sorted and written before the next chunk is read.
+    #[allow(clippy::too_many_arguments)]
+    async fn build_segments(
+        &self,
+        read: &Snapshot,
+        name: &str,
+        field_id: u32,
+        column: &str,
+        chunks: Vec<Vec<FragmentId>>,
+        total: u64,
+        progress: &ProgressHandle,
+    ) -> Result<Vec<IndexSegment>> {
+        let mut segments = Vec::with_capacity(chunks.len());
+        let mut done = 0;
+        for fragments in chunks {
+            let request = ScanRequest {
+                columns: Some(vec![column.to_string()]),
+                with_row_id: true,
+                fragments: Some(fragments.clone()),
+                ..Default::default()
+            };
+            let schema = read.scan_schema(&request)?;
+            let batches: Vec<_> = read.scan(request).await?.try_collect().await?;
+            let rows = concat_batches(&schema, &batches)?;
+            drop(batches);
+            let written = self
+                .store
+                .write_index_segment(rows.column(0).clone(), rows.column(1).clone())
+                .await?;
+            done += rows.num_rows() as u64;
+            progress.update("indexing", done, Some(total));
+            segments.push(IndexSegment {
+                uuid: uuid::Uuid::new_v4().to_string(),
+                name: name.to_string(),
+                field_id,
+                path: written.path,
+                fragments: fragments.iter().copied().collect(),
+                segment_seq: None,
+                dataset_version: read.version(),
+                row_count: written.rows,
+                file_size_bytes: written.file_size_bytes,
+            });
+        }
+        Ok(segments)
     }
 
     /// Removes every segment of index `name`; its sequence numbers are never handed out

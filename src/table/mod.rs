@@ -37,7 +37,7 @@ use crate::format::{Manifest, Operation, Schema, TransactionSummary};
 use crate::io::{ManifestLayout, TableStore};
 
 pub use filter::{predicate_layout, RowPredicate};
-pub use index::{IndexProbe, IndexReport};
+pub use index::{IndexOptions, IndexProbe, IndexReport};
 pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, CompactionReport};
 pub use progress::{Progress, ProgressHandle};
 pub use snapshot::{ScanMetrics, ScanRequest, Snapshot, ROW_ADDR, ROW_ID};
