@@ -275,6 +275,15 @@ impl TableStore {
                 metadata
             }
         };
+        if matches!(
+            lookup,
+            IndexLookup::Range {
+                low: None,
+                high: None
+            }
+        ) {
+            return Err(Error::invalid("an index range needs at least one bound"));
+        }
         let expected = segment_schema(lookup.data_type());
         if metadata.schema().fields() != expected.fields() {
             return Err(corrupt(

@@ -132,13 +132,15 @@ impl Table {
         progress.finish("indexing");
         let segments = built?;
         let uuids: Vec<String> = segments.iter().map(|s| s.uuid.clone()).collect();
-        let committed = self.commit(&read, Action::CreateIndex { segments }).await?;
-        let now = self.at_version(committed.version).await?;
+        // The published manifest holds the numbers the commit assigned (after any rebase).
+        let published = self
+            .commit_manifest(&read, Action::CreateIndex { segments })
+            .await?;
         let mut report = IndexReport {
-            version: Some(committed.version),
+            version: Some(published.version),
             ..IndexReport::default()
         };
-        for added in now.manifest().indexes.segments.iter() {
+        for added in published.indexes.segments.iter() {
             if uuids.contains(&added.uuid) {
                 report.segments_added += 1;
                 report.segment_seq = report.segment_seq.max(added.segment_seq);

@@ -216,7 +216,11 @@ impl Table {
     }
 
     async fn commit(&self, read: &Snapshot, action: commit::Action) -> Result<Committed> {
-        let manifest = commit::commit(&self.store, read.manifest(), action, &self.options).await?;
-        Ok(Committed::of(&manifest))
+        Ok(Committed::of(&self.commit_manifest(read, action).await?))
+    }
+
+    /// [`Self::commit`], returning the published manifest itself.
+    async fn commit_manifest(&self, read: &Snapshot, action: commit::Action) -> Result<Manifest> {
+        commit::commit(&self.store, read.manifest(), action, &self.options).await
     }
 }

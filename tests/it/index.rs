@@ -364,4 +364,20 @@ async fn large_builds_split_into_bounded_segments() {
     keys.sort_unstable();
     // Every fragment is covered: only the rows the segments hold for 1 are read.
     assert_eq!(keys, vec![1, 4]);
+    // A range must be bounded somewhere: an open one is an error, not every row.
+    let open = natal::table::ScanRequest {
+        index: Some(Arc::new(natal::table::IndexProbe::new(
+            "val_idx",
+            natal::io::IndexLookup::Range {
+                low: None,
+                high: None,
+            },
+        ))),
+        ..Default::default()
+    };
+    let err = match snapshot.scan(open).await {
+        Ok(_) => panic!("an open range was accepted"),
+        Err(e) => e,
+    };
+    assert!(err.to_string().contains("at least one bound"), "{err}");
 }
