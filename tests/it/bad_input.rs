@@ -91,22 +91,27 @@ async fn patch_latest(table: &Table, store: &Arc<dyn ObjectStore>, edit: impl Fn
     put(store, &path, out).await;
 }
 
+/// Replaces the first occurrence of `old` in the latest manifest's body with `new` (same
+/// length, so the protobuf framing stays valid).
+async fn swap_in_latest(table: &Table, store: &Arc<dyn ObjectStore>, old: &[u8], new: &[u8]) {
+    assert_eq!(old.len(), new.len());
+    patch_latest(table, store, |body| {
+        let at = body
+            .windows(old.len())
+            .position(|w| w == old)
+            .expect("bytes in manifest");
+        body[at..at + old.len()].copy_from_slice(new);
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_path_escaping_the_table_is_refused() {
     let (table, store) = populated().await;
     let snapshot = table.latest().await.unwrap();
     let data = snapshot.manifest().fragments[0].files[0].path.to_string();
-    // Same length, so the protobuf framing stays valid.
     let escape = format!("data/../{}", &data[8..]);
-    assert_eq!(escape.len(), data.len());
-    patch_latest(&table, &store, |body| {
-        let at = body
-            .windows(data.len())
-            .position(|w| w == data.as_bytes())
-            .expect("path in manifest");
-        body[at..at + data.len()].copy_from_slice(escape.as_bytes());
-    })
-    .await;
+    swap_in_latest(&table, &store, data.as_bytes(), escape.as_bytes()).await;
     let err = table.latest().await.unwrap_err();
     assert!(matches!(err, Error::PathEscapesTable { .. }), "{err}");
 }
@@ -401,15 +406,7 @@ async fn damaged_index_sections_are_refused() {
 
     let indexed = segment.path.to_string();
     let escape = format!("_indices/../{}", &indexed[12..]);
-    assert_eq!(escape.len(), indexed.len());
-    patch_latest(&table, &store, |body| {
-        let at = body
-            .windows(indexed.len())
-            .position(|w| w == indexed.as_bytes())
-            .expect("index path in manifest");
-        body[at..at + indexed.len()].copy_from_slice(escape.as_bytes());
-    })
-    .await;
+    swap_in_latest(&table, &store, indexed.as_bytes(), escape.as_bytes()).await;
     let err = table.latest().await.unwrap_err();
     assert!(matches!(err, Error::PathEscapesTable { .. }), "{err}");
 
@@ -417,14 +414,9 @@ async fn damaged_index_sections_are_refused() {
     put(&store, &path, original.clone()).await;
     let mut bitmap = Vec::new();
     segment.fragments.serialize_into(&mut bitmap).unwrap();
-    patch_latest(&table, &store, |body| {
-        let at = body
-            .windows(bitmap.len())
-            .position(|w| w == bitmap.as_slice())
-            .expect("bitmap in manifest");
-        body[at..at + 4].copy_from_slice(&[0xff; 4]);
-    })
-    .await;
+    let mut damaged = bitmap.clone();
+    damaged[..4].copy_from_slice(&[0xff; 4]);
+    swap_in_latest(&table, &store, &bitmap, &damaged).await;
     let err = table.latest().await.unwrap_err();
     assert!(
         matches!(&err, Error::Corrupt { .. }) && err.to_string().contains("fragment bitmap"),

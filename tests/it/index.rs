@@ -25,12 +25,28 @@ async fn keys_and_masked(ctx: &SessionContext, sql: &str) -> (Vec<i64>, usize) {
         .await
         .unwrap();
     let batches = collect(plan.clone(), ctx.task_ctx()).await.unwrap();
+    (
+        sorted_keys(&batches),
+        metric(&plan, "NatalScanExec", "rows_masked"),
+    )
+}
+
+/// The first column's values (`k` / `key`), sorted.
+fn sorted_keys(batches: &[RecordBatch]) -> Vec<i64> {
     let mut keys: Vec<i64> = batches
         .iter()
         .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
         .collect();
     keys.sort_unstable();
-    (keys, metric(&plan, "NatalScanExec", "rows_masked"))
+    keys
+}
+
+/// A scan of every column narrowed by `lookup` on index `val_idx`.
+fn probe_request(lookup: natal::io::IndexLookup) -> natal::table::ScanRequest {
+    natal::table::ScanRequest {
+        index: Some(Arc::new(natal::table::IndexProbe::new("val_idx", lookup))),
+        ..Default::default()
+    }
 }
 
 async fn figures(ctx: &SessionContext, sql: &str) -> RecordBatch {
@@ -346,35 +362,19 @@ async fn large_builds_split_into_bounded_segments() {
         .collect();
     assert_eq!(seqs, vec![Some(1), Some(2), Some(3)]);
     let values = Arc::new(arrow::array::Int64Array::from(vec![1])) as _;
-    let request = natal::table::ScanRequest {
-        index: Some(Arc::new(natal::table::IndexProbe::new(
-            "val_idx",
-            natal::io::IndexLookup::Values(values),
-        ))),
-        ..Default::default()
-    };
+    let request = probe_request(natal::io::IndexLookup::Values(values));
     let batches: Vec<RecordBatch> =
         futures::TryStreamExt::try_collect(snapshot.scan(request).await.unwrap())
             .await
             .unwrap();
-    let mut keys: Vec<i64> = batches
-        .iter()
-        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
-        .collect();
-    keys.sort_unstable();
+    let keys = sorted_keys(&batches);
     // Every fragment is covered: only the rows the segments hold for 1 are read.
     assert_eq!(keys, vec![1, 4]);
     // A range must be bounded somewhere: an open one is an error, not every row.
-    let open = natal::table::ScanRequest {
-        index: Some(Arc::new(natal::table::IndexProbe::new(
-            "val_idx",
-            natal::io::IndexLookup::Range {
-                low: None,
-                high: None,
-            },
-        ))),
-        ..Default::default()
-    };
+    let open = probe_request(natal::io::IndexLookup::Range {
+        low: None,
+        high: None,
+    });
     let err = match snapshot.scan(open).await {
         Ok(_) => panic!("an open range was accepted"),
         Err(e) => e,
