@@ -332,9 +332,16 @@ pub(super) fn fragment_from_proto(raw: proto::Fragment, path: &str) -> Result<Fr
         })
         .collect::<Result<_>>()?;
     let deletion_file = |d: proto::DeletionFile| {
+        if d.moved_rows > d.deleted_rows {
+            return Err(corrupt(format!(
+                "deletion file {} counts more moved rows than deleted rows",
+                d.path
+            )));
+        }
         Ok::<_, Error>(DeletionFile {
             path: TablePath::parse(&d.path)?,
             deleted_rows: d.deleted_rows,
+            moved_rows: d.moved_rows,
         })
     };
     let deletion = match raw.deletion_file {
@@ -591,6 +598,7 @@ fn deletion_file_to_proto(file: &DeletionFile) -> proto::DeletionFile {
     proto::DeletionFile {
         path: file.path.as_str().to_string(),
         deleted_rows: file.deleted_rows,
+        moved_rows: file.moved_rows,
     }
 }
 

@@ -26,11 +26,16 @@ pub mod flags {
     /// high-water marks, which writers must preserve and continue (seed 002). Readers need
     /// not understand it: indexes are never needed to read rows.
     pub const INDEX_SEGMENT_SEQ: u64 = 1 << 5;
+    /// Writer-only: deletion files count the deletions that were moves (`moved_rows`), and
+    /// readers skip the deletion files of fragments whose deletions are all moves when they
+    /// reach rows through the relocation view. Writers must keep the counts true: a writer
+    /// that drops a row deleted outright must forget the moves of that row's older copies.
+    pub const MOVE_TALLIES: u64 = 1 << 6;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 =
         DELETION_FILES | ROW_ID_SEQUENCES | ROW_ID_FILES | DELETION_DELTAS | FRAGMENT_SEGMENTS;
     /// Every writer flag this client implements.
-    pub const KNOWN_WRITER: u64 = KNOWN_READER | INDEX_SEGMENT_SEQ;
+    pub const KNOWN_WRITER: u64 = KNOWN_READER | INDEX_SEGMENT_SEQ | MOVE_TALLIES;
 }
 
 /// One version of a table.
@@ -107,6 +112,13 @@ impl Manifest {
         self.writer_flags = used;
         if self.indexes.uses_segment_seq() {
             self.writer_flags |= flags::INDEX_SEGMENT_SEQ;
+        }
+        if self.fragments.iter().any(|f| {
+            f.deletion
+                .as_ref()
+                .is_some_and(|d| d.files.iter().any(|file| file.moved_rows > 0))
+        }) {
+            self.writer_flags |= flags::MOVE_TALLIES;
         }
     }
 }
@@ -192,6 +204,20 @@ impl DeletionVector {
     pub fn deleted_rows(&self) -> u64 {
         self.files.iter().map(|f| f.deleted_rows).sum()
     }
+
+    /// Every deleted row of the fragment was moved, none deleted outright. An id's newest
+    /// address (what the relocation view gives) is then never a deleted offset here, so a
+    /// read of rows reached through the view needs none of these files.
+    pub fn only_moves(&self) -> bool {
+        self.files.iter().all(|f| f.moved_rows == f.deleted_rows)
+    }
+
+    /// Counts every deletion as outright (always true, possibly slower to read).
+    pub fn forget_moves(&mut self) {
+        for file in &mut self.files {
+            file.moved_rows = 0;
+        }
+    }
 }
 
 /// A roaring bitmap of deleted offsets.
@@ -199,6 +225,9 @@ impl DeletionVector {
 pub struct DeletionFile {
     pub path: TablePath,
     pub deleted_rows: u64,
+    /// Of `deleted_rows`, the rows deleted because an update rewrote them elsewhere with the
+    /// same id. 0 when not known.
+    pub moved_rows: u64,
 }
 
 /// A snapshot of the relocation view stored as a Parquet file.

@@ -39,12 +39,14 @@ pub fn decode_deletions(path: &str, bytes: &[u8], physical_rows: u32) -> Result<
 }
 
 impl TableStore {
-    /// Writes a fragment's deletion vector as a new file (files are never rewritten).
+    /// Writes a fragment's deletion vector as a new file (files are never rewritten);
+    /// `moved_rows` of its rows were moved rather than deleted outright.
     pub async fn write_deletions(
         &self,
         fragment: FragmentId,
         version: u64,
         bitmap: &RoaringBitmap,
+        moved_rows: u64,
     ) -> Result<DeletionFile> {
         let path = TablePath::parse(&format!(
             "_deletions/{fragment}-{version}-{}.bin",
@@ -55,6 +57,7 @@ impl TableStore {
         Ok(DeletionFile {
             path,
             deleted_rows: bitmap.len(),
+            moved_rows: moved_rows.min(bitmap.len()),
         })
     }
 
@@ -103,21 +106,22 @@ impl TableStore {
         Ok(union)
     }
 
-    /// Adds `fresh` (offsets not yet deleted) to a fragment's deletions: writes them as a new
-    /// file, folding in the newest files while they are at most twice its size. Files then
-    /// grow geometrically: a fragment keeps O(log n) files and each offset is rewritten
-    /// O(log n) times, so a commit writes about what it deleted rather than all the
-    /// fragment's history.
+    /// Adds `fresh` (offsets not yet deleted, `moved_rows` of them moves) to a fragment's
+    /// deletions: writes them as a new file, folding in the newest files while they are at
+    /// most twice its size. Files then grow geometrically: a fragment keeps O(log n) files and
+    /// each offset is rewritten O(log n) times, so a commit writes about what it deleted
+    /// rather than all the fragment's history.
     pub async fn add_deletions(
         &self,
         current: Option<&DeletionVector>,
         fragment: FragmentId,
         version: u64,
-        fresh: &RoaringBitmap,
+        (fresh, moved_rows): (&RoaringBitmap, u64),
         physical_rows: u32,
     ) -> Result<DeletionVector> {
         let mut files = current.map(|d| d.files.clone()).unwrap_or_default();
         let mut pending = fresh.clone();
+        let mut moved = moved_rows;
         while let Some(newest) = files.last() {
             if newest.deleted_rows > 2 * pending.len() {
                 break;
@@ -126,9 +130,13 @@ impl TableStore {
                 .read_deletion_file(newest, physical_rows)
                 .await?
                 .as_ref();
+            moved += newest.moved_rows;
             files.pop();
         }
-        files.push(self.write_deletions(fragment, version, &pending).await?);
+        files.push(
+            self.write_deletions(fragment, version, &pending, moved)
+                .await?,
+        );
         Ok(DeletionVector { files })
     }
 

@@ -17,7 +17,8 @@ pub struct FragmentLayout<'a> {
     pub physical_rows: u32,
     /// Present for carried fragments.
     pub sequence: Option<&'a RowIdSequence>,
-    /// Deleted offsets, if any.
+    /// Deleted offsets that can hide a row the view leads to: outright deletions (moves may
+    /// be left out, see `DeletionVector::only_moves`).
     pub deleted: Option<&'a RoaringBitmap>,
 }
 
@@ -73,28 +74,38 @@ pub fn mask_for_ids(
             masks.insert(fragment.id, offsets);
         }
     }
-    let mut add_moved = |addr: RowAddress| {
+    // A moved row is where the view says, never at its birth address, whatever the birth
+    // fragment's deletions say (a fragment whose deletions are all moves may pass none).
+    let mut add_moved = |id: RowId, addr: RowAddress| {
+        let birth = id.birth_address();
+        if let Some(mask) = masks.get_mut(&birth.fragment_id()) {
+            mask.remove(birth.offset());
+        }
         masks
             .entry(addr.fragment_id())
             .or_default()
             .insert(addr.offset());
     };
     if ids.len() <= view.moved_rows() {
-        for id in ids.iter() {
-            if let Some(addr) = view.lookup(RowId::from_u64(id)) {
-                add_moved(addr);
+        for id in ids.iter().map(RowId::from_u64) {
+            if let Some(addr) = view.lookup(id) {
+                add_moved(id, addr);
             }
         }
     } else {
         for (id, addr) in view.iter_points() {
             if ids.contains(id.as_u64()) {
-                add_moved(addr);
+                add_moved(id, addr);
             }
         }
         for entry in view.range_entries() {
             for k in 0..entry.len as u64 {
-                if ids.contains(entry.id_start.as_u64() + k) {
-                    add_moved(RowAddress::from_u64(entry.addr_start.as_u64() + k));
+                let id = entry.id_start.as_u64() + k;
+                if ids.contains(id) {
+                    add_moved(
+                        RowId::from_u64(id),
+                        RowAddress::from_u64(entry.addr_start.as_u64() + k),
+                    );
                 }
             }
         }

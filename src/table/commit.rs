@@ -330,10 +330,18 @@ async fn apply(
             add(&mut m, &mut summary, fragments)?;
         }
         Action::Delete { rows } => {
-            summary.rows_removed = delete_rows(store, &mut m, rows).await?;
+            summary.rows_removed = delete_rows(store, &mut m, rows, &HashSet::new()).await?;
         }
         Action::Update { rows, fragments } => {
-            summary.rows_removed = delete_rows(store, &mut m, rows).await?;
+            // A row the update writes again (same id) is moved, not deleted outright.
+            let rewritten: HashSet<RowId> = fragments
+                .iter()
+                .filter_map(|f| f.carried_ids.as_ref())
+                .flatten()
+                .flatten()
+                .copied()
+                .collect();
+            summary.rows_removed = delete_rows(store, &mut m, rows, &rewritten).await?;
             add(&mut m, &mut summary, fragments)?;
         }
         Action::Compact {
@@ -408,21 +416,24 @@ async fn apply(
     Ok(m)
 }
 
-/// Marks `rows` deleted in `m`, writing one new deletion file per touched fragment.
+/// Marks `rows` deleted in `m`, writing one new deletion file per touched fragment; rows
+/// whose ids are in `moved` count as moves.
 async fn delete_rows(
     store: &TableStore,
     m: &mut Manifest,
     rows: &[(RowId, RowAddress)],
+    moved: &HashSet<RowId>,
 ) -> Result<u64> {
-    let mut by_fragment: BTreeMap<FragmentId, RoaringBitmap> = BTreeMap::new();
-    for (_, addr) in rows {
-        by_fragment
-            .entry(addr.fragment_id())
-            .or_default()
-            .insert(addr.offset());
+    let mut by_fragment: BTreeMap<FragmentId, (RoaringBitmap, RoaringBitmap)> = BTreeMap::new();
+    for (id, addr) in rows {
+        let (offsets, moves) = by_fragment.entry(addr.fragment_id()).or_default();
+        offsets.insert(addr.offset());
+        if moved.contains(id) {
+            moves.insert(addr.offset());
+        }
     }
     let mut removed = 0;
-    for (fragment_id, offsets) in by_fragment {
+    for (fragment_id, (offsets, moves)) in by_fragment {
         let version = m.version;
         let fragment = m
             .fragments
@@ -446,13 +457,60 @@ async fn delete_rows(
                     fragment.deletion.as_ref(),
                     fragment_id,
                     version,
-                    &fresh,
+                    (&fresh, fresh.intersection_len(&moves)),
                     fragment.physical_rows,
                 )
                 .await?,
         );
     }
     Ok(removed)
+}
+
+/// Compaction drops the deleted rows of its inputs. A row deleted outright whose id was
+/// carried into an input has older copies elsewhere, marked as moves: once the input is gone
+/// the view no longer points past them, so those marks become outright deletions.
+async fn forget_moves_of_purged(
+    store: &TableStore,
+    m: &mut Manifest,
+    inputs: &[Fragment],
+) -> Result<()> {
+    let mut purged: HashSet<RowId> = HashSet::new();
+    for input in inputs {
+        let (Some(vector), Some(seq)) = (&input.deletion, &input.row_ids) else {
+            // No deletions, or only native rows, which have no older copies.
+            continue;
+        };
+        if vector.only_moves() {
+            continue;
+        }
+        let deleted = store.read_deletions(vector, input.physical_rows).await?;
+        for offset in deleted.iter() {
+            let id = seq
+                .get(offset as usize)
+                .ok_or_else(|| Error::corrupt("manifest", "sequence shorter than fragment"))?;
+            if id != RowAddress::new(input.id, offset).as_native_id() {
+                purged.insert(id);
+            }
+        }
+    }
+    if purged.is_empty() {
+        return Ok(());
+    }
+    let births: HashSet<FragmentId> = purged.iter().map(|id| id.birth_fragment()).collect();
+    for fragment in &mut m.fragments {
+        let Some(vector) = fragment.deletion.as_mut().filter(|v| v.only_moves()) else {
+            continue;
+        };
+        let holds_copy = births.contains(&fragment.id)
+            || fragment
+                .row_ids
+                .as_ref()
+                .is_some_and(|seq| seq.iter().any(|id| purged.contains(&id)));
+        if holds_copy {
+            vector.forget_moves();
+        }
+    }
+    Ok(())
 }
 
 async fn apply_compaction(
@@ -499,6 +557,7 @@ async fn apply_compaction(
     summary.fragments_removed = inputs.iter().map(|f| f.id).collect();
     summary.rows_removed = deleted_since.len() as u64;
     m.fragments.retain(|f| !input_ids.contains(&f.id));
+    forget_moves_of_purged(store, m, inputs).await?;
     for new in fragments {
         let id = m.next_fragment_id()?;
         m.max_fragment_id = Some(id);
@@ -514,7 +573,7 @@ async fn apply_compaction(
                 }
             }
             if !deleted.is_empty() {
-                let file = store.write_deletions(id, m.version, &deleted).await?;
+                let file = store.write_deletions(id, m.version, &deleted, 0).await?;
                 fragment.deletion = Some(DeletionVector::single(file));
             }
         }

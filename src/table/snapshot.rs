@@ -129,6 +129,19 @@ impl Snapshot {
         }
     }
 
+    /// The deletions that can hide a row reached through the relocation view (an id's newest
+    /// address): none when every deletion of the fragment was a move, since a moved row's id
+    /// leads past its old copies.
+    pub async fn outright_deletions(
+        &self,
+        fragment: &Fragment,
+    ) -> Result<Option<Arc<RoaringBitmap>>> {
+        match &fragment.deletion {
+            Some(vector) if vector.only_moves() => Ok(None),
+            _ => self.deletions(fragment).await,
+        }
+    }
+
     /// The relocation view of this version, built on first use: the checkpoint (one GET) plus
     /// a transpose of the carried fragments newer than it.
     pub async fn relocation_view(&self) -> Result<Arc<RelocationView>> {
@@ -211,7 +224,7 @@ impl Snapshot {
         let Some((fragment, addr)) = self.candidate(&view, id) else {
             return Ok(None);
         };
-        let deleted = self.deletions(fragment).await?;
+        let deleted = self.outright_deletions(fragment).await?;
         Ok((!deleted.is_some_and(|d| d.contains(addr.offset()))).then_some(addr))
     }
 
@@ -432,7 +445,7 @@ impl Snapshot {
         let view = self.view_for(ids.iter().map(RowId::from_u64)).await?;
         let deletions: Vec<Option<Arc<RoaringBitmap>>> =
             stream::iter(0..self.manifest.fragments.len())
-                .map(|i| self.deletions(&self.manifest.fragments[i]))
+                .map(|i| self.outright_deletions(&self.manifest.fragments[i]))
                 .buffered(CONCURRENT_FRAGMENT_READS)
                 .try_collect()
                 .await?;
@@ -473,17 +486,18 @@ impl Snapshot {
         };
         let (_, read_schema) = self.projection(&internal)?;
         let fragment_reads = Arc::new(self.fragment_reads(&field_ids, &read_schema, &internal)?);
-        // Each fragment's task fetches its deletions and then its live rows: no fragment's
-        // read waits for the deletions of all the others.
+        // Each fragment's task fetches its outright deletions and then its live rows: no
+        // fragment's read waits for the deletions of all the others.
         let reads: Vec<_> = by_fragment
             .into_iter()
             .filter_map(|(fragment_id, mut offsets)| {
                 let fragment = self.manifest.fragment(fragment_id)?.clone();
                 let (store, reads) = (self.store.clone(), fragment_reads.clone());
                 let read = async move {
-                    if let Some(file) = &fragment.deletion {
+                    let outright = fragment.deletion.as_ref().filter(|v| !v.only_moves());
+                    if let Some(vector) = outright {
                         offsets -= store
-                            .read_deletions(file, fragment.physical_rows)
+                            .read_deletions(vector, fragment.physical_rows)
                             .await?
                             .as_ref();
                     }

@@ -391,6 +391,28 @@ async fn overlapping_deletion_deltas_are_corrupt() {
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
 }
 
+/// A deletion file that counts more moved rows than it deletes would let reads skip outright
+/// deletions: the manifest is corrupt.
+#[tokio::test]
+async fn more_moves_than_deletions_is_corrupt() {
+    let (table, store) = populated().await;
+    let vector = table.latest().await.unwrap().manifest().fragments[0]
+        .deletion
+        .clone()
+        .unwrap();
+    assert_eq!(
+        (vector.files[0].deleted_rows, vector.files[0].moved_rows),
+        (1, 1)
+    );
+    // DeletionFile fields 2 (deleted_rows) and 3 (moved_rows), both 1, as protobuf varints.
+    swap_in_latest(&table, &store, &[0x10, 1, 0x18, 1], &[0x10, 1, 0x18, 2]).await;
+    let err = table.latest().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Corrupt { reason, .. } if reason.contains("moved")),
+        "{err}"
+    );
+}
+
 /// An index section that escapes the table, reuses a sequence number or holds an
 /// undecodable fragment bitmap makes the manifest corrupt; a damaged index never reads as
 /// an empty one.

@@ -43,6 +43,9 @@ enum Op {
     },
     Compact {
         target: u8,
+        /// Rewrite only small fragments, however many rows the others have deleted: older
+        /// copies of moved rows then outlive the fragments the rows moved to.
+        only_small: bool,
     },
     Checkpoint,
     /// Index `val` (the column updates change) under `val_idx`.
@@ -80,7 +83,8 @@ fn row_op() -> impl Strategy<Value = Op> {
                 new_rows,
                 delta
             }),
-        (2u8..30).prop_map(|target| Op::Compact { target }),
+        (2u8..30, any::<bool>())
+            .prop_map(|(target, only_small)| Op::Compact { target, only_small }),
         Just(Op::Checkpoint),
         Just(Op::Index),
     ]
@@ -218,7 +222,10 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
                 .collect();
             (Action::Upsert(input), change(added, changed, vec![]))
         }
-        Op::Compact { target } => (Action::Compact(*target as u64), Expect::NoValueChange),
+        Op::Compact { target, only_small } => (
+            Action::Compact(*target as u64, *only_small),
+            Expect::NoValueChange,
+        ),
         Op::Checkpoint => (Action::Checkpoint, Expect::NoValueChange),
         Op::Index => (Action::Index, Expect::NoValueChange),
         Op::Overwrite(n) => {
@@ -249,7 +256,7 @@ enum Action {
     Update(u8, u8, i64),
     UpdateIds(Vec<u64>, i64),
     Upsert(Vec<(i64, i64)>),
-    Compact(u64),
+    Compact(u64, bool),
     Checkpoint,
     Index,
     Overwrite(Vec<(i64, i64)>),
@@ -276,10 +283,10 @@ async fn run(table: &Table, action: &Action) -> natal::Result<u64> {
             table.update_rows(&ids, &add_to_val(*d)).await?.version
         }
         Action::Upsert(rows) => table.upsert("key", vec![batch(rows)]).await?.version,
-        Action::Compact(target) => {
+        Action::Compact(target, only_small) => {
             let options = CompactOptions {
                 target_rows_per_fragment: Some(*target),
-                max_deleted_fraction: 0.2,
+                max_deleted_fraction: if *only_small { 1.0 } else { 0.2 },
                 ..Default::default()
             };
             // No version (0) when there was nothing to compact.
@@ -393,6 +400,15 @@ async fn check(model: &Model, table: &Table) {
             "dead id {dead} resolves"
         );
     }
+    // No dead id is found by a take either, whatever copies of its row remain.
+    let dead: Vec<RowId> = model
+        .ever
+        .iter()
+        .filter(|id| !model.live.contains_key(id))
+        .map(|&id| RowId::from_u64(id))
+        .collect();
+    let found = snapshot.take(&dead, ScanRequest::default()).await.unwrap();
+    assert_eq!(found.num_rows(), 0, "a take of the {} dead ids", dead.len());
     // A take of a few ids on a fresh snapshot (answered by a view of just those ids) finds
     // exactly the live ones, in the order asked, with their values and addresses.
     let dead = model.ever.iter().find(|id| !model.live.contains_key(id));
@@ -579,14 +595,14 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
                         Action::Update(..)
                             | Action::UpdateIds(..)
                             | Action::Upsert(_)
-                            | Action::Compact(_)
+                            | Action::Compact(..)
                     );
                     // An index segment gives way to one covering the same fragments, or to a
                     // compaction that rewrote all of them.
                     let indexed_meanwhile = matches!(action_b, Action::Index)
-                        && matches!(action_a, Action::Index | Action::Compact(_));
+                        && matches!(action_a, Action::Index | Action::Compact(..));
                     let allowed = conflicts
-                        || (matches!(action_b, Action::Compact(_)) && rewrote)
+                        || (matches!(action_b, Action::Compact(..)) && rewrote)
                         || indexed_meanwhile;
                     assert!(
                         allowed,
