@@ -5,6 +5,7 @@
 mod address;
 mod id_set;
 mod mask;
+mod packed;
 mod segment;
 mod sequence;
 mod view;
