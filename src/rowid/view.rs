@@ -13,7 +13,7 @@
 //!   the row's position in the concatenation of all carried fragments (which a small table of
 //!   carried fragments turns back into an address), bit-packed to the width the largest slot
 //!   needs. A point costs the slot's width plus 2 bytes (sparse groups) or less (dense ones):
-//!   about 4 bytes after 1M updates of 1M rows, where a sorted (id, slot) list cost 8.
+//!   3–4 bytes on the benchmarks (`BENCHMARKS.md`), where a sorted (id, slot) list cost 8.
 //!
 //! When an id appears twice, the larger address wins: writes only ever land at newer
 //! fragments, so the larger address is the current one.
