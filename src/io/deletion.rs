@@ -11,7 +11,7 @@ use roaring::RoaringBitmap;
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::envelope::{seal, unseal};
-use crate::format::{DeletionFile, DeletionVector, TablePath};
+use crate::format::{DeletionFile, DeletionVector, Fragment, TablePath};
 use crate::rowid::FragmentId;
 
 const MAGIC: &[u8; 8] = b"NATALDV1";
@@ -59,6 +59,32 @@ impl TableStore {
             deleted_rows: bitmap.len(),
             moved_rows: moved_rows.min(bitmap.len()),
         })
+    }
+
+    /// The deleted offsets of a fragment, `None` if it has none.
+    pub async fn fragment_deletions(
+        &self,
+        fragment: &Fragment,
+    ) -> Result<Option<Arc<RoaringBitmap>>> {
+        match &fragment.deletion {
+            None => Ok(None),
+            Some(vector) => Ok(Some(
+                self.read_deletions(vector, fragment.physical_rows).await?,
+            )),
+        }
+    }
+
+    /// The deletions that can hide a row reached through the relocation view (an id's newest
+    /// address): none when every deletion of the fragment was a move, since a moved row's id
+    /// leads past its old copies.
+    pub async fn outright_deletions(
+        &self,
+        fragment: &Fragment,
+    ) -> Result<Option<Arc<RoaringBitmap>>> {
+        match &fragment.deletion {
+            Some(vector) if vector.only_moves() => Ok(None),
+            _ => self.fragment_deletions(fragment).await,
+        }
     }
 
     /// A fragment's deleted offsets: the union of its files (each cached: files are never

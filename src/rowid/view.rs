@@ -212,38 +212,31 @@ impl RelocationView {
             i = j;
         }
         drop(pairs);
+        let birth = |id: u64| RowId::from_u64(id).birth_fragment();
         let mut point_blocks: Vec<PointBlock> = Vec::new();
-        let mut raw_slots = Vec::with_capacity(points.len());
-        let mut block_start = 0;
-        while block_start < points.len() {
-            let birth = RowId::from_u64(points[block_start].0).birth_fragment();
-            let block_end = block_start
-                + points[block_start..]
-                    .iter()
-                    .take_while(|&&(id, _)| RowId::from_u64(id).birth_fragment() == birth)
-                    .count();
-            // Ids are sorted and distinct, so their offsets are too.
-            let offsets = points[block_start..block_end]
-                .iter()
-                .map(|&(id, _)| id as u32);
+        let mut first = 0;
+        for block in points.chunk_by(|a, b| birth(a.0) == birth(b.0)) {
+            // Ids are sorted and distinct, so their offsets are too (the fallback never runs).
+            let offsets = block.iter().map(|&(id, _)| id as u32);
             let mut offsets = RoaringBitmap::from_sorted_iter(offsets.clone())
                 .unwrap_or_else(|_| offsets.collect());
             offsets.optimize();
             point_blocks.push(PointBlock {
-                birth_fragment: birth,
+                birth_fragment: birth(block[0].0),
                 offsets,
-                first: block_start,
+                first,
             });
-            block_start = block_end;
+            first += block.len();
         }
-        for &(_, addr) in &points {
-            // Every target is in a carried fragment, which the slot table lists.
-            raw_slots.push(
+        // Every target is in a carried fragment, which the slot table lists.
+        let raw_slots: Vec<u64> = points
+            .iter()
+            .map(|&(_, addr)| {
                 slots
                     .slot_of(RowAddress::from_u64(addr))
-                    .unwrap_or(u64::MAX),
-            );
-        }
+                    .unwrap_or(u64::MAX)
+            })
+            .collect();
         Self {
             ranges,
             point_blocks,

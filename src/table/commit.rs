@@ -255,10 +255,7 @@ async fn follow_rows(
         let bitmap = match deletions.get(&fragment.id) {
             Some(b) => b.clone(),
             None => {
-                let b = match &fragment.deletion {
-                    Some(file) => Some(store.read_deletions(file, fragment.physical_rows).await?),
-                    None => None,
-                };
+                let b = store.fragment_deletions(fragment).await?;
                 deletions.insert(fragment.id, b.clone());
                 b
             }
@@ -441,11 +438,8 @@ async fn delete_rows(
             .find(|f| f.id == fragment_id)
             .ok_or_else(|| Error::invalid(format!("fragment {fragment_id} is not in the table")))?;
         let mut fresh = offsets;
-        if let Some(vector) = &fragment.deletion {
-            fresh -= store
-                .read_deletions(vector, fragment.physical_rows)
-                .await?
-                .as_ref();
+        if let Some(deleted) = store.fragment_deletions(fragment).await? {
+            fresh -= deleted.as_ref();
         }
         if fresh.is_empty() {
             continue;
@@ -529,19 +523,12 @@ async fn apply_compaction(
         if now.deletion == input.deletion {
             continue;
         }
-        let mut newly = match &now.deletion {
-            Some(file) => store
-                .read_deletions(file, now.physical_rows)
-                .await?
-                .as_ref()
-                .clone(),
-            None => RoaringBitmap::new(),
-        };
-        if let Some(file) = &input.deletion {
-            newly -= store
-                .read_deletions(file, input.physical_rows)
-                .await?
-                .as_ref();
+        let mut newly = store
+            .fragment_deletions(now)
+            .await?
+            .map_or_else(RoaringBitmap::new, |d| d.as_ref().clone());
+        if let Some(before) = store.fragment_deletions(input).await? {
+            newly -= before.as_ref();
         }
         for offset in newly {
             let id = match &input.row_ids {

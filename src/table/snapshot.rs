@@ -119,27 +119,16 @@ impl Snapshot {
 
     /// The deleted offsets of a fragment (one GET the first time, cached after).
     pub async fn deletions(&self, fragment: &Fragment) -> Result<Option<Arc<RoaringBitmap>>> {
-        match &fragment.deletion {
-            None => Ok(None),
-            Some(file) => Ok(Some(
-                self.store
-                    .read_deletions(file, fragment.physical_rows)
-                    .await?,
-            )),
-        }
+        self.store.fragment_deletions(fragment).await
     }
 
-    /// The deletions that can hide a row reached through the relocation view (an id's newest
-    /// address): none when every deletion of the fragment was a move, since a moved row's id
-    /// leads past its old copies.
+    /// The deletions that can hide a row reached through the relocation view: none for a
+    /// fragment whose deletions are all moves ([`TableStore::outright_deletions`]).
     pub async fn outright_deletions(
         &self,
         fragment: &Fragment,
     ) -> Result<Option<Arc<RoaringBitmap>>> {
-        match &fragment.deletion {
-            Some(vector) if vector.only_moves() => Ok(None),
-            _ => self.deletions(fragment).await,
-        }
+        self.store.outright_deletions(fragment).await
     }
 
     /// The relocation view of this version, built on first use: the checkpoint (one GET) plus
@@ -494,12 +483,8 @@ impl Snapshot {
                 let fragment = self.manifest.fragment(fragment_id)?.clone();
                 let (store, reads) = (self.store.clone(), fragment_reads.clone());
                 let read = async move {
-                    let outright = fragment.deletion.as_ref().filter(|v| !v.only_moves());
-                    if let Some(vector) = outright {
-                        offsets -= store
-                            .read_deletions(vector, fragment.physical_rows)
-                            .await?
-                            .as_ref();
+                    if let Some(deleted) = store.outright_deletions(&fragment).await? {
+                        offsets -= deleted.as_ref();
                     }
                     Ok::<_, Error>(reads.read(&store, &fragment, Some(offsets)))
                 };
