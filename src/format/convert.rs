@@ -179,6 +179,16 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str) -> Result<Manifest> {
                 last_fragment_id: s.last_fragment_id,
                 fragment_count: s.fragment_count,
                 size_bytes: s.size_bytes,
+                patch: s
+                    .patch
+                    .map(|p| {
+                        Ok::<_, Error>(SegmentPatch {
+                            path: TablePath::parse(&p.path)?,
+                            fragment_count: p.fragment_count,
+                            size_bytes: p.size_bytes,
+                        })
+                    })
+                    .transpose()?,
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -331,19 +341,6 @@ pub(super) fn fragment_from_proto(raw: proto::Fragment, path: &str) -> Result<Fr
             })
         })
         .collect::<Result<_>>()?;
-    let deletion_file = |d: proto::DeletionFile| {
-        if d.moved_rows > d.deleted_rows {
-            return Err(corrupt(format!(
-                "deletion file {} counts more moved rows than deleted rows",
-                d.path
-            )));
-        }
-        Ok::<_, Error>(DeletionFile {
-            path: TablePath::parse(&d.path)?,
-            deleted_rows: d.deleted_rows,
-            moved_rows: d.moved_rows,
-        })
-    };
     let deletion = match raw.deletion_file {
         None if !raw.deletion_deltas.is_empty() => {
             return Err(corrupt(format!(
@@ -352,12 +349,10 @@ pub(super) fn fragment_from_proto(raw: proto::Fragment, path: &str) -> Result<Fr
             )))
         }
         None => None,
-        Some(first) => Some(DeletionVector {
-            files: std::iter::once(first)
-                .chain(raw.deletion_deltas)
-                .map(deletion_file)
-                .collect::<Result<_>>()?,
-        }),
+        Some(first) => deletion_from_proto(
+            std::iter::once(first).chain(raw.deletion_deltas).collect(),
+            path,
+        )?,
     };
     let row_ids = raw
         .row_id_sequence
@@ -594,6 +589,39 @@ pub(super) fn fragment_to_proto(f: &Fragment) -> proto::Fragment {
     }
 }
 
+/// A deletion vector from its files, oldest first; `None` for no files.
+pub(super) fn deletion_from_proto(
+    files: Vec<proto::DeletionFile>,
+    path: &str,
+) -> Result<Option<DeletionVector>> {
+    let files = files
+        .into_iter()
+        .map(|d| {
+            if d.moved_rows > d.deleted_rows {
+                return Err(Error::corrupt(
+                    path,
+                    format!(
+                        "deletion file {} counts more moved rows than deleted rows",
+                        d.path
+                    ),
+                ));
+            }
+            Ok(DeletionFile {
+                path: TablePath::parse(&d.path)?,
+                deleted_rows: d.deleted_rows,
+                moved_rows: d.moved_rows,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((!files.is_empty()).then_some(DeletionVector { files }))
+}
+
+pub(super) fn deletion_to_proto(deletion: Option<&DeletionVector>) -> Vec<proto::DeletionFile> {
+    deletion
+        .map(|d| d.files.iter().map(deletion_file_to_proto).collect())
+        .unwrap_or_default()
+}
+
 fn deletion_file_to_proto(file: &DeletionFile) -> proto::DeletionFile {
     proto::DeletionFile {
         path: file.path.as_str().to_string(),
@@ -653,6 +681,11 @@ impl From<&Manifest> for proto::Manifest {
                     last_fragment_id: s.last_fragment_id,
                     fragment_count: s.fragment_count,
                     size_bytes: s.size_bytes,
+                    patch: s.patch.as_ref().map(|p| proto::SegmentPatch {
+                        path: p.path.as_str().to_string(),
+                        fragment_count: p.fragment_count,
+                        size_bytes: p.size_bytes,
+                    }),
                 })
                 .collect(),
             max_fragment_id: m.max_fragment_id,

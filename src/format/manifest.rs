@@ -31,9 +31,16 @@ pub mod flags {
     /// reach rows through the relocation view. Writers must keep the counts true: a writer
     /// that drops a row deleted outright must forget the moves of that row's older copies.
     pub const MOVE_TALLIES: u64 = 1 << 6;
+    /// Some fragment segments carry a patch file with their fragments' newer deletions,
+    /// which readers must apply over the segment file.
+    pub const SEGMENT_PATCHES: u64 = 1 << 7;
     /// Every reader flag this client implements.
-    pub const KNOWN_READER: u64 =
-        DELETION_FILES | ROW_ID_SEQUENCES | ROW_ID_FILES | DELETION_DELTAS | FRAGMENT_SEGMENTS;
+    pub const KNOWN_READER: u64 = DELETION_FILES
+        | ROW_ID_SEQUENCES
+        | ROW_ID_FILES
+        | DELETION_DELTAS
+        | FRAGMENT_SEGMENTS
+        | SEGMENT_PATCHES;
     /// Every writer flag this client implements.
     pub const KNOWN_WRITER: u64 = KNOWN_READER | INDEX_SEGMENT_SEQ | MOVE_TALLIES;
 }
@@ -108,6 +115,9 @@ impl Manifest {
         if !self.fragment_segments.is_empty() {
             used |= flags::FRAGMENT_SEGMENTS;
         }
+        if self.fragment_segments.iter().any(|s| s.patch.is_some()) {
+            used |= flags::SEGMENT_PATCHES;
+        }
         self.reader_flags = used;
         self.writer_flags = used;
         if self.indexes.uses_segment_seq() {
@@ -146,6 +156,19 @@ pub struct FragmentSegment {
     pub last_fragment_id: FragmentId,
     pub fragment_count: u32,
     pub size_bytes: u64,
+    /// The newer deletions of some of its fragments, when only those changed.
+    pub patch: Option<SegmentPatch>,
+}
+
+/// A file holding the whole deletion vector of each fragment of a segment whose deletions
+/// changed since the segment file was written. Deletions are what most commits change, and
+/// a patch costs their bytes where rewriting the segment would cost every fragment's files,
+/// statistics and row ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentPatch {
+    pub path: TablePath,
+    pub fragment_count: u32,
+    pub size_bytes: u64,
 }
 
 /// A row-id sequence stored in its own immutable file, so a commit that carries rows
@@ -160,9 +183,13 @@ impl Fragment {
     /// Equal as stored: a sequence kept in a file is compared by its file, so a fragment
     /// read back from storage (sequence not yet loaded) equals the one that was written.
     pub fn stored_eq(&self, other: &Fragment) -> bool {
+        self.deletion == other.deletion && self.stored_eq_but_deletions(other)
+    }
+
+    /// [`Fragment::stored_eq`] but for deletions: what a segment patch cannot change.
+    pub fn stored_eq_but_deletions(&self, other: &Fragment) -> bool {
         self.id == other.id
             && self.files == other.files
-            && self.deletion == other.deletion
             && self.physical_rows == other.physical_rows
             && self.row_ids_file == other.row_ids_file
             && (self.row_ids_file.is_some() || self.row_ids == other.row_ids)

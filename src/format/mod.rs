@@ -19,7 +19,7 @@ mod proto {
 pub use index::{cache_node, IndexSection, IndexSegment, LogicalIndex};
 pub use manifest::{
     flags, CheckpointRef, DataFile, DeletionFile, DeletionVector, Fragment, FragmentSegment,
-    Manifest, Operation, RowIdFile, TransactionSummary, FORMAT_VERSION,
+    Manifest, Operation, RowIdFile, SegmentPatch, TransactionSummary, FORMAT_VERSION,
 };
 pub use path::TablePath;
 pub use schema::{Field, Schema, PARQUET_FIELD_ID_KEY, RESERVED_COLUMNS};
@@ -28,6 +28,6 @@ pub use stats::{
     StatValue, MAX_STAT_BYTES,
 };
 pub use stored::{
-    decode_fragment_segment, decode_row_id_file, encode_fragment_segment, encode_row_id_file,
-    FRAGMENTS_PER_SEGMENT, ROW_ID_INLINE_LIMIT,
+    apply_segment_patch, decode_fragment_segment, decode_row_id_file, encode_fragment_segment,
+    encode_row_id_file, encode_segment_patch, FRAGMENTS_PER_SEGMENT, ROW_ID_INLINE_LIMIT,
 };

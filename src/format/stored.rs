@@ -5,12 +5,13 @@
 use prost::Message;
 
 use super::convert::{
-    fragment_from_proto, fragment_to_proto, sequence_from_proto, sequence_to_proto,
+    deletion_from_proto, deletion_to_proto, fragment_from_proto, fragment_to_proto,
+    sequence_from_proto, sequence_to_proto,
 };
 use super::envelope::{seal, unseal};
-use super::{proto, Fragment, FragmentSegment};
+use super::{proto, Fragment, FragmentSegment, SegmentPatch};
 use crate::error::{Error, Result};
-use crate::rowid::RowIdSequence;
+use crate::rowid::{FragmentId, RowIdSequence};
 
 const ROW_ID_MAGIC: &[u8; 8] = b"NATALRI1";
 
@@ -95,6 +96,63 @@ pub fn decode_fragment_segment(segment: &FragmentSegment, bytes: &[u8]) -> Resul
                 segment.last_fragment_id
             ),
         ));
+    }
+    Ok(fragments)
+}
+
+const PATCH_MAGIC: &[u8; 8] = b"NATALFP1";
+
+/// The bytes of a segment patch: the deletions of `fragments`, each whole, by ascending id.
+pub fn encode_segment_patch(fragments: &[&Fragment]) -> Vec<u8> {
+    let patch = proto::DeletionPatch {
+        fragments: fragments
+            .iter()
+            .map(|f| proto::PatchedDeletions {
+                fragment_id: f.id,
+                files: deletion_to_proto(f.deletion.as_ref()),
+            })
+            .collect(),
+    };
+    seal(PATCH_MAGIC, &patch.encode_to_vec())
+}
+
+/// Decodes a segment patch and lays it over `body`, the segment's fragments as its file holds
+/// them.
+///
+/// # Errors
+/// [`Error::Corrupt`] for bad magic, checksum or protobuf, another count of fragments than
+/// the manifest says, or fragments out of order or not in the segment.
+pub fn apply_segment_patch(
+    patch: &SegmentPatch,
+    bytes: &[u8],
+    body: &[Fragment],
+) -> Result<Vec<Fragment>> {
+    let path = patch.path.as_str();
+    let raw = proto::DeletionPatch::decode(unseal(PATCH_MAGIC, path, bytes, "segment patch")?)
+        .map_err(|e| Error::corrupt(path, format!("undecodable protobuf: {e}")))?;
+    if raw.fragments.len() != patch.fragment_count as usize {
+        return Err(Error::corrupt(
+            path,
+            format!(
+                "patches {} fragments, the manifest says {}",
+                raw.fragments.len(),
+                patch.fragment_count
+            ),
+        ));
+    }
+    let mut fragments = body.to_vec();
+    let mut previous: Option<FragmentId> = None;
+    for entry in raw.fragments {
+        let id = entry.fragment_id;
+        if previous.is_some_and(|p| p >= id) {
+            return Err(Error::corrupt(path, "patched fragments out of order"));
+        }
+        previous = Some(id);
+        let index = fragments.binary_search_by_key(&id, |f| f.id).map_err(|_| {
+            Error::corrupt(path, format!("patches fragment {id}, not in its segment"))
+        })?;
+        // Counts against the fragment's rows are checked with the whole manifest.
+        fragments[index].deletion = deletion_from_proto(entry.files, path)?;
     }
     Ok(fragments)
 }

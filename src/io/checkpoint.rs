@@ -11,6 +11,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
+use super::store::unique_name;
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::{CheckpointRef, TablePath};
@@ -54,10 +55,7 @@ impl TableStore {
         let mut writer = ArrowWriter::try_new(Vec::new(), checkpoint_schema(), Some(properties))?;
         writer.write(&batch)?;
         let bytes = writer.into_inner()?;
-        let path = TablePath::parse(&format!(
-            "_relocations/{version}-{}.parquet",
-            uuid::Uuid::new_v4()
-        ))?;
+        let path = TablePath::parse(&format!("_relocations/{version}-{}.parquet", unique_name()))?;
         let file_size_bytes = bytes.len() as u64;
         self.put(&self.path(&path), Bytes::from(bytes)).await?;
         Ok(CheckpointRef {

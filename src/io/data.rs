@@ -22,6 +22,7 @@ use roaring::RoaringBitmap;
 
 use super::pages::{file_schema_as_table, selected_ranges, PagePruning};
 use super::reader::{page_ranges, ObjectFileReader};
+use super::store::unique_name;
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::{
@@ -82,7 +83,7 @@ impl TableStore {
         }
         let metadata = writer.close()?;
         let column_stats = column_stats(schema, &file_schema, &metadata, &nan_counts)?;
-        let path = TablePath::parse(&format!("data/{}.parquet", uuid::Uuid::new_v4()))?;
+        let path = TablePath::parse(&format!("data/{}.parquet", unique_name()))?;
         let file_size_bytes = bytes.len() as u64;
         self.put(&self.path(&path), Bytes::from(bytes)).await?;
         Ok(DataFile {

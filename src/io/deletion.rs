@@ -8,6 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use roaring::RoaringBitmap;
 
+use super::store::unique_name;
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::envelope::{seal, unseal};
@@ -50,7 +51,7 @@ impl TableStore {
     ) -> Result<DeletionFile> {
         let path = TablePath::parse(&format!(
             "_deletions/{fragment}-{version}-{}.bin",
-            uuid::Uuid::new_v4()
+            unique_name()
         ))?;
         self.put(&self.path(&path), Bytes::from(encode_deletions(bitmap)))
             .await?;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
-use super::store::CONCURRENT_FILE_LOADS;
+use super::store::{unique_name, CONCURRENT_FILE_LOADS};
 use super::TableStore;
 use crate::error::Result;
 use crate::format::{decode_row_id_file, encode_row_id_file, Manifest, RowIdFile, TablePath};
@@ -54,11 +54,7 @@ impl TableStore {
             if fragment.row_ids_file.is_some() || sequence.encoded_len() <= inline_limit {
                 continue;
             }
-            let path = TablePath::parse(&format!(
-                "_rowids/{}-{}.bin",
-                fragment.id,
-                uuid::Uuid::new_v4()
-            ))?;
+            let path = TablePath::parse(&format!("_rowids/{}-{}.bin", fragment.id, unique_name()))?;
             let bytes = Bytes::from(encode_row_id_file(sequence));
             let size_bytes = bytes.len() as u64;
             self.put(&self.path(&path), bytes).await?;

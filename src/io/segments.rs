@@ -3,6 +3,12 @@
 //! commit writes the segments whose fragments it changed and the last, partly filled one;
 //! every other segment is shared with the version before, so the bytes of a commit follow
 //! its change rather than the number of fragments history has left behind.
+//!
+//! Most commits change only deletions, and a fragment's deletions are a few file names
+//! beside its data files, statistics and row ids. A segment whose fragments changed only
+//! their deletions gets a patch (`_fragments/<uuid>.patch`, the whole deletion vector of each
+//! fragment that changed since the segment file) instead of a new segment file, while the
+//! patch is at most half the segment's size; past that the segment is rewritten.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -10,18 +16,20 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
-use super::store::CONCURRENT_FILE_LOADS;
+use super::store::{unique_name, CONCURRENT_FILE_LOADS};
 use super::TableStore;
 use crate::error::Result;
 use crate::format::{
-    decode_fragment_segment, encode_fragment_segment, Fragment, FragmentSegment, Manifest,
-    TablePath,
+    apply_segment_patch, decode_fragment_segment, encode_fragment_segment, encode_segment_patch,
+    Fragment, FragmentSegment, Manifest, SegmentPatch, TablePath,
 };
 
 /// A stretch of the new fragment list: an old segment that still holds exactly these
-/// fragments, or fragments that need writing.
+/// fragments, an old segment file with a new patch (its encoded bytes and fragment count)
+/// laid over, or fragments that need writing.
 enum Run {
     Keep(FragmentSegment, Range<usize>),
+    Patch(FragmentSegment, Range<usize>, Vec<u8>, u32),
     Write(Range<usize>),
 }
 
@@ -62,6 +70,13 @@ impl TableStore {
             for run in runs {
                 match run {
                     Run::Keep(segment, _) => segments.push(segment),
+                    Run::Patch(segment, range, bytes, count) => {
+                        let fragments = &manifest.fragments[range];
+                        segments.push(
+                            self.write_segment_patch(segment, fragments, bytes, count)
+                                .await?,
+                        );
+                    }
                     Run::Write(range) => {
                         for chunk in manifest.fragments[range].chunks(per_segment) {
                             segments.push(self.write_fragment_segment(chunk).await?);
@@ -95,10 +110,28 @@ impl TableStore {
             let now = &fragments[start..at];
             let unchanged =
                 stored.len() == now.len() && stored.iter().zip(now).all(|(s, n)| s.stored_eq(n));
-            runs.push(if unchanged {
-                Run::Keep(segment, start..at)
-            } else {
-                Run::Write(start..at)
+            if unchanged {
+                runs.push(Run::Keep(segment, start..at));
+                continue;
+            }
+            let body = self.read_segment_body(&segment).await?;
+            runs.push(match patch_over(&segment, &body, now) {
+                Some(bytes_and_count) => {
+                    let (bytes, count) = bytes_and_count;
+                    if count == 0 {
+                        // The deletions are back to the segment file's: drop the patch.
+                        Run::Keep(
+                            FragmentSegment {
+                                patch: None,
+                                ..segment
+                            },
+                            start..at,
+                        )
+                    } else {
+                        Run::Patch(segment, start..at, bytes, count)
+                    }
+                }
+                None => Run::Write(start..at),
             });
         }
         if at < fragments.len() {
@@ -111,7 +144,7 @@ impl TableStore {
                 j.and_then(|j| runs.get(j))
                     .is_some_and(|r| matches!(r, Run::Write(_)))
             };
-            if let Run::Keep(_, range) = &runs[i] {
+            if let Run::Keep(_, range) | Run::Patch(_, range, ..) = &runs[i] {
                 if range.len() * 2 < per_segment
                     && (beside_write(i.checked_sub(1)) || beside_write(Some(i + 1)))
                 {
@@ -133,7 +166,7 @@ impl TableStore {
         let (Some(first), Some(last)) = (fragments.first(), fragments.last()) else {
             return Err(crate::Error::invalid("an empty fragment segment"));
         };
-        let path = TablePath::parse(&format!("_fragments/{}.bin", uuid::Uuid::new_v4()))?;
+        let path = TablePath::parse(&format!("_fragments/{}.bin", unique_name()))?;
         let bytes = Bytes::from(encode_fragment_segment(fragments));
         let segment = FragmentSegment {
             path,
@@ -141,6 +174,7 @@ impl TableStore {
             last_fragment_id: last.id,
             fragment_count: fragments.len() as u32,
             size_bytes: bytes.len() as u64,
+            patch: None,
         };
         self.put(&self.path(&segment.path), bytes).await?;
         self.segments
@@ -148,7 +182,51 @@ impl TableStore {
         Ok(segment)
     }
 
+    /// Writes `bytes` (the patch of `fragments`, `count` of them changed) over `body`'s file.
+    async fn write_segment_patch(
+        &self,
+        body: FragmentSegment,
+        fragments: &[Fragment],
+        bytes: Vec<u8>,
+        count: u32,
+    ) -> Result<FragmentSegment> {
+        let patch = SegmentPatch {
+            path: TablePath::parse(&format!("_fragments/{}.patch", unique_name()))?,
+            fragment_count: count,
+            size_bytes: bytes.len() as u64,
+        };
+        self.put(&self.path(&patch.path), Bytes::from(bytes))
+            .await?;
+        let segment = FragmentSegment {
+            patch: Some(patch),
+            ..body
+        };
+        self.segments
+            .insert(&patched_key(&segment), Arc::new(fragments.to_vec()));
+        Ok(segment)
+    }
+
+    /// A segment's fragments as the manifest means them: its file, with its patch laid over.
     async fn read_fragment_segment(&self, segment: &FragmentSegment) -> Result<Arc<Vec<Fragment>>> {
+        let Some(patch) = &segment.patch else {
+            return self.read_segment_body(segment).await;
+        };
+        let key = patched_key(segment);
+        if let Some(fragments) = self.segments.get(&key) {
+            return Ok(fragments);
+        }
+        let (body, bytes) = futures::future::try_join(
+            self.read_segment_body(segment),
+            self.get(&self.path(&patch.path)),
+        )
+        .await?;
+        let fragments = Arc::new(apply_segment_patch(patch, &bytes, &body)?);
+        self.segments.insert(&key, fragments.clone());
+        Ok(fragments)
+    }
+
+    /// A segment's fragments as its file holds them, without its patch.
+    async fn read_segment_body(&self, segment: &FragmentSegment) -> Result<Arc<Vec<Fragment>>> {
         if let Some(fragments) = self.segments.get(segment.path.as_str()) {
             return Ok(fragments);
         }
@@ -158,4 +236,36 @@ impl TableStore {
             .insert(segment.path.as_str(), fragments.clone());
         Ok(fragments)
     }
+}
+
+/// The cache key of a patched segment's fragments.
+fn patched_key(segment: &FragmentSegment) -> String {
+    let patch = segment.patch.as_ref().map_or("", |p| p.path.as_str());
+    format!("{}+{patch}", segment.path.as_str())
+}
+
+/// The patch (bytes, and how many fragments it names) that turns `body`, the fragments of
+/// `segment`'s file, into `now`; `None` if more than deletions changed or the patch would be
+/// more than half the segment file's size.
+fn patch_over(
+    segment: &FragmentSegment,
+    body: &[Fragment],
+    now: &[Fragment],
+) -> Option<(Vec<u8>, u32)> {
+    if body.len() != now.len()
+        || !body
+            .iter()
+            .zip(now)
+            .all(|(b, n)| b.stored_eq_but_deletions(n))
+    {
+        return None;
+    }
+    let changed: Vec<&Fragment> = body
+        .iter()
+        .zip(now)
+        .filter(|(b, n)| b.deletion != n.deletion)
+        .map(|(_, n)| n)
+        .collect();
+    let bytes = encode_segment_patch(&changed);
+    (bytes.len() as u64 * 2 <= segment.size_bytes).then_some((bytes, changed.len() as u32))
 }

@@ -25,6 +25,21 @@ pub(crate) const CONCURRENT_FILE_LOADS: usize = 16;
 /// Footers, deletion vectors and row-id files kept per table handle.
 const CACHED_FILES: usize = 4096;
 
+/// A fresh name for a new immutable file: 95 random bits (of a v4 uuid) in 16 base-62
+/// characters. Manifests and fragment segments repeat these names, so they are kept short;
+/// 95 bits keep two writers from ever picking the same one.
+pub(crate) fn unique_name() -> String {
+    const DIGITS: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut bits = uuid::Uuid::new_v4().as_u128();
+    (0..16)
+        .map(|_| {
+            let digit = DIGITS[(bits % 62) as usize];
+            bits /= 62;
+            digit as char
+        })
+        .collect()
+}
+
 /// A table's root in an object store, with caches of decoded immutable files.
 #[derive(Debug, Clone)]
 pub struct TableStore {

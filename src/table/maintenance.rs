@@ -92,6 +92,9 @@ fn referenced_files(manifest: &Manifest, into: &mut HashSet<String>) {
     }
     for segment in &manifest.fragment_segments {
         into.insert(segment.path.as_str().to_string());
+        if let Some(patch) = &segment.patch {
+            into.insert(patch.path.as_str().to_string());
+        }
     }
     if let Some(checkpoint) = &manifest.relocation_checkpoint {
         into.insert(checkpoint.path.as_str().to_string());

@@ -306,6 +306,12 @@ async fn fragment_segments_are_shared_between_versions() {
     );
     assert_eq!(fresh.manifest().fragments.len(), 21);
 
+    assert_eq!(
+        now[0].path, segments[0].path,
+        "a deletion patches the segment's file instead of rewriting it"
+    );
+    assert!(now[0].patch.is_some());
+
     let victim = table.store().path(&now[2].path);
     let bytes = store.get(&victim).await.unwrap().bytes().await.unwrap();
     store
@@ -317,6 +323,94 @@ async fn fragment_segments_are_shared_between_versions() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+}
+
+/// A commit that only deletes writes, for each segment it touches, a patch holding the
+/// whole deletion vector of every fragment changed since the segment file; the segment file
+/// is shared. Readers lay the patch over it, cleanup keeps it, and damage to it is refused.
+#[tokio::test]
+async fn deletions_patch_segments_rather_than_rewrite_them() {
+    use natal::format::{encode_segment_patch, flags};
+    let (table, store) = memory_table_with(TableOptions {
+        max_rows_per_fragment: 2,
+        layout: natal::io::ManifestLayout {
+            fragments_per_segment: 8,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let rows: Vec<(i64, i64)> = (0..48).map(|k| (k, k)).collect();
+    table.append(vec![batch(&rows)]).await.unwrap();
+    let first = table
+        .latest()
+        .await
+        .unwrap()
+        .manifest()
+        .fragment_segments
+        .clone();
+    assert!(first.iter().all(|s| s.patch.is_none()));
+
+    for (fragment, offset) in [(9, 0), (11, 1), (9, 1)] {
+        let id = natal::rowid::RowId::from_u64(addr(fragment, offset));
+        table.delete_rows(&[id]).await.unwrap();
+    }
+    let latest = table.latest().await.unwrap();
+    let now = latest.manifest().fragment_segments.clone();
+    assert_eq!(now[1].path, first[1].path, "segment 1's file is shared");
+    let patch = now[1].patch.clone().expect("segment 1 is patched");
+    assert_eq!(patch.fragment_count, 2, "fragments 9 and 11, each whole");
+    assert_eq!(&now[2..], &first[2..], "untouched segments are shared");
+    assert_ne!(latest.manifest().reader_flags & flags::SEGMENT_PATCHES, 0);
+
+    let fresh = Table::open(store.clone(), "t".into())
+        .latest()
+        .await
+        .unwrap();
+    let live = read_rows(&fresh).await.unwrap();
+    assert_eq!(live, read_rows(&latest).await.unwrap());
+    assert_eq!(live.len(), 45);
+    assert!(!live.contains_key(&addr(9, 0)) && !live.contains_key(&addr(9, 1)));
+    assert!(!live.contains_key(&addr(11, 1)) && live.contains_key(&addr(11, 0)));
+
+    // Cleanup of older versions keeps the patch the latest needs.
+    let eager = CleanupPolicy {
+        keep_versions: 1,
+        keep_newer_than: Duration::ZERO,
+        min_file_age: Duration::ZERO,
+    };
+    table.cleanup(eager).await.unwrap();
+    let fresh = Table::open(store.clone(), "t".into())
+        .latest()
+        .await
+        .unwrap();
+    assert_eq!(read_rows(&fresh).await.unwrap(), live);
+
+    // Damage: a truncated patch, and a sealed patch naming a fragment of another segment.
+    let victim = table.store().path(&patch.path);
+    let bytes = store.get(&victim).await.unwrap().bytes().await.unwrap();
+    let refuse = |bytes: Bytes| {
+        let (store, victim) = (store.clone(), victim.clone());
+        async move {
+            store.put(&victim, PutPayload::from(bytes)).await.unwrap();
+            let err = Table::open(store, "t".into()).latest().await.unwrap_err();
+            assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+            err.to_string()
+        }
+    };
+    refuse(bytes.slice(..bytes.len() - 3)).await;
+    let stranger = &fresh.manifest().fragments[0];
+    let err = refuse(Bytes::from(encode_segment_patch(&[stranger]))).await;
+    assert!(err.contains("patches 1 fragments"), "{err}");
+    let strangers = [stranger, &fresh.manifest().fragments[1]];
+    let err = refuse(Bytes::from(encode_segment_patch(&strangers))).await;
+    assert!(err.contains("not in its segment"), "{err}");
+    let reversed = [
+        &fresh.manifest().fragments[11],
+        &fresh.manifest().fragments[9],
+    ];
+    let err = refuse(Bytes::from(encode_segment_patch(&reversed))).await;
+    assert!(err.contains("out of order"), "{err}");
 }
 
 /// A take of rows spread over several row groups reads every page it needs with one request
