@@ -116,21 +116,15 @@ impl TableStore {
             }
             let body = self.read_segment_body(&segment).await?;
             runs.push(match patch_over(&segment, &body, now) {
-                Some(bytes_and_count) => {
-                    let (bytes, count) = bytes_and_count;
-                    if count == 0 {
-                        // The deletions are back to the segment file's: drop the patch.
-                        Run::Keep(
-                            FragmentSegment {
-                                patch: None,
-                                ..segment
-                            },
-                            start..at,
-                        )
-                    } else {
-                        Run::Patch(segment, start..at, bytes, count)
-                    }
-                }
+                // The deletions are back to the segment file's: drop the patch.
+                Some((_, 0)) => Run::Keep(
+                    FragmentSegment {
+                        patch: None,
+                        ..segment
+                    },
+                    start..at,
+                ),
+                Some((bytes, count)) => Run::Patch(segment, start..at, bytes, count),
                 None => Run::Write(start..at),
             });
         }
