@@ -97,11 +97,20 @@ impl AsyncFileReader for ObjectFileReader {
         }
         async move {
             let whole_file = range.start == 0 && range.end == self.file_size;
+            // `get_ranges`, not `get_range`: one request either way, but on a local disk one
+            // blocking call where `get_range` makes two (open, then read).
             let bytes = self
                 .store
-                .get_range(&self.path, range)
+                .get_ranges(&self.path, std::slice::from_ref(&range))
                 .await
-                .map_err(external)?;
+                .map_err(external)?
+                .pop()
+                .ok_or_else(|| {
+                    external(object_store::Error::Generic {
+                        store: "natal",
+                        source: "a ranged read returned nothing".into(),
+                    })
+                })?;
             self.count(bytes.len());
             if whole_file {
                 self.whole = Some(bytes.clone());

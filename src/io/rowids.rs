@@ -69,7 +69,9 @@ impl TableStore {
         if let Some(sequence) = self.row_ids.get(file.path.as_str()) {
             return Ok(sequence);
         }
-        let bytes = self.get(&self.path(&file.path)).await?;
+        let bytes = self
+            .get_sized(&self.path(&file.path), file.size_bytes)
+            .await?;
         let sequence = Arc::new(decode_row_id_file(file.path.as_str(), &bytes, rows)?);
         self.row_ids.insert(file.path.as_str(), sequence.clone());
         Ok(sequence)

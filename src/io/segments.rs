@@ -211,7 +211,7 @@ impl TableStore {
         }
         let (body, bytes) = futures::future::try_join(
             self.read_segment_body(segment),
-            self.get(&self.path(&patch.path)),
+            self.get_sized(&self.path(&patch.path), patch.size_bytes),
         )
         .await?;
         let fragments = Arc::new(apply_segment_patch(patch, &bytes, &body)?);
@@ -224,7 +224,9 @@ impl TableStore {
         if let Some(fragments) = self.segments.get(segment.path.as_str()) {
             return Ok(fragments);
         }
-        let bytes = self.get(&self.path(&segment.path)).await?;
+        let bytes = self
+            .get_sized(&self.path(&segment.path), segment.size_bytes)
+            .await?;
         let fragments = Arc::new(decode_fragment_segment(segment, &bytes)?);
         self.segments
             .insert(segment.path.as_str(), fragments.clone());

@@ -2,7 +2,7 @@
 //! row at offset i). Only fragments written by update or compaction carry one; a native
 //! fragment's ids are implicit (invariant I3).
 
-use super::segment::U64Segment;
+use super::segment::{EncodedU64Array, U64Segment};
 use super::{FragmentId, RowAddress, RowId};
 
 /// Gaps wider than this start a new segment: a new `Range` costs less than encoding the gap.
@@ -35,9 +35,9 @@ impl RowIdSequence {
             // Short increasing runs would cost more as segments than as part of an Array.
             if i - increasing_from >= 16 || i == ids.len() {
                 if increasing_from > start {
-                    segments.push(U64Segment::from_slice(&ids[start..increasing_from]));
+                    push_run(&mut segments, &ids[start..increasing_from]);
                 }
-                segments.push(U64Segment::from_slice(&ids[increasing_from..i]));
+                push_run(&mut segments, &ids[increasing_from..i]);
                 start = i;
             }
             increasing_from = i;
@@ -95,6 +95,43 @@ impl RowIdSequence {
     }
 }
 
+/// About what a segment costs stored beyond its values (tags, lengths, base).
+const SEGMENT_OVERHEAD: usize = 16;
+
+/// Pushes `values` as one segment or, when they increase over a span too wide for 2-byte
+/// offsets, as chunks each spanning at most 2^16 ids if that is smaller. Rows moved by random
+/// updates carry increasing ids from many birth fragments, at random offsets: one segment
+/// needs 8 bytes per id (the span crosses fragments), chunks about 2, which keeps such a
+/// sequence inline in its fragment entry rather than in a file of its own.
+fn push_run(segments: &mut Vec<U64Segment>, values: &[u64]) {
+    let whole = U64Segment::from_slice(values);
+    if let (U64Segment::SortedArray(_), Some(first), Some(last)) =
+        (&whole, values.first(), values.last())
+    {
+        let width = EncodedU64Array::width_for_span(last - first);
+        let chunks = chunks_within(values, u16::MAX as u64);
+        if chunks.len() * SEGMENT_OVERHEAD + values.len() * 2 < values.len() * width {
+            segments.extend(chunks.into_iter().map(U64Segment::from_slice));
+            return;
+        }
+    }
+    segments.push(whole);
+}
+
+/// Splits increasing `values` greedily into runs whose last value is at most `span` above
+/// their first.
+fn chunks_within(values: &[u64], span: u64) -> Vec<&[u64]> {
+    let mut chunks = Vec::new();
+    let mut rest = values;
+    while let Some(&first) = rest.first() {
+        let end = rest.partition_point(|&v| v - first <= span);
+        let (chunk, tail) = rest.split_at(end);
+        chunks.push(chunk);
+        rest = tail;
+    }
+    chunks
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,7 +150,54 @@ mod tests {
         assert_eq!(seq.iter().map(RowId::as_u64).collect::<Vec<_>>(), ids);
     }
 
+    /// Ids moved by random updates: increasing, from ten birth fragments at random offsets.
+    #[test]
+    fn scattered_increasing_ids_cost_about_two_bytes_each() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut ids: Vec<u64> = (0..1000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                RowAddress::new((state % 10) as u32, (state >> 8) as u32 % 100_000).as_u64()
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let seq = RowIdSequence::from_ids(&ids);
+        assert_eq!(seq.iter().map(RowId::as_u64).collect::<Vec<_>>(), ids);
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(seq.get(i).map(RowId::as_u64), Some(*id));
+        }
+        let values: usize = seq.segments().iter().map(U64Segment::heap_size).sum();
+        assert!(
+            values <= ids.len() * 2,
+            "{values} bytes for {} ids",
+            ids.len()
+        );
+        // Two 2^16 spans per fragment of 100k rows, and the last id's own run.
+        assert!(
+            seq.segments().len() <= 21,
+            "{} segments",
+            seq.segments().len()
+        );
+    }
+
     proptest! {
+        #[test]
+        fn increasing_ids_round_trip(mut ids in prop::collection::vec(any::<u64>(), 0..400), narrow in any::<bool>()) {
+            if narrow {
+                ids.iter_mut().for_each(|id| *id %= 1 << 22);
+            }
+            ids.sort_unstable();
+            ids.dedup();
+            let seq = RowIdSequence::from_ids(&ids);
+            prop_assert_eq!(seq.iter().map(RowId::as_u64).collect::<Vec<_>>(), ids.clone());
+            for (i, id) in ids.iter().enumerate() {
+                prop_assert_eq!(seq.get(i).map(RowId::as_u64), Some(*id));
+            }
+        }
+
         #[test]
         fn round_trips(ids in prop::collection::vec(prop_oneof![0u64..2000, any::<u64>()], 0..400)) {
             let seq = RowIdSequence::from_ids(&ids);
