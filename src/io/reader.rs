@@ -11,7 +11,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStore;
 use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection};
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::arrow::ProjectionMask;

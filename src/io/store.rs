@@ -129,7 +129,11 @@ impl TableStore {
     ///
     /// [`get`]: TableStore::get
     pub async fn get_sized(&self, path: &Path, size: u64) -> Result<Bytes> {
-        match self.store.get_ranges(path, &[0..size]).await {
+        match self
+            .store
+            .get_ranges(path, std::slice::from_ref(&(0..size)))
+            .await
+        {
             Ok(mut parts) if parts.len() == 1 && parts[0].len() as u64 == size => {
                 Ok(parts.remove(0))
             }
