@@ -15,7 +15,7 @@ use super::envelope::{seal, unseal};
 use super::proto;
 use super::*;
 use crate::error::{Error, FlagKind, Result};
-use crate::rowid::{EncodedU64Array, RowIdSequence, U64Segment};
+use crate::rowid::{EncodedU64Array, FragmentId, RowIdSequence, U64Segment};
 
 const MAGIC: &[u8; 8] = b"NATALMF1";
 pub(super) fn sequence_to_proto(sequence: &RowIdSequence) -> proto::RowIdSequence {
@@ -173,9 +173,15 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str) -> Result<Manifest> {
         .fragment_segments
         .into_iter()
         .map(|s| {
+            let first = s.first_fragment_id;
+            let named = |name, path, version| {
+                named_path(name, first, path, version).map_err(|reason| {
+                    corrupt(&format!("the segment from fragment {first} {reason}"))
+                })
+            };
             Ok::<_, Error>(FragmentSegment {
-                path: TablePath::parse(&s.path)?,
-                first_fragment_id: s.first_fragment_id,
+                path: named(DerivedName::SEGMENT, s.path, (s.version, s.attempt))??,
+                first_fragment_id: first,
                 last_fragment_id: s.last_fragment_id,
                 fragment_count: s.fragment_count,
                 size_bytes: s.size_bytes,
@@ -183,7 +189,7 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str) -> Result<Manifest> {
                     .patch
                     .map(|p| {
                         Ok::<_, Error>(SegmentPatch {
-                            path: TablePath::parse(&p.path)?,
+                            path: named(DerivedName::PATCH, p.path, (p.version, p.attempt))??,
                             fragment_count: p.fragment_count,
                             size_bytes: p.size_bytes,
                         })
@@ -350,6 +356,7 @@ pub(super) fn fragment_from_proto(raw: proto::Fragment, path: &str) -> Result<Fr
         }
         None => None,
         Some(first) => deletion_from_proto(
+            raw.id,
             std::iter::once(first).chain(raw.deletion_deltas).collect(),
             path,
         )?,
@@ -571,11 +578,17 @@ pub(super) fn fragment_to_proto(f: &Fragment) -> proto::Fragment {
             .deletion
             .as_ref()
             .and_then(|d| d.files.first())
-            .map(deletion_file_to_proto),
+            .map(|file| deletion_file_to_proto(f.id, file)),
         deletion_deltas: f
             .deletion
             .as_ref()
-            .map(|d| d.files.iter().skip(1).map(deletion_file_to_proto).collect())
+            .map(|d| {
+                d.files
+                    .iter()
+                    .skip(1)
+                    .map(|file| deletion_file_to_proto(f.id, file))
+                    .collect()
+            })
             .unwrap_or_default(),
         physical_rows: f.physical_rows as u64,
         row_id_sequence: match &f.row_ids_file {
@@ -589,8 +602,9 @@ pub(super) fn fragment_to_proto(f: &Fragment) -> proto::Fragment {
     }
 }
 
-/// A deletion vector from its files, oldest first; `None` for no files.
+/// `fragment`'s deletion vector from its files, oldest first; `None` for no files.
 pub(super) fn deletion_from_proto(
+    fragment: FragmentId,
     files: Vec<proto::DeletionFile>,
     path: &str,
 ) -> Result<Option<DeletionVector>> {
@@ -607,7 +621,18 @@ pub(super) fn deletion_from_proto(
                 ));
             }
             Ok(DeletionFile {
-                path: TablePath::parse(&d.path)?,
+                path: named_path(
+                    DerivedName::DELETION,
+                    fragment,
+                    d.path,
+                    (d.version, d.attempt),
+                )
+                .map_err(|reason| {
+                    Error::corrupt(
+                        path,
+                        format!("a deletion file of fragment {fragment} {reason}"),
+                    )
+                })??,
                 deleted_rows: d.deleted_rows,
                 moved_rows: d.moved_rows,
             })
@@ -616,17 +641,53 @@ pub(super) fn deletion_from_proto(
     Ok((!files.is_empty()).then_some(DeletionVector { files }))
 }
 
-pub(super) fn deletion_to_proto(deletion: Option<&DeletionVector>) -> Vec<proto::DeletionFile> {
+pub(super) fn deletion_to_proto(
+    fragment: FragmentId,
+    deletion: Option<&DeletionVector>,
+) -> Vec<proto::DeletionFile> {
     deletion
-        .map(|d| d.files.iter().map(deletion_file_to_proto).collect())
+        .map(|d| {
+            d.files
+                .iter()
+                .map(|file| deletion_file_to_proto(fragment, file))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
-fn deletion_file_to_proto(file: &DeletionFile) -> proto::DeletionFile {
+/// A stored path: the path itself, or the version and attempt of a derived name. Exactly one
+/// must be present (`Err` says what is wrong); the path is still to be validated.
+fn named_path(
+    name: DerivedName,
+    owner: u32,
+    path: String,
+    (version, attempt): (Option<u64>, u32),
+) -> Result<Result<TablePath>, &'static str> {
+    match (path.is_empty(), version) {
+        (true, Some(version)) => Ok(Ok(name.path(owner, version, attempt))),
+        (false, None) => Ok(TablePath::parse(&path)),
+        (false, Some(_)) => Err("has both a path and a version"),
+        (true, None) => Err("has neither a path nor a version"),
+    }
+}
+
+/// What [`named_path`] reads back: an empty path and the version and attempt when `path` is
+/// a derived name of `owner`.
+fn name_to_proto(name: DerivedName, owner: u32, path: &TablePath) -> (String, Option<u64>, u32) {
+    match name.parse(path, owner) {
+        Some((version, attempt)) => (String::new(), Some(version), attempt),
+        None => (path.as_str().to_string(), None, 0),
+    }
+}
+
+fn deletion_file_to_proto(fragment: FragmentId, file: &DeletionFile) -> proto::DeletionFile {
+    let (path, version, attempt) = name_to_proto(DerivedName::DELETION, fragment, &file.path);
     proto::DeletionFile {
-        path: file.path.as_str().to_string(),
+        path,
         deleted_rows: file.deleted_rows,
         moved_rows: file.moved_rows,
+        version,
+        attempt,
     }
 }
 
@@ -675,17 +736,30 @@ impl From<&Manifest> for proto::Manifest {
             fragment_segments: m
                 .fragment_segments
                 .iter()
-                .map(|s| proto::FragmentSegment {
-                    path: s.path.as_str().to_string(),
-                    first_fragment_id: s.first_fragment_id,
-                    last_fragment_id: s.last_fragment_id,
-                    fragment_count: s.fragment_count,
-                    size_bytes: s.size_bytes,
-                    patch: s.patch.as_ref().map(|p| proto::SegmentPatch {
-                        path: p.path.as_str().to_string(),
-                        fragment_count: p.fragment_count,
-                        size_bytes: p.size_bytes,
-                    }),
+                .map(|s| {
+                    let first = s.first_fragment_id;
+                    let (path, version, attempt) =
+                        name_to_proto(DerivedName::SEGMENT, first, &s.path);
+                    proto::FragmentSegment {
+                        path,
+                        version,
+                        attempt,
+                        first_fragment_id: first,
+                        last_fragment_id: s.last_fragment_id,
+                        fragment_count: s.fragment_count,
+                        size_bytes: s.size_bytes,
+                        patch: s.patch.as_ref().map(|p| {
+                            let (path, version, attempt) =
+                                name_to_proto(DerivedName::PATCH, first, &p.path);
+                            proto::SegmentPatch {
+                                path,
+                                version,
+                                attempt,
+                                fragment_count: p.fragment_count,
+                                size_bytes: p.size_bytes,
+                            }
+                        }),
+                    }
                 })
                 .collect(),
             max_fragment_id: m.max_fragment_id,
@@ -722,5 +796,56 @@ impl From<&Manifest> for proto::Manifest {
             max_rows_per_fragment: m.max_rows_per_fragment,
             indexes: (m.indexes != IndexSection::default()).then(|| indexes_to_proto(&m.indexes)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str, version: Option<u64>, attempt: u32) -> proto::DeletionFile {
+        proto::DeletionFile {
+            path: path.into(),
+            deleted_rows: 1,
+            moved_rows: 0,
+            version,
+            attempt,
+        }
+    }
+
+    #[test]
+    fn deletion_files_name_a_path_or_a_version_never_both() {
+        let paths = |files| {
+            deletion_from_proto(7, files, "m").map(|d| {
+                d.map(|d| {
+                    d.files
+                        .iter()
+                        .map(|f| f.path.as_str().to_string())
+                        .collect::<Vec<_>>()
+                })
+            })
+        };
+        assert_eq!(
+            paths(vec![
+                file("", Some(12), 0),
+                file("", Some(12), 3),
+                file("_deletions/x.bin", None, 0)
+            ])
+            .unwrap(),
+            Some(vec![
+                "_deletions/7-12.bin".to_string(),
+                "_deletions/7-12-3.bin".into(),
+                "_deletions/x.bin".into()
+            ])
+        );
+        for bad in [file("_deletions/x.bin", Some(12), 0), file("", None, 0)] {
+            let err = paths(vec![bad]).unwrap_err();
+            assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        }
+        let escaping = paths(vec![file("../x.bin", None, 0)]).unwrap_err();
+        assert!(
+            matches!(escaping, Error::PathEscapesTable { .. }),
+            "{escaping}"
+        );
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::rowid::{FragmentId, RowIdSequence};
 
-use super::{ColumnStats, IndexSection, Schema, TablePath};
+use super::{ColumnStats, DerivedName, IndexSection, Schema, TablePath};
 
 /// natal's on-disk format version. A manifest with another version is refused.
 pub const FORMAT_VERSION: u32 = 1;
@@ -34,13 +34,18 @@ pub mod flags {
     /// Some fragment segments carry a patch file with their fragments' newer deletions,
     /// which readers must apply over the segment file.
     pub const SEGMENT_PATCHES: u64 = 1 << 7;
+    /// Some deletion files, fragment segments or patches are named by owner, version and
+    /// attempt rather than by path ([`DerivedName`](super::DerivedName)), which readers must
+    /// expand.
+    pub const DERIVED_NAMES: u64 = 1 << 8;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
         | ROW_ID_FILES
         | DELETION_DELTAS
         | FRAGMENT_SEGMENTS
-        | SEGMENT_PATCHES;
+        | SEGMENT_PATCHES
+        | DERIVED_NAMES;
     /// Every writer flag this client implements.
     pub const KNOWN_WRITER: u64 = KNOWN_READER | INDEX_SEGMENT_SEQ | MOVE_TALLIES;
 }
@@ -117,6 +122,23 @@ impl Manifest {
         }
         if self.fragment_segments.iter().any(|s| s.patch.is_some()) {
             used |= flags::SEGMENT_PATCHES;
+        }
+        let derived_deletion = self.fragments.iter().any(|f| {
+            f.deletion.as_ref().is_some_and(|d| {
+                d.files
+                    .iter()
+                    .any(|file| DerivedName::DELETION.parse(&file.path, f.id).is_some())
+            })
+        });
+        let derived_segment = self.fragment_segments.iter().any(|s| {
+            let first = s.first_fragment_id;
+            DerivedName::SEGMENT.parse(&s.path, first).is_some()
+                || s.patch
+                    .as_ref()
+                    .is_some_and(|p| DerivedName::PATCH.parse(&p.path, first).is_some())
+        });
+        if derived_deletion || derived_segment {
+            used |= flags::DERIVED_NAMES;
         }
         self.reader_flags = used;
         self.writer_flags = used;

@@ -21,7 +21,7 @@ pub use manifest::{
     flags, CheckpointRef, DataFile, DeletionFile, DeletionVector, Fragment, FragmentSegment,
     Manifest, Operation, RowIdFile, SegmentPatch, TransactionSummary, FORMAT_VERSION,
 };
-pub use path::TablePath;
+pub use path::{DerivedName, TablePath};
 pub use schema::{Field, Schema, PARQUET_FIELD_ID_KEY, RESERVED_COLUMNS};
 pub use stats::{
     truncate_max_binary, truncate_max_utf8, truncate_min_binary, truncate_min_utf8, ColumnStats,

@@ -57,6 +57,57 @@ impl TablePath {
     }
 }
 
+/// How a writer names a file from what the manifest already records beside it: its owner (a
+/// fragment, or a segment's first fragment), the version that wrote it and an attempt
+/// number, as `<dir>/<owner>-<version>[-<attempt>].<ext>`. A manifest then stores two small
+/// numbers where it stored a path. Writers claim names with put-if-absent and take the next
+/// attempt when one is taken (a writer that lost a race, or crashed before publishing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DerivedName {
+    dir: &'static str,
+    ext: &'static str,
+}
+
+impl DerivedName {
+    pub const DELETION: Self = Self {
+        dir: "_deletions",
+        ext: "bin",
+    };
+    pub const SEGMENT: Self = Self {
+        dir: "_fragments",
+        ext: "bin",
+    };
+    pub const PATCH: Self = Self {
+        dir: "_fragments",
+        ext: "patch",
+    };
+
+    pub fn path(self, owner: u32, version: u64, attempt: u32) -> TablePath {
+        let Self { dir, ext } = self;
+        // Digits and dashes under a known root: always a valid table path.
+        TablePath(match attempt {
+            0 => format!("{dir}/{owner}-{version}.{ext}"),
+            _ => format!("{dir}/{owner}-{version}-{attempt}.{ext}"),
+        })
+    }
+
+    /// The version and attempt `path` was derived from for `owner`, if it is spelled exactly
+    /// as [`DerivedName::path`] spells it.
+    pub fn parse(self, path: &TablePath, owner: u32) -> Option<(u64, u32)> {
+        let name = path
+            .as_str()
+            .strip_prefix(self.dir)?
+            .strip_prefix(&format!("/{owner}-"))?
+            .strip_suffix(self.ext)?
+            .strip_suffix('.')?;
+        let (version, attempt) = match name.split_once('-') {
+            Some((version, attempt)) => (version.parse().ok()?, attempt.parse().ok()?),
+            None => (name.parse().ok()?, 0),
+        };
+        (self.path(owner, version, attempt) == *path).then_some((version, attempt))
+    }
+}
+
 impl fmt::Display for TablePath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -66,6 +117,30 @@ impl fmt::Display for TablePath {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn derived_names_parse_only_as_spelled() {
+        let name = DerivedName::DELETION;
+        assert_eq!(name.path(3, 17, 0).as_str(), "_deletions/3-17.bin");
+        assert_eq!(name.path(3, 17, 2).as_str(), "_deletions/3-17-2.bin");
+        for (path, owner, parsed) in [
+            ("_deletions/3-17.bin", 3, Some((17, 0))),
+            ("_deletions/3-17-2.bin", 3, Some((17, 2))),
+            ("_deletions/3-17.bin", 4, None),
+            ("_deletions/3-017.bin", 3, None),
+            ("_deletions/3-17-0.bin", 3, None),
+            ("_deletions/3-17-x.bin", 3, None),
+            ("_deletions/3-17.patch", 3, None),
+            ("_fragments/3-17.bin", 3, None),
+            ("_deletions/3-AbC.bin", 3, None),
+        ] {
+            let path = TablePath::parse(path).unwrap();
+            assert_eq!(name.parse(&path, owner), parsed, "{path}");
+        }
+        let patch = DerivedName::PATCH.path(8, 5, 1);
+        assert_eq!(DerivedName::PATCH.parse(&patch, 8), Some((5, 1)));
+        assert_eq!(DerivedName::SEGMENT.parse(&patch, 8), None);
+    }
 
     #[test]
     fn refuses_escapes() {

@@ -109,7 +109,7 @@ pub fn encode_segment_patch(fragments: &[&Fragment]) -> Vec<u8> {
             .iter()
             .map(|f| proto::PatchedDeletions {
                 fragment_id: f.id,
-                files: deletion_to_proto(f.deletion.as_ref()),
+                files: deletion_to_proto(f.id, f.deletion.as_ref()),
             })
             .collect(),
     };
@@ -152,7 +152,7 @@ pub fn apply_segment_patch(
             Error::corrupt(path, format!("patches fragment {id}, not in its segment"))
         })?;
         // Counts against the fragment's rows are checked with the whole manifest.
-        fragments[index].deletion = deletion_from_proto(entry.files, path)?;
+        fragments[index].deletion = deletion_from_proto(id, entry.files, path)?;
     }
     Ok(fragments)
 }

@@ -8,11 +8,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use roaring::RoaringBitmap;
 
-use super::store::unique_name;
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::envelope::{seal, unseal};
-use crate::format::{DeletionFile, DeletionVector, Fragment, TablePath};
+use crate::format::{DeletionFile, DeletionVector, DerivedName, Fragment};
 use crate::rowid::FragmentId;
 
 const MAGIC: &[u8; 8] = b"NATALDV1";
@@ -40,8 +39,9 @@ pub fn decode_deletions(path: &str, bytes: &[u8], physical_rows: u32) -> Result<
 }
 
 impl TableStore {
-    /// Writes a fragment's deletion vector as a new file (files are never rewritten);
-    /// `moved_rows` of its rows were moved rather than deleted outright.
+    /// Writes a fragment's deletion vector as a new file (files are never rewritten), named
+    /// for the fragment and `version` ([`DerivedName::DELETION`]); `moved_rows` of its rows
+    /// were moved rather than deleted outright.
     pub async fn write_deletions(
         &self,
         fragment: FragmentId,
@@ -49,11 +49,9 @@ impl TableStore {
         bitmap: &RoaringBitmap,
         moved_rows: u64,
     ) -> Result<DeletionFile> {
-        let path = TablePath::parse(&format!(
-            "_deletions/{fragment}-{version}-{}.bin",
-            unique_name()
-        ))?;
-        self.put(&self.path(&path), Bytes::from(encode_deletions(bitmap)))
+        let bytes = Bytes::from(encode_deletions(bitmap));
+        let path = self
+            .put_derived(DerivedName::DELETION, fragment, version, bytes)
             .await?;
         Ok(DeletionFile {
             path,

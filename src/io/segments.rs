@@ -16,12 +16,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
-use super::store::{unique_name, CONCURRENT_FILE_LOADS};
+use super::store::CONCURRENT_FILE_LOADS;
 use super::TableStore;
 use crate::error::Result;
 use crate::format::{
     apply_segment_patch, decode_fragment_segment, encode_fragment_segment, encode_segment_patch,
-    Fragment, FragmentSegment, Manifest, SegmentPatch, TablePath,
+    DerivedName, Fragment, FragmentSegment, Manifest, SegmentPatch,
 };
 
 /// A stretch of the new fragment list: an old segment that still holds exactly these
@@ -61,6 +61,7 @@ impl TableStore {
         per_segment: usize,
     ) -> Result<()> {
         let per_segment = per_segment.max(1);
+        let version = manifest.version;
         let old = std::mem::take(&mut manifest.fragment_segments);
         if manifest.fragments.len() > per_segment {
             let runs = self
@@ -73,13 +74,13 @@ impl TableStore {
                     Run::Patch(segment, range, bytes, count) => {
                         let fragments = &manifest.fragments[range];
                         segments.push(
-                            self.write_segment_patch(segment, fragments, bytes, count)
+                            self.write_segment_patch(segment, fragments, (bytes, count), version)
                                 .await?,
                         );
                     }
                     Run::Write(range) => {
                         for chunk in manifest.fragments[range].chunks(per_segment) {
-                            segments.push(self.write_fragment_segment(chunk).await?);
+                            segments.push(self.write_fragment_segment(chunk, version).await?);
                         }
                     }
                 }
@@ -156,41 +157,56 @@ impl TableStore {
         Ok(merged)
     }
 
-    async fn write_fragment_segment(&self, fragments: &[Fragment]) -> Result<FragmentSegment> {
+    /// Writes `fragments` as a segment of `version`, named for its first fragment.
+    async fn write_fragment_segment(
+        &self,
+        fragments: &[Fragment],
+        version: u64,
+    ) -> Result<FragmentSegment> {
         let (Some(first), Some(last)) = (fragments.first(), fragments.last()) else {
             return Err(crate::Error::invalid("an empty fragment segment"));
         };
-        let path = TablePath::parse(&format!("_fragments/{}.bin", unique_name()))?;
         let bytes = Bytes::from(encode_fragment_segment(fragments));
+        let size_bytes = bytes.len() as u64;
+        let path = self
+            .put_derived(DerivedName::SEGMENT, first.id, version, bytes)
+            .await?;
         let segment = FragmentSegment {
             path,
             first_fragment_id: first.id,
             last_fragment_id: last.id,
             fragment_count: fragments.len() as u32,
-            size_bytes: bytes.len() as u64,
+            size_bytes,
             patch: None,
         };
-        self.put(&self.path(&segment.path), bytes).await?;
         self.segments
             .insert(segment.path.as_str(), Arc::new(fragments.to_vec()));
         Ok(segment)
     }
 
-    /// Writes `bytes` (the patch of `fragments`, `count` of them changed) over `body`'s file.
+    /// Writes `bytes` (the patch of `fragments`, `count` of them changed) over `body`'s file,
+    /// as a patch of `version`.
     async fn write_segment_patch(
         &self,
         body: FragmentSegment,
         fragments: &[Fragment],
-        bytes: Vec<u8>,
-        count: u32,
+        (bytes, count): (Vec<u8>, u32),
+        version: u64,
     ) -> Result<FragmentSegment> {
-        let patch = SegmentPatch {
-            path: TablePath::parse(&format!("_fragments/{}.patch", unique_name()))?,
-            fragment_count: count,
-            size_bytes: bytes.len() as u64,
-        };
-        self.put(&self.path(&patch.path), Bytes::from(bytes))
+        let size_bytes = bytes.len() as u64;
+        let path = self
+            .put_derived(
+                DerivedName::PATCH,
+                body.first_fragment_id,
+                version,
+                bytes.into(),
+            )
             .await?;
+        let patch = SegmentPatch {
+            path,
+            fragment_count: count,
+            size_bytes,
+        };
         let segment = FragmentSegment {
             patch: Some(patch),
             ..body

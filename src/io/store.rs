@@ -13,7 +13,7 @@ use roaring::RoaringBitmap;
 
 use super::cache::FileCache;
 use crate::error::{Error, Result};
-use crate::format::{Fragment, TablePath};
+use crate::format::{DerivedName, Fragment, TablePath};
 use crate::rowid::RowIdSequence;
 
 pub const VERSIONS_DIR: &str = "_versions";
@@ -21,6 +21,10 @@ pub const MANIFEST_SUFFIX: &str = ".manifest";
 
 /// Files a manifest names (row-id files, fragment segments) fetched at once when it is loaded.
 pub(crate) const CONCURRENT_FILE_LOADS: usize = 16;
+
+/// Names a derived file may try at one version before the write gives up. Each taken name
+/// is a writer that wrote for this version and lost the race or crashed.
+const MAX_NAME_ATTEMPTS: u32 = 64;
 
 /// Footers, deletion vectors and row-id files kept per table handle.
 const CACHED_FILES: usize = 4096;
@@ -144,6 +148,29 @@ impl TableStore {
     pub async fn put(&self, path: &Path, bytes: Bytes) -> Result<()> {
         self.store.put(path, PutPayload::from(bytes)).await?;
         Ok(())
+    }
+
+    /// Writes `bytes` under the first free name `name` derives for `owner` at `version`
+    /// (attempt 0, 1, ...), claimed with put-if-absent: writers racing for the same version,
+    /// or a name left by one that never published, never share a file.
+    pub(crate) async fn put_derived(
+        &self,
+        name: DerivedName,
+        owner: u32,
+        version: u64,
+        bytes: Bytes,
+    ) -> Result<TablePath> {
+        for attempt in 0..MAX_NAME_ATTEMPTS {
+            let path = name.path(owner, version, attempt);
+            if self.put_if_absent(&self.path(&path), bytes.clone()).await? {
+                return Ok(path);
+            }
+        }
+        Err(Error::invalid(format!(
+            "{MAX_NAME_ATTEMPTS} files named for {owner} at version {version} already exist \
+             ({}); run cleanup",
+            name.path(owner, version, 0)
+        )))
     }
 
     /// Writes `bytes` only if nothing is at `path`. Returns false if something was.

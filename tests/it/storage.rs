@@ -325,6 +325,71 @@ async fn fragment_segments_are_shared_between_versions() {
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
 }
 
+/// Deletion files take derived names (`<fragment>-<version>.bin`) claimed with put-if-absent,
+/// so a manifest stores a version number where it stored a path. A name already taken (a
+/// writer that lost a race or crashed) is skipped, never overwritten.
+#[tokio::test]
+async fn deletion_files_take_derived_names_and_skip_taken_ones() {
+    use natal::format::{flags, DerivedName, Manifest, TablePath};
+    let (table, store) = memory_table(100).await;
+    let rows: Vec<(i64, i64)> = (0..300).map(|k| (k, k)).collect();
+    table.append(vec![batch(&rows)]).await.unwrap();
+    let next = table.latest().await.unwrap().version() + 1;
+    let taken = DerivedName::DELETION.path(1, next, 0);
+    let junk = Bytes::from_static(b"a crashed writer's file");
+    store
+        .put(&table.store().path(&taken), PutPayload::from(junk.clone()))
+        .await
+        .unwrap();
+
+    let ids = [addr(1, 5), addr(2, 7)].map(natal::rowid::RowId::from_u64);
+    table.delete_rows(&ids).await.unwrap();
+    let latest = table.latest().await.unwrap();
+    let manifest = latest.manifest();
+    let file_of =
+        |fragment: usize| manifest.fragments[fragment].deletion.clone().unwrap().files[0].clone();
+    assert_eq!(file_of(2).path.as_str(), format!("_deletions/2-{next}.bin"));
+    assert_eq!(
+        file_of(1).path.as_str(),
+        format!("_deletions/1-{next}-1.bin")
+    );
+    assert_eq!(
+        DerivedName::DELETION.parse(&file_of(1).path, 1),
+        Some((next, 1))
+    );
+    assert_eq!(
+        DerivedName::DELETION.parse(&file_of(1).path, 2),
+        None,
+        "another fragment's"
+    );
+    assert_ne!(manifest.reader_flags & flags::DERIVED_NAMES, 0);
+    let untouched = store.get(&table.store().path(&taken)).await.unwrap();
+    assert_eq!(untouched.bytes().await.unwrap(), junk);
+
+    let fresh = Table::open(store.clone(), "t".into())
+        .latest()
+        .await
+        .unwrap();
+    let live = read_rows(&fresh).await.unwrap();
+    assert_eq!(live.len(), 298);
+    assert!(!live.contains_key(&addr(1, 5)) && !live.contains_key(&addr(2, 7)));
+
+    // A derived name costs a version number; any other name is kept as its path.
+    let mut legacy: Manifest = Manifest::clone(manifest);
+    let vector = legacy.fragments[1].deletion.as_mut().unwrap();
+    vector.files[0].path = TablePath::parse("_deletions/1-0042.bin").unwrap();
+    assert_eq!(
+        DerivedName::DELETION.parse(&vector.files[0].path, 1),
+        None,
+        "not canonical"
+    );
+    let decoded = Manifest::decode("m", &legacy.encode()).unwrap();
+    assert_eq!(decoded.fragments, legacy.fragments);
+    let derived = Manifest::decode("m", &manifest.encode()).unwrap();
+    assert_eq!(derived.fragments, manifest.fragments);
+    assert!(manifest.encode().len() + 10 < legacy.encode().len());
+}
+
 /// A commit that only deletes writes, for each segment it touches, a patch holding the
 /// whole deletion vector of every fragment changed since the segment file; the segment file
 /// is shared. Readers lay the patch over it, cleanup keeps it, and damage to it is refused.
@@ -360,6 +425,13 @@ async fn deletions_patch_segments_rather_than_rewrite_them() {
     assert_eq!(now[1].path, first[1].path, "segment 1's file is shared");
     let patch = now[1].patch.clone().expect("segment 1 is patched");
     assert_eq!(patch.fragment_count, 2, "fragments 9 and 11, each whole");
+    let version = latest.version();
+    assert_eq!(patch.path.as_str(), format!("_fragments/8-{version}.patch"));
+    assert_eq!(
+        now[1].path.as_str(),
+        "_fragments/8-2.bin",
+        "written by the append"
+    );
     assert_eq!(&now[2..], &first[2..], "untouched segments are shared");
     assert_ne!(latest.manifest().reader_flags & flags::SEGMENT_PATCHES, 0);
 
