@@ -11,28 +11,14 @@ use arrow::datatypes::DataType;
 use prost::Message;
 use roaring::RoaringBitmap;
 
+use super::convert_row_ids::{sequence_from_proto, sequence_to_proto};
 use super::envelope::{seal, unseal};
 use super::proto;
 use super::*;
 use crate::error::{Error, FlagKind, Result};
-use crate::rowid::{EncodedU64Array, FragmentId, RowIdSequence, U64Segment};
+use crate::rowid::FragmentId;
 
 const MAGIC: &[u8; 8] = b"NATALMF1";
-pub(super) fn sequence_to_proto(sequence: &RowIdSequence) -> proto::RowIdSequence {
-    proto::RowIdSequence {
-        segments: sequence.segments().iter().map(segment_to_proto).collect(),
-    }
-}
-
-pub(super) fn sequence_from_proto(raw: proto::RowIdSequence) -> Result<RowIdSequence, String> {
-    let segments = raw
-        .segments
-        .into_iter()
-        .map(segment_from_proto)
-        .collect::<Result<_, _>>()?;
-    Ok(RowIdSequence::from_segments(segments))
-}
-
 impl Manifest {
     /// Encodes the manifest into its file bytes.
     pub fn encode(&self) -> Vec<u8> {
@@ -174,13 +160,11 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str) -> Result<Manifest> {
         .into_iter()
         .map(|s| {
             let first = s.first_fragment_id;
-            let named = |name, path, version| {
-                named_path(name, first, path, version).map_err(|reason| {
-                    corrupt(&format!("the segment from fragment {first} {reason}"))
-                })
-            };
+            let what = format!("the segment from fragment {first}");
+            let named =
+                |name, stored, version| named_path(name, first, stored, version, (path, &what));
             Ok::<_, Error>(FragmentSegment {
-                path: named(DerivedName::SEGMENT, s.path, (s.version, s.attempt))??,
+                path: named(DerivedName::SEGMENT, s.path, (s.version, s.attempt))?,
                 first_fragment_id: first,
                 last_fragment_id: s.last_fragment_id,
                 fragment_count: s.fragment_count,
@@ -189,7 +173,7 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str) -> Result<Manifest> {
                     .patch
                     .map(|p| {
                         Ok::<_, Error>(SegmentPatch {
-                            path: named(DerivedName::PATCH, p.path, (p.version, p.attempt))??,
+                            path: named(DerivedName::PATCH, p.path, (p.version, p.attempt))?,
                             fragment_count: p.fragment_count,
                             size_bytes: p.size_bytes,
                         })
@@ -415,140 +399,6 @@ fn stats_from_proto(raw: proto::ColumnStats) -> ColumnStats {
     }
 }
 
-fn array_from_proto(raw: proto::EncodedU64Array) -> Result<EncodedU64Array, String> {
-    let width = raw.width as usize;
-    if ![2, 4, 8].contains(&width) || !raw.packed.len().is_multiple_of(width) {
-        return Err(format!(
-            "bad packed array (width {width}, {} bytes)",
-            raw.packed.len()
-        ));
-    }
-    let words = raw.packed.chunks_exact(width);
-    let overflow = || "packed array value overflows u64".to_string();
-    Ok(match width {
-        2 => EncodedU64Array::U16 {
-            base: raw.base,
-            offsets: words.map(|w| u16::from_le_bytes([w[0], w[1]])).collect(),
-        },
-        4 => EncodedU64Array::U32 {
-            base: raw.base,
-            offsets: words
-                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-                .collect(),
-        },
-        _ => EncodedU64Array::U64(
-            words
-                .map(|w| {
-                    let mut b = [0u8; 8];
-                    b.copy_from_slice(w);
-                    u64::from_le_bytes(b)
-                        .checked_add(raw.base)
-                        .ok_or_else(overflow)
-                })
-                .collect::<Result<_, _>>()?,
-        ),
-    })
-    .and_then(|a| {
-        // Narrow encodings add the base on read; make sure that cannot overflow.
-        let max_offset = match &a {
-            EncodedU64Array::U16 { offsets, .. } => offsets.iter().max().map(|&o| o as u64),
-            EncodedU64Array::U32 { offsets, .. } => offsets.iter().max().map(|&o| o as u64),
-            EncodedU64Array::U64(_) => None,
-        };
-        match max_offset {
-            Some(o) if raw.base.checked_add(o).is_none() => Err(overflow()),
-            _ => Ok(a),
-        }
-    })
-}
-
-fn array_to_proto(array: &EncodedU64Array) -> proto::EncodedU64Array {
-    let (base, width, packed) = match array {
-        EncodedU64Array::U16 { base, offsets } => (
-            *base,
-            2,
-            offsets.iter().flat_map(|o| o.to_le_bytes()).collect(),
-        ),
-        EncodedU64Array::U32 { base, offsets } => (
-            *base,
-            4,
-            offsets.iter().flat_map(|o| o.to_le_bytes()).collect(),
-        ),
-        EncodedU64Array::U64(values) => {
-            (0, 8, values.iter().flat_map(|v| v.to_le_bytes()).collect())
-        }
-    };
-    proto::EncodedU64Array {
-        base,
-        width,
-        packed,
-    }
-}
-
-fn segment_from_proto(raw: proto::U64Segment) -> Result<U64Segment, String> {
-    use proto::u64_segment::Segment as S;
-    let check_range = |start: u64, end: u64| {
-        if start > end {
-            Err(format!("segment range {start}..{end} is reversed"))
-        } else {
-            Ok(start..end)
-        }
-    };
-    match raw.segment.ok_or("empty segment")? {
-        S::Range(r) => Ok(U64Segment::Range(check_range(r.start, r.end)?)),
-        S::RangeWithHoles(r) => {
-            let range = check_range(r.start, r.end)?;
-            let holes = array_from_proto(r.holes.ok_or("segment without holes")?)?;
-            let sorted_inside = holes.iter().zip(holes.iter().skip(1)).all(|(a, b)| a < b)
-                && holes.iter().all(|h| range.contains(&h));
-            if !sorted_inside {
-                return Err("segment holes unsorted or outside its range".into());
-            }
-            Ok(U64Segment::RangeWithHoles { range, holes })
-        }
-        S::RangeWithBitmap(r) => {
-            let range = check_range(r.start, r.end)?;
-            let span = range.end - range.start;
-            if (r.bitmap.len() as u64) != span.div_ceil(8) {
-                return Err("segment bitmap does not match its range".into());
-            }
-            let len = r.bitmap.iter().map(|b| b.count_ones() as usize).sum();
-            Ok(U64Segment::RangeWithBitmap {
-                range,
-                bitmap: r.bitmap,
-                len,
-            })
-        }
-        S::SortedArray(a) => Ok(U64Segment::SortedArray(array_from_proto(a)?)),
-        S::Array(a) => Ok(U64Segment::Array(array_from_proto(a)?)),
-    }
-}
-
-fn segment_to_proto(segment: &U64Segment) -> proto::U64Segment {
-    use proto::u64_segment::{Range, RangeWithBitmap, RangeWithHoles, Segment as S};
-    let segment = match segment {
-        U64Segment::Range(r) => S::Range(Range {
-            start: r.start,
-            end: r.end,
-        }),
-        U64Segment::RangeWithHoles { range, holes } => S::RangeWithHoles(RangeWithHoles {
-            start: range.start,
-            end: range.end,
-            holes: Some(array_to_proto(holes)),
-        }),
-        U64Segment::RangeWithBitmap { range, bitmap, .. } => S::RangeWithBitmap(RangeWithBitmap {
-            start: range.start,
-            end: range.end,
-            bitmap: bitmap.clone(),
-        }),
-        U64Segment::SortedArray(a) => S::SortedArray(array_to_proto(a)),
-        U64Segment::Array(a) => S::Array(array_to_proto(a)),
-    };
-    proto::U64Segment {
-        segment: Some(segment),
-    }
-}
-
 pub(super) fn fragment_to_proto(f: &Fragment) -> proto::Fragment {
     proto::Fragment {
         id: f.id,
@@ -626,13 +476,8 @@ pub(super) fn deletion_from_proto(
                     fragment,
                     d.path,
                     (d.version, d.attempt),
-                )
-                .map_err(|reason| {
-                    Error::corrupt(
-                        path,
-                        format!("a deletion file of fragment {fragment} {reason}"),
-                    )
-                })??,
+                    (path, &format!("a deletion file of fragment {fragment}")),
+                )?,
                 deleted_rows: d.deleted_rows,
                 moved_rows: d.moved_rows,
             })
@@ -655,19 +500,21 @@ pub(super) fn deletion_to_proto(
         .unwrap_or_default()
 }
 
-/// A stored path: the path itself, or the version and attempt of a derived name. Exactly one
-/// must be present (`Err` says what is wrong); the path is still to be validated.
+/// A stored path: the path itself, or the version and attempt of a derived name; exactly one
+/// must be present. `what` names the file in the error (read from `file`).
 fn named_path(
     name: DerivedName,
     owner: u32,
     path: String,
     (version, attempt): (Option<u64>, u32),
-) -> Result<Result<TablePath>, &'static str> {
+    (file, what): (&str, &dyn std::fmt::Display),
+) -> Result<TablePath> {
+    let wrong = |reason: &str| Error::corrupt(file, format!("{what} has {reason}"));
     match (path.is_empty(), version) {
-        (true, Some(version)) => Ok(Ok(name.path(owner, version, attempt))),
-        (false, None) => Ok(TablePath::parse(&path)),
-        (false, Some(_)) => Err("has both a path and a version"),
-        (true, None) => Err("has neither a path nor a version"),
+        (true, Some(version)) => Ok(name.path(owner, version, attempt)),
+        (false, None) => TablePath::parse(&path),
+        (false, Some(_)) => Err(wrong("both a path and a version")),
+        (true, None) => Err(wrong("neither a path nor a version")),
     }
 }
 

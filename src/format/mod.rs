@@ -3,6 +3,7 @@
 //! and never leave `format/`; [`Manifest::encode`] and [`Manifest::decode`] are the only doors.
 
 mod convert;
+mod convert_row_ids;
 pub(crate) mod envelope;
 mod index;
 mod manifest;

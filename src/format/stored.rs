@@ -6,8 +6,8 @@ use prost::Message;
 
 use super::convert::{
     deletion_from_proto, deletion_to_proto, fragment_from_proto, fragment_to_proto,
-    sequence_from_proto, sequence_to_proto,
 };
+use super::convert_row_ids::{sequence_from_proto, sequence_to_proto};
 use super::envelope::{seal, unseal};
 use super::{proto, Fragment, FragmentSegment, SegmentPatch};
 use crate::error::{Error, Result};
