@@ -6,7 +6,7 @@
 //!
 //! Most commits change only deletions, and a fragment's deletions are a few file names
 //! beside its data files, statistics and row ids. A segment whose fragments changed only
-//! their deletions gets a patch (`_fragments/<uuid>.patch`, the whole deletion vector of each
+//! their deletions gets a patch (`_fragments/<first>-<version>.patch`, the whole deletion vector of each
 //! fragment that changed since the segment file) instead of a new segment file, while the
 //! patch is at most half the segment's size; past that the segment is rewritten.
 

@@ -30,8 +30,9 @@ const MAX_NAME_ATTEMPTS: u32 = 64;
 const CACHED_FILES: usize = 4096;
 
 /// A fresh name for a new immutable file: 95 random bits (of a v4 uuid) in 16 base-62
-/// characters. Manifests and fragment segments repeat these names, so they are kept short;
-/// 95 bits keep two writers from ever picking the same one.
+/// characters, for files that have no derived name (data, row-id and checkpoint files).
+/// Fragment segments repeat data files' names, so they are kept short; 95 bits keep two
+/// writers from ever picking the same one.
 pub(crate) fn unique_name() -> String {
     const DIGITS: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let mut bits = uuid::Uuid::new_v4().as_u128();
