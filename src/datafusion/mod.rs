@@ -20,12 +20,14 @@ mod leaf;
 mod metadata;
 mod provider;
 mod pruning;
+mod rowid_list;
 mod scan;
 
 use std::sync::Arc;
 
 use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider};
 use datafusion::error::Result;
+use datafusion::execution::FunctionRegistry;
 use datafusion::prelude::SessionContext;
 
 pub use catalog::{
@@ -35,6 +37,7 @@ pub use dml::{DmlExec, DmlKind, NatalSink};
 pub use functions::NatalFunction;
 pub use guard::DmlGuard;
 pub use provider::{NatalTableProvider, ProviderView};
+pub use rowid_list::{FoldRowIdLists, RowIdIn};
 pub use scan::NatalScanExec;
 
 /// Set on a session (`SessionConfig::with_extension(Arc::new(NatalProgress(..)))`) to be
@@ -60,8 +63,8 @@ pub fn open_table(ctx: &SessionContext, location: &str) -> Result<crate::table::
 }
 
 /// Registers natal with a session: `STORED AS NATAL`, the tables under `root` (a directory
-/// or object-store URL) as the default schema, so `SELECT * FROM t` finds `<root>/t`, and
-/// the [`DmlGuard`].
+/// or object-store URL) as the default schema, so `SELECT * FROM t` finds `<root>/t`, the
+/// [`DmlGuard`], and the [`FoldRowIdLists`] rewrite.
 pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
     let (store, path) = resolve_location(&ctx.runtime_env(), root)?;
     let state = ctx.state();
@@ -89,5 +92,8 @@ pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
         Arc::new(NatalSchemaProvider::new(store, path)),
     )?;
     ctx.add_analyzer_rule(Arc::new(DmlGuard));
+    ctx.state_ref()
+        .write()
+        .register_function_rewrite(Arc::new(FoldRowIdLists))?;
     Ok(())
 }

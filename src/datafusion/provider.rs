@@ -176,6 +176,7 @@ fn row_id_set(expr: &Expr) -> Option<RoaringTreemap> {
             op: Operator::Or,
             right,
         }) => Some(row_id_set(left)? | row_id_set(right)?),
+        Expr::ScalarFunction(_) => super::rowid_list::folded_row_ids(expr),
         Expr::InList(list) if !list.negated && is_row_id(&list.expr) => {
             let values: Option<Vec<u64>> = list.list.iter().map(literal).collect();
             Some(values?.into_iter().collect())
