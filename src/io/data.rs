@@ -35,8 +35,13 @@ use crate::format::{
 /// measured against 512, 256 makes a take of 1,000 rows 15–25% faster for 16% more bytes,
 /// with natal's scans unchanged.
 pub const PAGE_ROWS: usize = 256;
-/// Rows per row group.
-const ROW_GROUP_ROWS: usize = 128 * 1024;
+/// Rows per row group, at most; DataFusion's own default. A take pays for every row group it
+/// touches (a reader built, column chunks located): on 1M-row fragments a take of 1,000
+/// rows was ~20% faster with one row group than with eight of 128Ki rows.
+const ROW_GROUP_ROWS: usize = 1024 * 1024;
+/// Bytes per row group, at most: a scan holds a row group's projected column chunks in
+/// memory, so wide rows must not make them unbounded (Parquet-Java's default is 128 MiB).
+const ROW_GROUP_BYTES: usize = 64 * 1024 * 1024;
 /// The most bytes a read of selected rows fetches ahead in one request.
 const PREFETCH_LIMIT_BYTES: u64 = 16 * 1024 * 1024;
 /// Rows per batch a read yields.
@@ -54,6 +59,7 @@ fn writer_properties() -> WriterProperties {
         // at least the default batch of 1024 rows.
         .set_write_batch_size(PAGE_ROWS)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
         .set_statistics_truncate_length(None) // natal truncates, knowing what was cut
         .set_dictionary_enabled(false)
         .build()

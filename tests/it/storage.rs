@@ -490,10 +490,11 @@ async fn deletions_patch_segments_rather_than_rewrite_them() {
 /// a point read decodes little.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_take_fetches_its_pages_in_one_request() {
-    let (table, counted, inner) = counted_table().await;
-    let rows: Vec<(i64, i64)> = (0..300_000).map(|k| (k, k * 2)).collect();
+    let (table, counted, inner) = counted_table(2 << 20).await;
+    // Past one row group (1Mi rows), in one fragment.
+    let rows: Vec<(i64, i64)> = (0..1_100_000).map(|k| (k, k * 2)).collect();
     table
-        .append(rows.chunks(50_000).map(batch).collect())
+        .append(rows.chunks(100_000).map(batch).collect())
         .await
         .unwrap();
     let snapshot = table.latest().await.unwrap();
@@ -502,7 +503,7 @@ async fn a_take_fetches_its_pages_in_one_request() {
     snapshot.take(&[id(1)], Default::default()).await.unwrap();
 
     counted.reset();
-    let offsets = [299_999u32, 10, 150_000, 131_072];
+    let offsets = [1_099_999u32, 10, 150_000, 1_048_576];
     let ids: Vec<_> = offsets.iter().map(|&o| id(o)).collect();
     let taken = snapshot.take(&ids, Default::default()).await.unwrap();
     let keys = taken
@@ -554,7 +555,7 @@ async fn get_bytes(store: &Arc<dyn ObjectStore>, path: &Path) -> Bytes {
 /// request: what keeps takes cheap on tables with many small update fragments.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cold_take_from_a_small_file_is_one_request() {
-    let (table, counted, _) = counted_table().await;
+    let (table, counted, _) = counted_table(TableOptions::default().max_rows_per_fragment).await;
     let rows: Vec<(i64, i64)> = (0..2000).map(|k| (k, k * 2)).collect();
     table.append(vec![batch(&rows)]).await.unwrap();
     let snapshot = Table::open(counted.clone(), "t".into())
@@ -572,7 +573,9 @@ async fn a_cold_take_from_a_small_file_is_one_request() {
 }
 
 /// An empty table `t` on a store that counts requests, and the store beneath.
-async fn counted_table() -> (
+async fn counted_table(
+    max_rows_per_fragment: u64,
+) -> (
     Table,
     Arc<natal::io::InstrumentedStore>,
     Arc<dyn ObjectStore>,
@@ -583,7 +586,10 @@ async fn counted_table() -> (
         counted.clone(),
         "t".into(),
         &schema(),
-        TableOptions::default(),
+        TableOptions {
+            max_rows_per_fragment,
+            ..Default::default()
+        },
     )
     .await
     .unwrap();
