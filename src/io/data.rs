@@ -5,7 +5,9 @@
 //! Statistics for the manifest come from the writer's own footer (min, max, null count) plus a
 //! NaN count for floats counted while the batches pass through.
 
-use arrow::array::{new_null_array, Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
+use arrow::array::{
+    new_null_array, Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions,
+};
 use arrow::compute::{cast, concat_batches};
 use arrow::datatypes::{DataType, Float16Type, Float32Type, Float64Type, SchemaRef};
 use bytes::Bytes;
@@ -152,13 +154,21 @@ impl TableStore {
                 Selected::Rows(rows) if rows.is_empty() => {
                     return Ok(stream::empty().boxed());
                 }
-                Selected::Rows(rows) => Some(selection_for(rows, fragment.physical_rows)),
-                Selected::All(_) => None,
+                Selected::Rows(rows) if !mostly_all(rows.len(), fragment.physical_rows) => {
+                    Some(selection_for(rows, fragment.physical_rows))
+                }
+                // Most rows (a fragment with a few deletions): every row is decoded as a
+                // run and the others dropped after; a selection would have Parquet read
+                // page by page and stop at each gap.
+                Selected::Rows(_) | Selected::All(_) => None,
             };
             let batches = this
-                .read_columns(&fragment, &field_ids, output, selection)
+                .read_columns(&fragment, &field_ids, output, selection.clone())
                 .await?;
-            Ok::<_, Error>(attach_offsets(batches, selected))
+            Ok::<_, Error>(match (selection, selected) {
+                (None, Selected::Rows(rows)) => keep_selected(batches, rows),
+                (_, selected) => attach_offsets(batches, selected),
+            })
         };
         stream::once(stream).try_flatten().boxed()
     }
@@ -407,6 +417,49 @@ fn files_holding(fragment: &Fragment, field_ids: &[u32]) -> Vec<(usize, Vec<u32>
     per_file
 }
 
+/// Whether `selected` of `total` rows is most of them: at least three quarters, the share
+/// past which reading a whole fragment beats reading a selection of it (see
+/// [`Selected::within`]).
+fn mostly_all(selected: usize, total: u32) -> bool {
+    selected as u64 * 4 >= u64::from(total) * 3
+}
+
+/// Batches of every row of a fragment, in order, cut down to the rows `rows` (ascending)
+/// selects and paired with their offsets.
+fn keep_selected(
+    batches: BoxStream<'static, Result<RecordBatch>>,
+    rows: Vec<u32>,
+) -> BoxStream<'static, Result<(RecordBatch, Vec<u32>)>> {
+    let mut start = 0u32;
+    let mut next = 0usize;
+    batches
+        .map(move |batch| {
+            let batch = batch?;
+            let end = u32::try_from(batch.num_rows())
+                .ok()
+                .and_then(|n| start.checked_add(n))
+                .ok_or_else(|| Error::corrupt("data file", "returned more rows than it holds"))?;
+            let first = next;
+            while next < rows.len() && rows[next] < end {
+                next += 1;
+            }
+            let kept = rows[first..next].to_vec();
+            let batch = if kept.len() == batch.num_rows() {
+                batch
+            } else {
+                let mut mask = vec![false; batch.num_rows()];
+                for &row in &kept {
+                    mask[(row - start) as usize] = true;
+                }
+                arrow::compute::filter_record_batch(&batch, &BooleanArray::from(mask))?
+            };
+            start = end;
+            Ok((batch, kept))
+        })
+        .try_filter(|(batch, _)| futures::future::ready(batch.num_rows() > 0))
+        .boxed()
+}
+
 /// Pairs each batch with the offsets of its rows (the selection, consumed in order).
 fn attach_offsets(
     batches: BoxStream<'static, Result<RecordBatch>>,
@@ -453,7 +506,7 @@ impl Selected {
                 .sum::<u64>()
         };
         match self {
-            Selected::All(n) if kept() * 4 > u64::from(n) * 3 => Selected::All(n),
+            Selected::All(n) if mostly_all(kept() as usize, n) => Selected::All(n),
             Selected::All(_) => Selected::Rows(ranges.iter().flat_map(|r| r.clone()).collect()),
             Selected::Rows(mut rows) => {
                 let mut next = ranges.iter().peekable();
