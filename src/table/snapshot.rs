@@ -288,15 +288,41 @@ impl Snapshot {
             None => self.store.clone(),
         };
         let reads = self.fragment_reads(&field_ids, &output, &request)?;
+        let wanted: Vec<&Fragment> = self
+            .manifest
+            .fragments
+            .iter()
+            .filter(|f| {
+                request
+                    .fragments
+                    .as_ref()
+                    .is_none_or(|only| only.contains(&f.id))
+            })
+            .collect();
+        // Rows picked by id or by an index are live already; the others need their
+        // fragment's deletions, fetched side by side rather than one fragment after another.
+        let picked = |f: &Fragment| {
+            masks.is_some() || index.as_ref().is_some_and(|i| i.covered.contains(f.id))
+        };
+        let fetches: Vec<_> = wanted
+            .iter()
+            .map(|&f| {
+                let skip = picked(f);
+                async move {
+                    if skip {
+                        Ok(None)
+                    } else {
+                        self.deletions(f).await
+                    }
+                }
+            })
+            .collect();
+        let deletions: Vec<Option<Arc<RoaringBitmap>>> = stream::iter(fetches)
+            .buffered(CONCURRENT_FRAGMENT_READS)
+            .try_collect()
+            .await?;
         let mut parts = Vec::new();
-        for fragment in &self.manifest.fragments {
-            if request
-                .fragments
-                .as_ref()
-                .is_some_and(|only| !only.contains(&fragment.id))
-            {
-                continue;
-            }
+        for (fragment, deleted) in wanted.into_iter().zip(deletions) {
             let masked = |read: u64| {
                 if let Some(m) = &request.metrics {
                     let rows = fragment.physical_rows as u64;
@@ -321,7 +347,7 @@ impl Snapshot {
                     }
                 },
                 (None, Some(found)) => Some(found),
-                (None, None) => match self.deletions(fragment).await? {
+                (None, None) => match deleted {
                     Some(deleted) => {
                         let mut live = RoaringBitmap::new();
                         live.insert_range(0..fragment.physical_rows);
