@@ -3,6 +3,8 @@
 //! one GET (plus the row-id files it names, see `rowids.rs`). Publishing a version is one
 //! put-if-absent.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use futures::TryStreamExt;
 
@@ -81,6 +83,20 @@ impl TableStore {
         self.load_fragment_segments(&mut manifest, path.as_ref())
             .await?;
         self.load_row_ids(&mut manifest).await?;
+        Ok(manifest)
+    }
+
+    /// [`Self::read_manifest`] for a version a listing has just shown to exist, from this
+    /// handle's cache when it was read before: a published manifest never changes. (A
+    /// version asked for by number is always read, so one removed by cleanup is reported.)
+    pub async fn read_listed_manifest(&self, version: u64) -> Result<Manifest> {
+        let path = self.manifest_path(version);
+        if let Some(manifest) = self.manifests.get(path.as_ref()) {
+            return Ok(manifest.as_ref().clone());
+        }
+        let manifest = self.read_manifest(version).await?;
+        self.manifests
+            .insert(path.as_ref(), Arc::new(manifest.clone()));
         Ok(manifest)
     }
 

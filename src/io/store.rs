@@ -13,7 +13,7 @@ use roaring::RoaringBitmap;
 
 use super::cache::FileCache;
 use crate::error::{Error, Result};
-use crate::format::{DerivedName, Fragment, TablePath};
+use crate::format::{DerivedName, Fragment, Manifest, TablePath};
 use crate::rowid::RowIdSequence;
 
 pub const VERSIONS_DIR: &str = "_versions";
@@ -28,6 +28,9 @@ const MAX_NAME_ATTEMPTS: u32 = 64;
 
 /// Footers, deletion vectors and row-id files kept per table handle.
 const CACHED_FILES: usize = 4096;
+/// Decoded manifests kept per table handle: the latest, read again by every query's
+/// planning, and the one before it. A manifest holds the whole fragment list, so few.
+const CACHED_MANIFESTS: usize = 2;
 
 /// A fresh name for a new immutable file: 95 random bits (of a v4 uuid) in 16 base-62
 /// characters, for files that have no derived name (data, row-id and checkpoint files).
@@ -54,6 +57,7 @@ pub struct TableStore {
     pub(crate) deletions: Arc<FileCache<Arc<RoaringBitmap>>>,
     pub(crate) row_ids: Arc<FileCache<Arc<RowIdSequence>>>,
     pub(crate) segments: Arc<FileCache<Arc<Vec<Fragment>>>>,
+    pub(crate) manifests: Arc<FileCache<Arc<Manifest>>>,
     /// Counts the bytes data-file reads receive, for one scan's metrics.
     pub(crate) bytes_read: Option<Arc<AtomicU64>>,
 }
@@ -67,6 +71,7 @@ impl TableStore {
             deletions: FileCache::new(CACHED_FILES),
             row_ids: FileCache::new(CACHED_FILES),
             segments: FileCache::new(CACHED_FILES),
+            manifests: FileCache::new(CACHED_MANIFESTS),
             bytes_read: None,
         }
     }

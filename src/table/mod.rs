@@ -179,7 +179,8 @@ impl Table {
             .ok_or_else(|| Error::TableNotFound {
                 table: self.store.display(),
             })?;
-        self.at_version(version).await
+        let manifest = self.store.read_listed_manifest(version).await?;
+        Ok(Snapshot::new(self.store.clone(), manifest))
     }
 
     /// A pinned version (time travel): one GET.

@@ -65,6 +65,7 @@ async fn damaged_manifests_are_corrupt_and_older_versions_still_read() {
         flipped,
     ] {
         put(&store, &path, bad).await;
+        let table = reopen(&store);
         let err = table.latest().await.unwrap_err();
         assert!(matches!(err, Error::Corrupt { .. }), "{err}");
         assert_eq!(
@@ -75,12 +76,20 @@ async fn damaged_manifests_are_corrupt_and_older_versions_still_read() {
         );
     }
     put(&store, &path, good).await;
+    let table = reopen(&store);
     assert_eq!(table.latest().await.unwrap().version(), latest);
+}
+
+/// A new handle on the table: a handle keeps the manifests it has read (they never change
+/// once published), so a file damaged after that is seen by a new reader.
+fn reopen(store: &Arc<dyn ObjectStore>) -> Table {
+    Table::open(store.clone(), "t".into())
 }
 
 /// Rewrites the latest manifest through `edit` (a byte-level patch of the encoded form).
 async fn patch_latest(table: &Table, store: &Arc<dyn ObjectStore>, edit: impl Fn(&mut Vec<u8>)) {
-    let version = table.latest().await.unwrap().version();
+    // The version by listing, not by reading it: a handle keeps the manifests it read.
+    let version = table.store().latest_version().await.unwrap().unwrap();
     let path = table.store().manifest_path(version);
     let bytes = get(store, &path).await;
     let mut body = bytes[8..bytes.len() - 4].to_vec();
@@ -112,6 +121,7 @@ async fn a_path_escaping_the_table_is_refused() {
     let data = snapshot.manifest().fragments[0].files[0].path.to_string();
     let escape = format!("data/../{}", &data[8..]);
     swap_in_latest(&table, &store, data.as_bytes(), escape.as_bytes()).await;
+    let table = reopen(&store);
     let err = table.latest().await.unwrap_err();
     assert!(matches!(err, Error::PathEscapesTable { .. }), "{err}");
 }
@@ -126,6 +136,7 @@ async fn unknown_feature_flags_refuse_reads_or_writes() {
     let mut writer_flagged = original.clone();
     writer_flagged.writer_flags |= 1 << 40;
     put(&store, &path, writer_flagged.encode()).await;
+    let table = reopen(&store);
     let snapshot = table
         .latest()
         .await
@@ -145,6 +156,7 @@ async fn unknown_feature_flags_refuse_reads_or_writes() {
     let mut reader_flagged = original.clone();
     reader_flagged.reader_flags |= 1 << 33;
     put(&store, &path, reader_flagged.encode()).await;
+    let table = reopen(&store);
     let err = table.latest().await.unwrap_err();
     assert!(
         matches!(err, Error::UnsupportedFeature { kind: FlagKind::Reader, flag, .. } if flag == 1 << 33),
@@ -406,6 +418,7 @@ async fn more_moves_than_deletions_is_corrupt() {
     );
     // DeletionFile fields 2 (deleted_rows) and 3 (moved_rows), both 1, as protobuf varints.
     swap_in_latest(&table, &store, &[0x10, 1, 0x18, 1], &[0x10, 1, 0x18, 2]).await;
+    let table = reopen(&store);
     let err = table.latest().await.unwrap_err();
     assert!(
         matches!(&err, Error::Corrupt { reason, .. } if reason.contains("moved")),
@@ -429,16 +442,19 @@ async fn damaged_index_sections_are_refused() {
     let indexed = segment.path.to_string();
     let escape = format!("_indices/../{}", &indexed[12..]);
     swap_in_latest(&table, &store, indexed.as_bytes(), escape.as_bytes()).await;
+    let table = reopen(&store);
     let err = table.latest().await.unwrap_err();
     assert!(matches!(err, Error::PathEscapesTable { .. }), "{err}");
 
     // A roaring bitmap starts with its cookie; without it the bitmap cannot be read.
     put(&store, &path, original.clone()).await;
+    let table = reopen(&store);
     let mut bitmap = Vec::new();
     segment.fragments.serialize_into(&mut bitmap).unwrap();
     let mut damaged = bitmap.clone();
     damaged[..4].copy_from_slice(&[0xff; 4]);
     swap_in_latest(&table, &store, &bitmap, &damaged).await;
+    let table = reopen(&store);
     let err = table.latest().await.unwrap_err();
     assert!(
         matches!(&err, Error::Corrupt { .. }) && err.to_string().contains("fragment bitmap"),
@@ -450,6 +466,7 @@ async fn damaged_index_sections_are_refused() {
     copy.uuid = "another".into();
     twice.indexes.segments.push(copy);
     put(&store, &path, twice.encode()).await;
+    let table = reopen(&store);
     let err = table.latest().await.unwrap_err();
     assert!(
         matches!(&err, Error::Corrupt { .. }) && err.to_string().contains("segment_seq 1 twice"),

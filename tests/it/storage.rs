@@ -670,3 +670,31 @@ async fn scans_drop_deleted_rows_whether_few_or_many() {
         .as_primitive::<arrow::datatypes::Int64Type>();
     assert_eq!(count.value(0), 16_384 - 8_192 - 2);
 }
+
+/// A handle reads a published manifest once: finding the latest version again is a listing
+/// and no read, and a newer version is read when it appears. A version asked for by number
+/// is always read, so one that cleanup removed is reported missing.
+#[tokio::test]
+async fn a_handle_reads_the_latest_manifest_once() {
+    let (table, counted, _) = counted_table(TableOptions::default().max_rows_per_fragment).await;
+    table.append(vec![batch(&[(1, 1)])]).await.unwrap();
+    let first = table.latest().await.unwrap();
+    counted.reset();
+    let again = table.latest().await.unwrap();
+    assert_eq!(again.manifest(), first.manifest());
+    assert_eq!(counted.tally().get, 0, "served from the handle");
+    assert_eq!(
+        counted.tally().list,
+        1,
+        "the latest version is still listed"
+    );
+
+    table.append(vec![batch(&[(2, 2)])]).await.unwrap();
+    let newer = table.latest().await.unwrap();
+    assert_eq!(newer.version(), first.version() + 1);
+    assert_eq!(read_rows(&newer).await.unwrap().len(), 2);
+
+    counted.reset();
+    table.at_version(first.version()).await.unwrap();
+    assert!(counted.tally().get > 0, "a version by number is read");
+}
