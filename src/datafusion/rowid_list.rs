@@ -12,7 +12,10 @@
 //!
 //! The function is a real one: where no natal scan takes the filter (above a join, on
 //! another engine's `_rowid`) it is evaluated row by row with the same result as the `IN`
-//! list, including `NULL` for a `NULL` id.
+//! list, including `NULL` for a `NULL` id. What it costs another table in the same session
+//! with a `UInt64` `_rowid` column: DataFusion's own pruning does not see through the call,
+//! so such a table reads every row group for the filter instead of the ones whose min/max
+//! could match.
 
 use std::sync::Arc;
 
