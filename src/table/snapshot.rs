@@ -299,15 +299,13 @@ impl Snapshot {
                     .is_none_or(|only| only.contains(&f.id))
             })
             .collect();
-        // Rows picked by id or by an index are live already; the others need their
-        // fragment's deletions, fetched side by side rather than one fragment after another.
-        let picked = |f: &Fragment| {
-            masks.is_some() || index.as_ref().is_some_and(|i| i.covered.contains(f.id))
-        };
+        // The index's offsets, like a mask's, are live rows already: no deletions read. The
+        // other fragments' deletions are fetched side by side, not one after another.
+        let index_covers = |f: &Fragment| index.as_ref().is_some_and(|i| i.covered.contains(f.id));
         let fetches: Vec<_> = wanted
             .iter()
             .map(|&f| {
-                let skip = picked(f);
+                let skip = masks.is_some() || index_covers(f);
                 async move {
                     if skip {
                         Ok(None)
@@ -330,10 +328,7 @@ impl Snapshot {
                         .fetch_add(rows - read.min(rows), Ordering::Relaxed);
                 }
             };
-            // The index's offsets, like a mask's, are live rows already: no deletions read.
-            let index_covers = index
-                .as_ref()
-                .is_some_and(|i| i.covered.contains(fragment.id));
+            let index_covers = index_covers(fragment);
             let found = index
                 .as_ref()
                 .filter(|_| index_covers)
