@@ -5,12 +5,6 @@ use std::sync::Arc;
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
-/// The allocator datafusion-cli and natal's CLI run with. Every bench process uses it for
-/// natal and for the peer it is compared with in that process (DataFusion's Parquet table);
-/// with the system allocator both spend more of a point read in page faults and `malloc`.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// SplitMix64: a tiny deterministic generator, so runs are comparable.
 pub struct Rng(pub u64);
 

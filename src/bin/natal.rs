@@ -30,11 +30,6 @@ use object_store::memory::InMemory;
 use object_store::ObjectStore;
 use url::Url;
 
-/// As datafusion-cli: its queries allocate and free many short-lived buffers (a point read
-/// builds a reader per page), which the system allocator serves with page faults.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Debug, Parser)]
 #[clap(author, version, about = "SQL over natal tables (a datafusion-cli)", long_about = None)]
 struct Args {
