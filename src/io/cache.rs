@@ -1,6 +1,9 @@
 //! [`FileCache`]: decoded immutable files (Parquet footers, deletion vectors) by path.
-//! Every file natal writes has a unique name and is never rewritten, so an entry can never go
-//! stale; the cache is bounded by entry count and simply starts over when full.
+//! Every file natal writes is never rewritten, and within one table it has a unique name, so
+//! an entry can only go stale if the table is dropped and created again in the same place,
+//! where derived names (manifests by version, deletions by fragment and version) repeat:
+//! `TableStore` then clears its caches. A cache is bounded by entry count and simply starts
+//! over when full.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,6 +24,12 @@ impl<V: Clone> FileCache<V> {
 
     pub(crate) fn get(&self, path: &str) -> Option<V> {
         self.entries.lock().ok()?.get(path).cloned()
+    }
+
+    pub(crate) fn clear(&self) {
+        if let Ok(mut entries) = self.entries.lock() {
+            entries.clear();
+        }
     }
 
     pub(crate) fn insert(&self, path: &str, value: V) {

@@ -31,14 +31,34 @@ impl Default for ManifestLayout {
     }
 }
 
+/// What a listing said of a manifest file; a file put under the same name later (by a table
+/// created again in the same place) differs in its tag or time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ListedManifest {
+    size: u64,
+    e_tag: Option<String>,
+    last_modified: chrono::DateTime<chrono::Utc>,
+}
+
+impl From<&object_store::ObjectMeta> for ListedManifest {
+    fn from(meta: &object_store::ObjectMeta) -> Self {
+        Self {
+            size: meta.size,
+            e_tag: meta.e_tag.clone(),
+            last_modified: meta.last_modified,
+        }
+    }
+}
+
 impl TableStore {
     /// The newest published version, or `None` if the table has none (one LIST).
     pub async fn latest_version(&self) -> Result<Option<u64>> {
-        Ok(self
-            .list_versions()
-            .await?
-            .last()
-            .map(|(version, _)| *version))
+        Ok(self.latest_listed().await?.map(|(version, _)| version))
+    }
+
+    /// The newest published version with its manifest's listing entry (one LIST).
+    pub async fn latest_listed(&self) -> Result<Option<(u64, object_store::ObjectMeta)>> {
+        Ok(self.list_versions().await?.pop())
     }
 
     /// Every published version, ascending (one LIST).
@@ -80,23 +100,34 @@ impl TableStore {
                 ),
             ));
         }
+        // Before anything it names is looked up in the caches.
+        self.note_table_uuid(&manifest.table_uuid);
         self.load_fragment_segments(&mut manifest, path.as_ref())
             .await?;
         self.load_row_ids(&mut manifest).await?;
         Ok(manifest)
     }
 
-    /// [`Self::read_manifest`] for a version a listing has just shown to exist, from this
-    /// handle's cache when it was read before: a published manifest never changes. (A
-    /// version asked for by number is always read, so one removed by cleanup is reported.)
-    pub async fn read_listed_manifest(&self, version: u64) -> Result<Manifest> {
+    /// [`Self::read_manifest`] for a version a listing has just shown to exist (as
+    /// `listed`), from this handle's cache when it was read before under the same listing
+    /// entry: a published manifest never changes, but a table created again in this place
+    /// publishes another under the same name. (A version asked for by number is always
+    /// read, so one removed by cleanup is reported.)
+    pub async fn read_listed_manifest(
+        &self,
+        version: u64,
+        listed: &object_store::ObjectMeta,
+    ) -> Result<Manifest> {
         let path = self.manifest_path(version);
-        if let Some(manifest) = self.manifests.get(path.as_ref()) {
-            return Ok(manifest.as_ref().clone());
+        let entry = ListedManifest::from(listed);
+        if let Some((seen, manifest)) = self.manifests.get(path.as_ref()) {
+            if seen == entry {
+                return Ok(manifest.as_ref().clone());
+            }
         }
         let manifest = self.read_manifest(version).await?;
         self.manifests
-            .insert(path.as_ref(), Arc::new(manifest.clone()));
+            .insert(path.as_ref(), (entry, Arc::new(manifest.clone())));
         Ok(manifest)
     }
 

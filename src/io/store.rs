@@ -2,7 +2,7 @@
 //! table-relative paths into object-store paths.
 
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use object_store::path::Path;
@@ -12,6 +12,7 @@ use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use roaring::RoaringBitmap;
 
 use super::cache::FileCache;
+use super::manifest::ListedManifest;
 use crate::error::{Error, Result};
 use crate::format::{DerivedName, Fragment, Manifest, TablePath};
 use crate::rowid::RowIdSequence;
@@ -57,7 +58,11 @@ pub struct TableStore {
     pub(crate) deletions: Arc<FileCache<Arc<RoaringBitmap>>>,
     pub(crate) row_ids: Arc<FileCache<Arc<RowIdSequence>>>,
     pub(crate) segments: Arc<FileCache<Arc<Vec<Fragment>>>>,
-    pub(crate) manifests: Arc<FileCache<Arc<Manifest>>>,
+    /// Each with the listing entry it was read under, to tell it from a file of the same
+    /// name written later by a table created again in this place.
+    pub(crate) manifests: Arc<FileCache<(ListedManifest, Arc<Manifest>)>>,
+    /// The `table_uuid` of the manifests these caches hold files of.
+    incarnation: Arc<Mutex<Option<String>>>,
     /// Counts the bytes data-file reads receive, for one scan's metrics.
     pub(crate) bytes_read: Option<Arc<AtomicU64>>,
 }
@@ -72,6 +77,7 @@ impl TableStore {
             row_ids: FileCache::new(CACHED_FILES),
             segments: FileCache::new(CACHED_FILES),
             manifests: FileCache::new(CACHED_MANIFESTS),
+            incarnation: Arc::new(Mutex::new(None)),
             bytes_read: None,
         }
     }
@@ -82,6 +88,26 @@ impl TableStore {
             bytes_read: Some(counter),
             ..self.clone()
         }
+    }
+
+    /// Notes that a manifest of the table `table_uuid` was read, and forgets every cached
+    /// file if the caches hold another table's: one dropped and created again here, whose
+    /// derived file names the new table repeats.
+    pub(crate) fn note_table_uuid(&self, table_uuid: &str) {
+        let Ok(mut seen) = self.incarnation.lock() else {
+            return;
+        };
+        if seen.as_deref() == Some(table_uuid) {
+            return;
+        }
+        if seen.is_some() {
+            self.footers.clear();
+            self.deletions.clear();
+            self.row_ids.clear();
+            self.segments.clear();
+            self.manifests.clear();
+        }
+        *seen = Some(table_uuid.to_string());
     }
 
     pub fn object_store(&self) -> &Arc<dyn ObjectStore> {

@@ -172,14 +172,14 @@ impl Table {
 
     /// The newest version: one LIST and one GET.
     pub async fn latest(&self) -> Result<Snapshot> {
-        let version = self
-            .store
-            .latest_version()
-            .await?
-            .ok_or_else(|| Error::TableNotFound {
-                table: self.store.display(),
-            })?;
-        let manifest = self.store.read_listed_manifest(version).await?;
+        let (version, listed) =
+            self.store
+                .latest_listed()
+                .await?
+                .ok_or_else(|| Error::TableNotFound {
+                    table: self.store.display(),
+                })?;
+        let manifest = self.store.read_listed_manifest(version, &listed).await?;
         Ok(Snapshot::new(self.store.clone(), manifest))
     }
 

@@ -698,3 +698,47 @@ async fn a_handle_reads_the_latest_manifest_once() {
     table.at_version(first.version()).await.unwrap();
     assert!(counted.tally().get > 0, "a version by number is read");
 }
+
+/// A handle that outlives its table being dropped and created again in the same place (by
+/// another handle) reads the new table: its manifests and derived file names (deletions by
+/// fragment and version) repeat the old table's, but not their contents.
+#[tokio::test]
+async fn a_handle_reads_a_table_created_again_in_its_place() {
+    let (first, store) = memory_table(100).await;
+    first
+        .append(vec![batch(&[(1, 10), (2, 20), (3, 30)])])
+        .await
+        .unwrap();
+    first.delete_where(&key_matches(|k| k == 2)).await.unwrap();
+    let watcher = Table::open(store.clone(), "t".into());
+    let before = read_rows(&watcher.latest().await.unwrap()).await.unwrap();
+    let keys: Vec<i64> = before.values().map(|r| r.key).collect();
+    assert_eq!(keys, [1, 3]);
+
+    let everything: Vec<Path> = list(&store)
+        .await
+        .into_iter()
+        .map(|p| Path::from(p.as_str()))
+        .collect();
+    for path in everything {
+        store.delete(&path).await.unwrap();
+    }
+    let second = Table::create(
+        store.clone(),
+        "t".into(),
+        &schema(),
+        TableOptions::default(),
+    )
+    .await
+    .unwrap();
+    second
+        .append(vec![batch(&[(7, 70), (8, 80), (9, 90)])])
+        .await
+        .unwrap();
+    second.delete_where(&key_matches(|k| k == 9)).await.unwrap();
+    let again = watcher.latest().await.unwrap();
+    assert_eq!(again.version(), first.latest().await.unwrap().version());
+    let after = read_rows(&again).await.unwrap();
+    let keys: Vec<i64> = after.values().map(|r| r.key).collect();
+    assert_eq!(keys, [7, 8], "the new table's rows and deletions");
+}
