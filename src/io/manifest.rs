@@ -32,7 +32,7 @@ impl Default for ManifestLayout {
 }
 
 /// What a listing said of a manifest file; a file put under the same name later (by a table
-/// created again in the same place) differs in its tag or time.
+/// created again in the same place) differs in its size, tag or time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ListedManifest {
     size: u64,
