@@ -170,7 +170,8 @@ impl Table {
         &self.options
     }
 
-    /// The newest version: one LIST and one GET.
+    /// The newest version: one LIST, and one GET unless this handle read that manifest
+    /// before (see `TableStore::read_listed_manifest`).
     pub async fn latest(&self) -> Result<Snapshot> {
         let (version, listed) =
             self.store
