@@ -213,8 +213,9 @@ impl Table {
     }
 
     /// Deletes versions the policy does not keep and files no kept version references.
-    /// Never deletes the latest version, files younger than `min_file_age`, or anything
-    /// outside the table's own directories.
+    /// Never deletes the latest version, files younger than `min_file_age`, files a version
+    /// committed before its last listing of versions names, or anything outside the table's
+    /// own directories.
     pub async fn cleanup(&self, policy: CleanupPolicy) -> Result<CleanupReport> {
         let versions = self.store.list_versions().await?;
         let Some(&(latest, _)) = versions.last() else {
@@ -258,7 +259,7 @@ impl Table {
                 "data" | "_deletions" | "_relocations" | "_rowids" | "_fragments" | "_indices"
             );
             if ours && !referenced.contains(&relative) && now - meta.last_modified >= min_age {
-                to_delete.push(meta);
+                to_delete.push((relative, meta));
             }
         }
         for meta in removable_manifests {
@@ -266,7 +267,18 @@ impl Table {
             self.store.object_store().delete(&meta.location).await?;
             report.versions_removed += 1;
         }
-        for meta in to_delete {
+        // A version committed since the first listing may name old files that only removed
+        // versions named: a restore of one of them does. Its files stay. (A restore that
+        // commits after this second listing can still lose them: cleanup and restores of
+        // the versions it removes must not run at once.)
+        let mut newer = HashSet::new();
+        for (version, _) in self.store.list_versions().await? {
+            if version > latest {
+                referenced_files(&self.store.read_manifest(version).await?, &mut newer);
+            }
+        }
+        to_delete.retain(|(relative, _)| !newer.contains(relative));
+        for (_, meta) in to_delete {
             match self.store.object_store().delete(&meta.location).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {
                     report.files_removed += 1;
