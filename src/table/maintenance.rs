@@ -213,9 +213,9 @@ impl Table {
     }
 
     /// Deletes versions the policy does not keep and files no kept version references.
-    /// Never deletes the latest version, files younger than `min_file_age`, files a version
-    /// committed before its last listing of versions names, or anything outside the table's
-    /// own directories.
+    /// Never deletes the latest version, files younger than `min_file_age`, files named by a
+    /// version committed before it lists the versions again (after deleting old manifests),
+    /// or anything outside the table's own directories.
     pub async fn cleanup(&self, policy: CleanupPolicy) -> Result<CleanupReport> {
         let versions = self.store.list_versions().await?;
         let Some(&(latest, _)) = versions.last() else {
@@ -273,8 +273,14 @@ impl Table {
         // the versions it removes must not run at once.)
         let mut newer = HashSet::new();
         for (version, _) in self.store.list_versions().await? {
-            if version > latest {
-                referenced_files(&self.store.read_manifest(version).await?, &mut newer);
+            if version <= latest {
+                continue;
+            }
+            match self.store.read_manifest(version).await {
+                Ok(manifest) => referenced_files(&manifest, &mut newer),
+                // Removed meanwhile by another cleanup: the versions after it are read.
+                Err(Error::VersionNotFound { .. }) => {}
+                Err(e) => return Err(e),
             }
         }
         to_delete.retain(|(relative, _)| !newer.contains(relative));
