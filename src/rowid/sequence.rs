@@ -77,6 +77,32 @@ impl RowIdSequence {
         None
     }
 
+    /// The ids at `offsets`, in one walk over the segments when the offsets ascend (as a
+    /// scan yields them) rather than a search from the start for each; `None` past the end.
+    /// Offsets that go back restart the walk, so any order is answered, only slower.
+    pub fn get_many<'a>(
+        &'a self,
+        offsets: impl IntoIterator<Item = u32> + 'a,
+    ) -> impl Iterator<Item = Option<RowId>> + 'a {
+        // The segment the walk is in, and the offset it starts at.
+        let (mut segment, mut start) = (0usize, 0usize);
+        offsets.into_iter().map(move |offset| {
+            let offset = offset as usize;
+            if offset < start {
+                (segment, start) = (0, 0);
+            }
+            while let Some(current) = self.segments.get(segment) {
+                let len = current.len();
+                if offset < start + len {
+                    return current.get(offset - start).map(RowId::from_u64);
+                }
+                start += len;
+                segment += 1;
+            }
+            None
+        })
+    }
+
     /// The sequence of a fragment whose rows are all native: ids equal addresses.
     pub fn native(fragment: FragmentId, rows: u32) -> Self {
         let start = RowAddress::new(fragment, 0).as_u64();
@@ -206,6 +232,23 @@ mod tests {
             for (i, id) in ids.iter().enumerate() {
                 prop_assert_eq!(seq.get(i).map(RowId::as_u64), Some(*id));
             }
+        }
+
+        /// Ascending offsets (a scan's), and any others, read as one `get` each would.
+        #[test]
+        fn get_many_reads_as_get(
+            ids in prop::collection::vec(prop_oneof![0u64..2000, any::<u64>()], 0..400),
+            mut offsets in prop::collection::vec(0u32..420, 0..100),
+            ascending in any::<bool>(),
+        ) {
+            if ascending {
+                offsets.sort_unstable();
+            }
+            let seq = RowIdSequence::from_ids(&ids);
+            let many: Vec<Option<RowId>> = seq.get_many(offsets.iter().copied()).collect();
+            let one_by_one: Vec<Option<RowId>> =
+                offsets.iter().map(|&o| seq.get(o as usize)).collect();
+            prop_assert_eq!(many, one_by_one);
         }
     }
 }

@@ -686,14 +686,17 @@ fn read_with_ids(
             let (batch, offsets) = item?;
             let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
             if with_id {
-                let ids: UInt64Array = offsets
-                    .iter()
-                    .map(|&o| match &sequence {
-                        Some(seq) => seq.get(o as usize).map(RowId::as_u64).unwrap_or(u64::MAX),
-                        None => RowAddress::new(fragment_id, o).as_u64(),
-                    })
-                    .collect::<Vec<u64>>()
-                    .into();
+                let ids: Vec<u64> = match &sequence {
+                    Some(seq) => seq
+                        .get_many(offsets.iter().copied())
+                        .map(|id| id.map_or(u64::MAX, RowId::as_u64))
+                        .collect(),
+                    None => offsets
+                        .iter()
+                        .map(|&o| RowAddress::new(fragment_id, o).as_u64())
+                        .collect(),
+                };
+                let ids = UInt64Array::from(ids);
                 columns.push(Arc::new(ids));
             }
             if with_addr {
