@@ -16,8 +16,9 @@
 //! NATAL_BENCH_SCALES=1000000:100000 NATAL_BENCH_U=0,10000 cargo bench --bench compare
 //! ```
 //! Also `NATAL_BENCH_DIR` (work directory, default `target/compare-bench`),
-//! `NATAL_BENCH_COMMITS` (default 100) and `NATAL_BENCH_REPEAT` (fresh processes per figure,
-//! median taken; default 3).
+//! `NATAL_BENCH_COMMITS` (default 100), `NATAL_BENCH_REPEAT` (fresh processes per figure,
+//! median taken; default 3) and `NATAL_BENCH_MERGE` (the fan-in of natal's tiered merging of
+//! small fragments during the updates, `TableOptions::merge`; default 0, off).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -34,7 +35,7 @@ use std::time::Instant;
 
 use common::{birth_id, bump_val, env, rows, schema, Rng};
 use measure::{dir_bytes, median_of, Figures};
-use natal::table::{Table, TableOptions};
+use natal::table::{Table, TableOptions, TieredMerge};
 use object_store::local::LocalFileSystem;
 use object_store::{ObjectStore, ObjectStoreExt};
 use report::{Level, Scale};
@@ -49,6 +50,8 @@ struct Config {
     levels: Vec<u64>,
     commits: u64,
     repeat: usize,
+    /// Fan-in of natal's tiered merging during the updates; 0: off.
+    merge: u32,
     python: Option<String>,
 }
 
@@ -82,6 +85,7 @@ fn config() -> Config {
         levels,
         commits: env("NATAL_BENCH_COMMITS", 100),
         repeat: env("NATAL_BENCH_REPEAT", 3) as usize,
+        merge: env("NATAL_BENCH_MERGE", 0) as u32,
         python: lance_ok.then_some(python),
     }
 }
@@ -158,9 +162,14 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// Applies the update file to natal's copy: per commit, its time and the bytes it wrote.
-async fn update_natal(dir: &Path, updates: &Path, fragment_rows: u64) -> Level {
-    let table = Table::open(local_store(dir), "".into());
+/// Applies the update file to natal's copy: per commit, its time and the bytes it wrote
+/// (with the merges that followed it, if `merge` is on).
+async fn update_natal(dir: &Path, updates: &Path, fragment_rows: u64, merge: u32) -> Level {
+    let options = TableOptions {
+        merge: (merge > 0).then_some(TieredMerge { fan_in: merge }),
+        ..Default::default()
+    };
+    let table = Table::open_with(local_store(dir), "".into(), options);
     let mut level = Level::default();
     for commit in read_rows(updates) {
         let ids: Vec<_> = commit.iter().map(|&r| birth_id(r, fragment_rows)).collect();
@@ -252,6 +261,7 @@ fn main() {
         let mut scale = Scale {
             rows: total,
             fragment_rows,
+            merge: config.merge,
             parquet: Level::default(),
             levels: Vec::new(),
             paired_take: None,
@@ -270,7 +280,12 @@ fn main() {
             write_updates(&updates, level, config.commits, total, &mut rng);
             let natal_dir = dir.join(format!("natal_u{level}"));
             copy_dir(&natal_base, &natal_dir);
-            let mut natal = runtime.block_on(update_natal(&natal_dir, &updates, fragment_rows));
+            let mut natal = runtime.block_on(update_natal(
+                &natal_dir,
+                &updates,
+                fragment_rows,
+                config.merge,
+            ));
             natal.level = level;
             let mut lance = None;
             if let Some(python) = &config.python {

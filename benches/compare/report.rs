@@ -71,6 +71,8 @@ pub const PAIRED_RUNS: usize = 11;
 pub struct Scale {
     pub rows: u64,
     pub fragment_rows: u64,
+    /// Fan-in of natal's tiered merging of small fragments during the updates; 0: off.
+    pub merge: u32,
     pub parquet: Level,
     pub levels: Vec<(Level, Option<Level>)>,
     /// natal's cold take before and after 100k updates, medians of fresh processes run in
@@ -110,6 +112,11 @@ pub fn print_scale(scale: &Scale) {
         scale.rows, scale.fragment_rows
     );
     println!("Every figure is the median of fresh processes (compaction: one process).");
+    if scale.merge > 0 {
+        println!("natal merges small fragments as the updates add them (`TableOptions::merge`, fan-in {}); its update times and bytes per commit include the merges.", scale.merge);
+    } else {
+        println!("natal's tiered merging of small fragments is off: only the compaction column merges them.");
+    }
     println!("Index memory: natal = relocation-view heap bytes; Lance = session cache growth from the first take (row-id index and file metadata). RSS growth of that take in parentheses.\n");
     println!("| U | system | update / commit | manifest | index memory | cold open | take 1k cold | take 1k warm | scan + row ids (rows) | count(*) | compaction | take 1k after compaction | peak RSS of cold take |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
@@ -294,6 +301,7 @@ pub fn to_json(scales: &[Scale]) -> Value {
                 json!({
                     "rows": s.rows,
                     "fragment_rows": s.fragment_rows,
+                    "merge_fan_in": s.merge,
                     "paired_take_ms": s.paired_take.map(|(b, a)| json!({"before": b, "after": a})),
                     "parquet": level_json(&s.parquet),
                     "natal": s.levels.iter().map(|(n, _)| level_json(n)).collect::<Vec<_>>(),

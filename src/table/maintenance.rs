@@ -9,7 +9,7 @@ use object_store::ObjectStoreExt;
 use roaring::RoaringBitmap;
 
 use super::commit::Action;
-use super::snapshot::ScanRequest;
+use super::snapshot::{ScanRequest, Snapshot};
 use super::write::FragmentWriter;
 use super::{Committed, ProgressHandle, Table};
 use crate::error::{Error, Result};
@@ -119,6 +119,19 @@ impl Table {
             target,
             options.max_deleted_fraction,
         );
+        self.rewrite_groups(&read, groups, target, &options.progress)
+            .await
+    }
+
+    /// Rewrites each group of `read`'s fragments into fragments of at most `target` rows,
+    /// without deleted rows, in one commit; nothing when there are no groups.
+    pub(super) async fn rewrite_groups(
+        &self,
+        read: &Snapshot,
+        groups: Vec<Vec<Fragment>>,
+        target: u64,
+        progress: &ProgressHandle,
+    ) -> Result<CompactionReport> {
         if groups.is_empty() {
             return Ok(CompactionReport::default());
         }
@@ -128,7 +141,6 @@ impl Table {
         let mut outputs_per_group: Vec<(Vec<FragmentId>, usize)> = Vec::new();
         let mut report = CompactionReport::default();
         let total: u64 = groups.iter().flatten().map(Fragment::live_rows).sum();
-        let progress = &options.progress;
         progress.update("compacting", 0, Some(total));
         let result: Result<CompactionReport> = async {
             for group in groups {
@@ -170,7 +182,7 @@ impl Table {
             report.fragments_added = fragments.len();
             let committed = self
                 .commit(
-                    &read,
+                    read,
                     Action::Compact {
                         inputs,
                         fragments,
@@ -307,12 +319,7 @@ fn plan_compaction(
     target: u64,
     max_deleted_fraction: f64,
 ) -> Vec<Vec<Fragment>> {
-    let mut names: Vec<&str> = indexes.segments.iter().map(|s| s.name.as_str()).collect();
-    names.sort_unstable();
-    names.dedup();
-    let covered: Vec<RoaringBitmap> = names.iter().map(|n| indexes.covered(n)).collect();
-    let coverage =
-        |f: &Fragment| -> Vec<bool> { covered.iter().map(|c| c.contains(f.id)).collect() };
+    let coverage = index_coverage(indexes);
     let needs = |f: &Fragment| {
         let deleted = (f.physical_rows as u64 - f.live_rows()) as f64;
         let heavy = f.physical_rows > 0
@@ -349,4 +356,15 @@ fn plan_compaction(
     }
     close(&mut current, &mut groups);
     groups
+}
+
+/// Which of the table's indexes cover a fragment, one flag per index name: fragments that
+/// differ here are never merged, so an output stays covered by the indexes that covered
+/// all of its inputs.
+pub(super) fn index_coverage(indexes: &IndexSection) -> impl Fn(&Fragment) -> Vec<bool> {
+    let mut names: Vec<&str> = indexes.segments.iter().map(|s| s.name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let covered: Vec<RoaringBitmap> = names.iter().map(|n| indexes.covered(n)).collect();
+    move |f: &Fragment| covered.iter().map(|c| c.contains(f.id)).collect()
 }

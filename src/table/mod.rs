@@ -22,6 +22,7 @@ mod commit;
 mod filter;
 mod index;
 mod maintenance;
+mod merge;
 mod progress;
 mod snapshot;
 mod write;
@@ -39,6 +40,7 @@ use crate::io::{ManifestLayout, TableStore};
 pub use filter::{predicate_layout, RowPredicate};
 pub use index::{IndexOptions, IndexProbe, IndexReport};
 pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, CompactionReport};
+pub use merge::TieredMerge;
 pub use progress::{Progress, ProgressHandle};
 pub use snapshot::{ScanMetrics, ScanRequest, Snapshot, ROW_ADDR, ROW_ID};
 pub use write::{BatchPredicate, BatchUpdate};
@@ -54,6 +56,9 @@ pub struct TableOptions {
     /// What commits store outside the manifest (row-id files, fragment segments). A
     /// writer's choice: readers load any layout.
     pub layout: ManifestLayout,
+    /// Merge small fragments after each write that adds rows; `None`: only
+    /// [`Table::compact`] merges them.
+    pub merge: Option<TieredMerge>,
 }
 
 impl Default for TableOptions {
@@ -62,6 +67,7 @@ impl Default for TableOptions {
             max_rows_per_fragment: 1024 * 1024,
             max_commit_retries: 20,
             layout: ManifestLayout::default(),
+            merge: None,
         }
     }
 }
@@ -155,9 +161,15 @@ impl Table {
     /// version (and reports [`Error::TableNotFound`] if there is none). Fragment size comes
     /// from the table's manifest.
     pub fn open(store: Arc<dyn ObjectStore>, root: Path) -> Self {
+        Self::open_with(store, root, TableOptions::default())
+    }
+
+    /// [`Self::open`] with this handle's own options (commit retries, layout, merging);
+    /// `max_rows_per_fragment` is the manifest's, whatever `options` says.
+    pub fn open_with(store: Arc<dyn ObjectStore>, root: Path, options: TableOptions) -> Self {
         Self {
             store: TableStore::new(store, root),
-            options: TableOptions::default(),
+            options,
             planned_at: None,
         }
     }

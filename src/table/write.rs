@@ -149,7 +149,8 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let fragments = self.write_native(&read, batches).await?;
-        self.commit(&read, Action::Append { fragments }).await
+        let committed = self.commit(&read, Action::Append { fragments }).await?;
+        self.merge_after(committed).await
     }
 
     /// Replaces every row. New rows get new ids; the fragment-id high-water mark is kept,
@@ -166,7 +167,8 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let fragments = self.write_native(&read, batches).await?;
-        self.commit(&read, Action::Overwrite { fragments }).await
+        let committed = self.commit(&read, Action::Overwrite { fragments }).await?;
+        self.merge_after(committed).await
     }
 
     async fn write_native(
@@ -244,7 +246,10 @@ impl Table {
             rows.extend(ids.into_iter().zip(addrs));
         }
         let fragments = writer.finish().await?;
-        self.commit(&read, Action::Update { rows, fragments }).await
+        let committed = self
+            .commit(&read, Action::Update { rows, fragments })
+            .await?;
+        self.merge_after(committed).await
     }
 
     /// Rewrites the rows with the given ids with the values `update` computes from them.
@@ -279,7 +284,10 @@ impl Table {
             .await?;
         let fragments = writer.finish().await?;
         let rows = found_ids.into_iter().zip(addrs).collect();
-        self.commit(&read, Action::Update { rows, fragments }).await
+        let committed = self
+            .commit(&read, Action::Update { rows, fragments })
+            .await?;
+        self.merge_after(committed).await
     }
 
     /// Merges rows by the key column `key`: a row whose key matches a live row replaces it
@@ -345,7 +353,10 @@ impl Table {
             writer.push(batch, carried).await?;
         }
         let fragments = writer.finish().await?;
-        self.commit(&read, Action::Update { rows, fragments }).await
+        let committed = self
+            .commit(&read, Action::Update { rows, fragments })
+            .await?;
+        self.merge_after(committed).await
     }
 }
 

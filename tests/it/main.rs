@@ -6,6 +6,7 @@ mod common;
 mod concurrency;
 mod faults;
 mod index;
+mod merge;
 mod model;
 mod rowid;
 mod sql;

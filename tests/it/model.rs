@@ -3,7 +3,9 @@
 //!
 //! After each step: every live row's id and values; no id ever reused; `resolve` finds
 //! exactly the live rows; rows never moved sit at their birth address; and every retained
-//! version still reads exactly as it did when it was committed.
+//! version still reads exactly as it did when it was committed. Most cases run with the
+//! handle's tiered merging of small fragments on: its merges are versions of their own,
+//! checked as compactions are.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use arrow::array::{AsArray, Int64Array};
 use arrow::datatypes::{Int64Type, UInt64Type};
 use natal::io::ManifestLayout;
 use natal::rowid::RowId;
-use natal::table::{CleanupPolicy, CompactOptions, ScanRequest, Table, TableOptions};
+use natal::table::{CleanupPolicy, CompactOptions, ScanRequest, Table, TableOptions, TieredMerge};
 use natal::Error;
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -541,6 +543,18 @@ async fn probe_matches(
     assert_eq!(found, expected, "index probe {described}");
 }
 
+/// Records the versions a handle's tiered merges published after its write (values
+/// unchanged, rows may move); whether there were any.
+async fn absorb_merges(model: &mut Model, table: &Table) -> bool {
+    let latest = table.latest().await.unwrap().version();
+    let mut merged = false;
+    while let Some(&(last, _)) = model.versions.last().filter(|(v, _)| *v < latest) {
+        apply(model, Expect::NoValueChange, last + 1, table).await;
+        merged = true;
+    }
+    merged
+}
+
 /// Ids whose rows `a` rewrote or removed between `before` and `after`.
 fn touched(before: &State, after: &State) -> HashSet<u64> {
     before
@@ -576,6 +590,7 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
             let (action_b, expect_b) = plan(b, &read, model);
             let version = run(&handle_a, &action_a).await.unwrap();
             apply(model, expect_a, version, table).await;
+            let merged_after_a = absorb_merges(model, table).await;
             let touched_by_a = touched(&read, &model.live);
             let result = run(&handle_b, &action_b).await;
             let conflicts = match &expect_b {
@@ -590,17 +605,19 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
             match result {
                 Err(e) if e.is_conflict() => {
                     // Compaction gives way to an update or compaction of its input fragments.
-                    let rewrote = matches!(
-                        action_a,
-                        Action::Update(..)
-                            | Action::UpdateIds(..)
-                            | Action::Upsert(_)
-                            | Action::Compact(..)
-                    );
+                    let rewrote = merged_after_a
+                        || matches!(
+                            action_a,
+                            Action::Update(..)
+                                | Action::UpdateIds(..)
+                                | Action::Upsert(_)
+                                | Action::Compact(..)
+                        );
                     // An index segment gives way to one covering the same fragments, or to a
                     // compaction that rewrote all of them.
                     let indexed_meanwhile = matches!(action_b, Action::Index)
-                        && matches!(action_a, Action::Index | Action::Compact(..));
+                        && (merged_after_a
+                            || matches!(action_a, Action::Index | Action::Compact(..)));
                     let allowed = conflicts
                         || (matches!(action_b, Action::Compact(..)) && rewrote)
                         || indexed_meanwhile;
@@ -613,6 +630,7 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
                 Ok(version) => {
                     assert!(!conflicts, "{action_b:?} should conflict with {action_a:?}");
                     apply(model, expect_b, version, table).await;
+                    absorb_merges(model, table).await;
                 }
             }
         }
@@ -623,13 +641,15 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
                 .await
                 .unwrap_or_else(|e| panic!("{action:?}: {e}"));
             apply(model, expect, version, table).await;
+            absorb_merges(model, table).await;
         }
     }
 }
 
 /// `files`: every carried sequence goes to a `_rowids/` file and the fragment list to
 /// `_fragments/` segments of two; otherwise everything rides inline in the manifest.
-async fn run_case(ops: Vec<Op>, fragment_rows: u64, files: bool) {
+/// `merge`: the fan-in of the handle's tiered merging of small fragments, if on.
+async fn run_case(ops: Vec<Op>, fragment_rows: u64, files: bool, merge: Option<u32>) {
     let (table, _) = memory_table_with(TableOptions {
         max_rows_per_fragment: fragment_rows,
         layout: if files {
@@ -643,6 +663,7 @@ async fn run_case(ops: Vec<Op>, fragment_rows: u64, files: bool) {
                 fragments_per_segment: usize::MAX,
             }
         },
+        merge: merge.map(|fan_in| TieredMerge { fan_in }),
         ..Default::default()
     })
     .await;
@@ -674,8 +695,9 @@ proptest! {
         ops in prop::collection::vec(op(), 1..24),
         fragment_rows in 2u64..9,
         files in any::<bool>(),
+        merge in prop::option::weighted(0.6, 2u32..4),
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(run_case(ops, fragment_rows, files));
+        runtime.block_on(run_case(ops, fragment_rows, files, merge));
     }
 }

@@ -1,0 +1,183 @@
+//! Tiered merging of small fragments as writes add them (opt-in, [`TieredMerge`]).
+//!
+//! Every update writes its rows to a new fragment, so a table taking many small updates
+//! gathers many small fragments, and a take or a scan pays a file open for each. Merging
+//! them as they accumulate keeps their number bounded. The policy is size-tiered, as in LSM
+//! trees: a small fragment's tier is the logarithm of its live rows in base `fan_in`, and
+//! `fan_in` small fragments of one tier are merged into one of the next. So at most
+//! `fan_in - 1` small fragments wait per tier, and a row is rewritten at most
+//! log_fan_in(fragment size / commit size) times before its fragment is no longer small:
+//! the merging a commit pays for, amortized, does not grow with the table's history.
+//!
+//! A merge is a compaction of those fragments, committed as its own version right after
+//! the write (as Delta's auto compaction is): rows keep their ids, and a merge that loses a
+//! race with another writer is simply not published.
+
+use std::collections::BTreeMap;
+
+use super::maintenance::index_coverage;
+use super::{Committed, ProgressHandle, Table};
+use crate::error::Result;
+use crate::format::{Fragment, IndexSection};
+
+/// Merge small fragments after every write that adds rows, `fan_in` of one size tier at a
+/// time. A fragment is small while it has fewer than half the table's rows per fragment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TieredMerge {
+    /// Fragments of one tier merged at once (at least 2).
+    pub fan_in: u32,
+}
+
+impl Default for TieredMerge {
+    fn default() -> Self {
+        Self { fan_in: 8 }
+    }
+}
+
+/// Merge rounds after one write: each round's output may fill the next tier, and the
+/// number of tiers below a fragment's size is small (≤ 32 for any fan-in ≥ 2).
+const MAX_ROUNDS: usize = 32;
+
+impl Table {
+    /// A write's commit, followed by the merges its handle's [`TieredMerge`] asks for.
+    ///
+    /// The write is published whatever happens to the merges: a merge that fails (a
+    /// conflict with a concurrent writer, a store error) leaves the table as the write left
+    /// it, and the next write plans again. Its error is not the write's.
+    pub(super) async fn merge_after(&self, committed: Committed) -> Result<Committed> {
+        if let Some(policy) = self.options().merge {
+            let _ = self.merge_small_fragments(policy).await;
+        }
+        Ok(committed)
+    }
+
+    /// Merges full tiers of small fragments of the latest version until none is full;
+    /// returns the versions published.
+    pub async fn merge_small_fragments(&self, policy: TieredMerge) -> Result<Vec<u64>> {
+        let fan_in = u64::from(policy.fan_in.max(2));
+        let mut published = Vec::new();
+        for _ in 0..MAX_ROUNDS {
+            let read = self.latest().await?;
+            let target = read
+                .manifest()
+                .max_rows_per_fragment
+                .clamp(1, u32::MAX as u64);
+            let groups = plan_tiers(
+                &read.manifest().fragments,
+                &read.manifest().indexes,
+                target,
+                fan_in,
+            );
+            let report = self
+                .rewrite_groups(&read, groups, target, &ProgressHandle::default())
+                .await?;
+            match report.version {
+                Some(version) => published.push(version),
+                None => break,
+            }
+        }
+        Ok(published)
+    }
+}
+
+/// The tier of a small fragment: ⌊log_fan_in(live rows)⌋; fragments without live rows
+/// share the lowest.
+fn tier(fragment: &Fragment, fan_in: u64) -> u32 {
+    fragment.live_rows().max(1).ilog(fan_in)
+}
+
+/// The groups to merge: for every tier holding at least `fan_in` small fragments (of the
+/// same index coverage), all of them, cut into groups of at most `target` live rows.
+fn plan_tiers(
+    fragments: &[Fragment],
+    indexes: &IndexSection,
+    target: u64,
+    fan_in: u64,
+) -> Vec<Vec<Fragment>> {
+    let coverage = index_coverage(indexes);
+    let mut tiers: BTreeMap<(u32, Vec<bool>), Vec<&Fragment>> = BTreeMap::new();
+    for fragment in fragments {
+        if (fragment.physical_rows as u64) < target / 2 {
+            let key = (tier(fragment, fan_in), coverage(fragment));
+            tiers.entry(key).or_default().push(fragment);
+        }
+    }
+    let mut groups = Vec::new();
+    for members in tiers.into_values() {
+        if (members.len() as u64) < fan_in {
+            continue;
+        }
+        let mut group: Vec<Fragment> = Vec::new();
+        let mut rows = 0u64;
+        for fragment in members {
+            if rows + fragment.live_rows() > target && !group.is_empty() {
+                groups.push(std::mem::take(&mut group));
+                rows = 0;
+            }
+            rows += fragment.live_rows();
+            group.push(fragment.clone());
+        }
+        groups.push(group);
+    }
+    // A lone fragment gains nothing from being rewritten.
+    groups.retain(|g| g.len() > 1);
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fragment(id: u32, rows: u32) -> Fragment {
+        Fragment {
+            id,
+            physical_rows: rows,
+            files: Vec::new(),
+            deletion: None,
+            row_ids: None,
+            row_ids_file: None,
+        }
+    }
+
+    fn ids(groups: &[Vec<Fragment>]) -> Vec<Vec<u32>> {
+        groups
+            .iter()
+            .map(|g| g.iter().map(|f| f.id).collect())
+            .collect()
+    }
+
+    #[test]
+    fn merges_only_full_tiers_of_small_fragments() {
+        let indexes = IndexSection::default();
+        // Target 1,000 rows: fragments under 500 are small. Tiers in base 4: 64..255 is 3,
+        // 16..63 is 2.
+        let mut fragments = vec![fragment(0, 1000), fragment(1, 600)];
+        fragments.extend((2..5).map(|id| fragment(id, 100)));
+        fragments.extend((5..9).map(|id| fragment(id, 20)));
+        // Three of tier 3 wait; four of tier 2 merge; the large ones stay.
+        assert_eq!(
+            ids(&plan_tiers(&fragments, &indexes, 1000, 4)),
+            [vec![5, 6, 7, 8]]
+        );
+        fragments.push(fragment(9, 200));
+        assert_eq!(
+            ids(&plan_tiers(&fragments, &indexes, 1000, 4)),
+            [vec![5, 6, 7, 8], vec![2, 3, 4, 9]]
+        );
+    }
+
+    #[test]
+    fn a_full_tier_is_cut_at_the_target() {
+        let indexes = IndexSection::default();
+        // Target 100: fragments under 50 are small; tier 1 in base 4 is 4..15 rows.
+        let fragments: Vec<Fragment> = (0..12).map(|id| fragment(id, 15)).collect();
+        let groups = plan_tiers(&fragments, &indexes, 100, 4);
+        assert_eq!(
+            ids(&groups),
+            [(0..6).collect::<Vec<_>>(), (6..12).collect::<Vec<_>>()]
+        );
+        // A remainder of one is left alone.
+        let groups = plan_tiers(&fragments[..7], &indexes, 100, 4);
+        assert_eq!(ids(&groups), [(0..6).collect::<Vec<_>>()]);
+    }
+}
