@@ -40,6 +40,39 @@ pub use provider::{NatalTableProvider, ProviderView};
 pub use rowid_list::{FoldRowIdLists, RowIdIn};
 pub use scan::NatalScanExec;
 
+datafusion::common::extensions_options! {
+    /// natal's session options, set with `SET natal.<option> = <value>` once
+    /// [`register`] has added them to the session.
+    pub struct NatalOptions {
+        /// Merge small fragments after each write (`INSERT`, `UPDATE`, `natal_update`),
+        /// this many of one size tier at a time (`TableOptions::merge`); 0: the table
+        /// handle's own policy (off unless the embedding application set one).
+        pub merge_fan_in: u32, default = 0
+    }
+}
+
+impl datafusion::common::config::ConfigExtension for NatalOptions {
+    const PREFIX: &'static str = "natal";
+}
+
+/// The merging policy a session asks of its writes: `Ok(None)` where it leaves the table
+/// handle's own.
+pub(crate) fn session_merge(
+    options: &datafusion::common::config::ConfigOptions,
+) -> Result<Option<crate::table::TieredMerge>> {
+    match options
+        .extensions
+        .get::<NatalOptions>()
+        .map(|o| o.merge_fan_in)
+    {
+        None | Some(0) => Ok(None),
+        Some(1) => Err(datafusion::error::DataFusionError::Plan(
+            "natal.merge_fan_in must be 0 (the table's own policy) or at least 2, not 1".into(),
+        )),
+        Some(fan_in) => Ok(Some(crate::table::TieredMerge { fan_in })),
+    }
+}
+
 /// Set on a session (`SessionConfig::with_extension(Arc::new(NatalProgress(..)))`) to be
 /// told how loads (`INSERT`) and compactions (`natal_compact`) are going.
 pub struct NatalProgress(pub Arc<dyn crate::table::Progress>);
@@ -64,7 +97,7 @@ pub fn open_table(ctx: &SessionContext, location: &str) -> Result<crate::table::
 
 /// Registers natal with a session: `STORED AS NATAL`, the tables under `root` (a directory
 /// or object-store URL) as the default schema, so `SELECT * FROM t` finds `<root>/t`, the
-/// [`DmlGuard`], and the [`FoldRowIdLists`] rewrite.
+/// [`DmlGuard`], the [`FoldRowIdLists`] rewrite and the `natal.*` options ([`NatalOptions`]).
 pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
     let (store, path) = resolve_location(&ctx.runtime_env(), root)?;
     let state = ctx.state();
@@ -92,8 +125,12 @@ pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
         Arc::new(NatalSchemaProvider::new(store, path)),
     )?;
     ctx.add_analyzer_rule(Arc::new(DmlGuard));
-    ctx.state_ref()
-        .write()
-        .register_function_rewrite(Arc::new(FoldRowIdLists))?;
+    let state_ref = ctx.state_ref();
+    let mut state = state_ref.write();
+    state.register_function_rewrite(Arc::new(FoldRowIdLists))?;
+    let extensions = &mut state.config_mut().options_mut().extensions;
+    if extensions.get::<NatalOptions>().is_none() {
+        extensions.insert(NatalOptions::default());
+    }
     Ok(())
 }

@@ -488,7 +488,7 @@ impl TableProvider for NatalTableProvider {
 
     async fn insert_into(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         input: Arc<dyn ExecutionPlan>,
         insert_op: InsertOp,
     ) -> Result<Arc<dyn ExecutionPlan>> {
@@ -508,7 +508,7 @@ impl TableProvider for NatalTableProvider {
             }
         };
         let sink = NatalSink::new(
-            self.table.clone(),
+            self.writer(state)?,
             self.snapshot.schema().to_arrow(),
             overwrite,
         );
@@ -523,7 +523,7 @@ impl TableProvider for NatalTableProvider {
         self.writable("DELETE")?;
         let predicate = self.compile(state, filters)?;
         Ok(Arc::new(DmlExec::new(
-            self.table.clone(),
+            self.writer(state)?,
             DmlKind::Delete { predicate },
         )))
     }
@@ -552,7 +552,7 @@ impl TableProvider for NatalTableProvider {
             values.push((index, state.create_physical_expr(expr, &df_schema)?));
         }
         Ok(Arc::new(DmlExec::new(
-            self.table.clone(),
+            self.writer(state)?,
             DmlKind::Update {
                 predicate,
                 values,
@@ -563,6 +563,15 @@ impl TableProvider for NatalTableProvider {
 }
 
 impl NatalTableProvider {
+    /// The handle a write runs on: with the session's merging policy
+    /// (`SET natal.merge_fan_in`), if it sets one.
+    fn writer(&self, state: &dyn Session) -> Result<Table> {
+        Ok(match super::session_merge(state.config_options())? {
+            Some(merge) => self.table.with_merge(Some(merge)),
+            None => self.table.clone(),
+        })
+    }
+
     /// The conjunction of `filters` as one physical predicate over user + system columns.
     fn compile(
         &self,

@@ -211,6 +211,14 @@ impl Table {
         Ok(out)
     }
 
+    /// This handle, merging small fragments after its writes by `merge` (see
+    /// [`TableOptions::merge`]).
+    pub fn with_merge(&self, merge: Option<TieredMerge>) -> Self {
+        let mut table = self.clone();
+        table.options.merge = merge;
+        table
+    }
+
     /// A handle whose operations read `snapshot` instead of the latest version, as a writer
     /// that read an older version would. Commits still land on the latest version, rebasing
     /// or failing with [`Error::Conflict`] by the usual rules.
