@@ -44,11 +44,11 @@ impl Table {
     /// The write is published whatever happens to the merges: a merge that fails (a
     /// conflict with a concurrent writer, a store error) leaves the table as the write left
     /// it, and the next write plans again. Its error is not the write's.
-    pub(super) async fn merge_after(&self, committed: Committed) -> Result<Committed> {
+    pub(super) async fn merge_after(&self, committed: Committed) -> Committed {
         if let Some(policy) = self.options().merge {
             let _ = self.merge_small_fragments(policy).await;
         }
-        Ok(committed)
+        committed
     }
 
     /// Merges full tiers of small fragments of the latest version until none is full;

@@ -150,7 +150,7 @@ impl Table {
         let read = self.read_snapshot().await?;
         let fragments = self.write_native(&read, batches).await?;
         let committed = self.commit(&read, Action::Append { fragments }).await?;
-        self.merge_after(committed).await
+        Ok(self.merge_after(committed).await)
     }
 
     /// Replaces every row. New rows get new ids; the fragment-id high-water mark is kept,
@@ -168,7 +168,7 @@ impl Table {
         let read = self.read_snapshot().await?;
         let fragments = self.write_native(&read, batches).await?;
         let committed = self.commit(&read, Action::Overwrite { fragments }).await?;
-        self.merge_after(committed).await
+        Ok(self.merge_after(committed).await)
     }
 
     async fn write_native(
@@ -249,7 +249,7 @@ impl Table {
         let committed = self
             .commit(&read, Action::Update { rows, fragments })
             .await?;
-        self.merge_after(committed).await
+        Ok(self.merge_after(committed).await)
     }
 
     /// Rewrites the rows with the given ids with the values `update` computes from them.
@@ -287,7 +287,7 @@ impl Table {
         let committed = self
             .commit(&read, Action::Update { rows, fragments })
             .await?;
-        self.merge_after(committed).await
+        Ok(self.merge_after(committed).await)
     }
 
     /// Merges rows by the key column `key`: a row whose key matches a live row replaces it
@@ -356,7 +356,7 @@ impl Table {
         let committed = self
             .commit(&read, Action::Update { rows, fragments })
             .await?;
-        self.merge_after(committed).await
+        Ok(self.merge_after(committed).await)
     }
 }
 

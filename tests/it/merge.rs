@@ -110,3 +110,71 @@ async fn merges_publish_their_own_versions_after_a_write() {
     };
     assert_eq!(keys(&rows), keys(&before), "ids and keys survive the merge");
 }
+
+/// A merge that fails (here: every store request from the n-th on, for every n) leaves the
+/// write before it committed and whole: the write reports success exactly when its own
+/// version was published, and the table reads every row it wrote.
+#[tokio::test]
+async fn a_failed_merge_leaves_the_write_committed() {
+    use std::sync::Arc;
+
+    use natal::io::InstrumentedStore;
+    use object_store::memory::InMemory;
+    use object_store::ObjectStore;
+
+    let mut n = 1u64;
+    loop {
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let instrumented = Arc::new(InstrumentedStore::new(inner.clone()));
+        let options = TableOptions {
+            max_rows_per_fragment: 4,
+            merge: Some(TieredMerge { fan_in: 2 }),
+            ..Default::default()
+        };
+        let table = Table::create(instrumented.clone(), "t".into(), &schema(), options)
+            .await
+            .unwrap();
+        let first = table.append(vec![batch(&[(1, 1)])]).await.unwrap();
+        instrumented.reset();
+        instrumented.fail_from(n);
+        // Two one-row fragments: the append is followed by a merge of both.
+        let result = table.append(vec![batch(&[(2, 2)])]).await;
+        let requests = instrumented.tally().total();
+        instrumented.heal();
+        let latest = Table::open(inner.clone(), "t".into())
+            .latest()
+            .await
+            .unwrap();
+        let keys: Vec<i64> = read_rows(&latest)
+            .await
+            .unwrap()
+            .values()
+            .map(|r| r.key)
+            .collect();
+        match result {
+            Ok(second) => {
+                assert_eq!(keys, [1, 2], "failure at request {n}");
+                // The merge published, or nothing after the append did.
+                assert!(
+                    latest.version() == second.version || latest.version() == second.version + 1,
+                    "failure at request {n}: latest {}",
+                    latest.version()
+                );
+                let merged = latest.version() == second.version + 1;
+                assert_eq!(
+                    latest.manifest().fragments.len(),
+                    if merged { 1 } else { 2 }
+                );
+                if requests < n {
+                    assert!(merged, "no failure, yet no merge");
+                    break;
+                }
+            }
+            Err(_) => {
+                assert_eq!(keys, [1], "failure at request {n}");
+                assert_eq!(latest.version(), first.version, "failure at request {n}");
+            }
+        }
+        n += 1;
+    }
+}
