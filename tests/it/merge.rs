@@ -23,6 +23,16 @@ async fn small_fragments(table: &Table) -> usize {
         .count()
 }
 
+/// Every live row of `snapshot`: id → (key, val).
+async fn values(snapshot: &natal::table::Snapshot) -> BTreeMap<u64, (i64, i64)> {
+    read_rows(snapshot)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(id, r)| (id, (r.key, r.val)))
+        .collect()
+}
+
 /// 128 rows, then 60 updates of 1–3 rows each; returns the most small fragments seen after
 /// any update, checking every row's id and value against a map as it goes.
 async fn small_updates(merge: Option<TieredMerge>) -> usize {
@@ -34,12 +44,7 @@ async fn small_updates(merge: Option<TieredMerge>) -> usize {
     .await;
     let rows: Vec<(i64, i64)> = (0..128).map(|k| (k, 0)).collect();
     table.append(vec![batch(&rows)]).await.unwrap();
-    let mut expected: BTreeMap<u64, (i64, i64)> = read_rows(&table.latest().await.unwrap())
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(id, r)| (id, (r.key, r.val)))
-        .collect();
+    let mut expected = values(&table.latest().await.unwrap()).await;
     let ids: Vec<u64> = expected.keys().copied().collect();
     let mut published = Vec::new();
     let mut most_small = 0;
@@ -53,23 +58,13 @@ async fn small_updates(merge: Option<TieredMerge>) -> usize {
             expected.get_mut(id).unwrap().1 += 1;
         }
         published.push((committed.version, expected.clone()));
-        let actual: BTreeMap<u64, (i64, i64)> = read_rows(&table.latest().await.unwrap())
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|(id, r)| (id, (r.key, r.val)))
-            .collect();
+        let actual = values(&table.latest().await.unwrap()).await;
         assert_eq!(actual, expected, "after update {step}");
         most_small = most_small.max(small_fragments(&table).await);
     }
     // Merges publish versions of their own; each write's version still reads as it did.
     for (version, state) in published {
-        let old: BTreeMap<u64, (i64, i64)> = read_rows(&table.at_version(version).await.unwrap())
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|(id, r)| (id, (r.key, r.val)))
-            .collect();
+        let old = values(&table.at_version(version).await.unwrap()).await;
         assert_eq!(old, state, "version {version}");
     }
     most_small
