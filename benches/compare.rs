@@ -18,7 +18,7 @@
 //! Also `NATAL_BENCH_DIR` (work directory, default `target/compare-bench`),
 //! `NATAL_BENCH_COMMITS` (default 100), `NATAL_BENCH_REPEAT` (fresh processes per figure,
 //! median taken; default 3) and `NATAL_BENCH_MERGE` (the fan-in of natal's tiered merging of
-//! small fragments during the updates, `TableOptions::merge`; default 0, off).
+//! small fragments during the updates, `TableOptions::merge`; default 8, natal's own; 0: off).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -85,7 +85,7 @@ fn config() -> Config {
         levels,
         commits: env("NATAL_BENCH_COMMITS", 100),
         repeat: env("NATAL_BENCH_REPEAT", 3) as usize,
-        merge: env("NATAL_BENCH_MERGE", 0) as u32,
+        merge: env("NATAL_BENCH_MERGE", 8) as u32,
         python: lance_ok.then_some(python),
     }
 }

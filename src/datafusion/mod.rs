@@ -45,9 +45,8 @@ datafusion::common::extensions_options! {
     /// [`register`] has added them to the session.
     pub struct NatalOptions {
         /// Merge small fragments after each write (`INSERT`, `UPDATE`, `natal_update`),
-        /// this many of one size tier at a time (`TableOptions::merge`); 0: the table
-        /// handle's own policy (off unless the embedding application set one).
-        pub merge_fan_in: u32, default = 0
+        /// this many of one size tier at a time (`TableOptions::merge`); 0: never.
+        pub merge_fan_in: u32, default = 8
     }
 }
 
@@ -55,21 +54,20 @@ impl datafusion::common::config::ConfigExtension for NatalOptions {
     const PREFIX: &'static str = "natal";
 }
 
-/// The merging policy a session asks of its writes: `Ok(None)` where it leaves the table
-/// handle's own.
+/// The merging policy a session asks of its writes (`Some(None)`: none); `None` where the
+/// session has no natal options, which leaves the table handle's own.
 pub(crate) fn session_merge(
     options: &datafusion::common::config::ConfigOptions,
-) -> Result<Option<crate::table::TieredMerge>> {
-    match options
-        .extensions
-        .get::<NatalOptions>()
-        .map(|o| o.merge_fan_in)
-    {
-        None | Some(0) => Ok(None),
-        Some(1) => Err(datafusion::error::DataFusionError::Plan(
-            "natal.merge_fan_in must be 0 (the table's own policy) or at least 2, not 1".into(),
+) -> Result<Option<Option<crate::table::TieredMerge>>> {
+    let Some(natal) = options.extensions.get::<NatalOptions>() else {
+        return Ok(None);
+    };
+    match natal.merge_fan_in {
+        0 => Ok(Some(None)),
+        1 => Err(datafusion::error::DataFusionError::Plan(
+            "natal.merge_fan_in must be 0 (off) or at least 2, not 1".into(),
         )),
-        Some(fan_in) => Ok(Some(crate::table::TieredMerge { fan_in })),
+        fan_in => Ok(Some(Some(crate::table::TieredMerge { fan_in }))),
     }
 }
 

@@ -564,10 +564,10 @@ impl TableProvider for NatalTableProvider {
 
 impl NatalTableProvider {
     /// The handle a write runs on: with the session's merging policy
-    /// (`SET natal.merge_fan_in`), if it sets one.
+    /// (`SET natal.merge_fan_in`), where the session has natal's options.
     fn writer(&self, state: &dyn Session) -> Result<Table> {
         Ok(match super::session_merge(state.config_options())? {
-            Some(merge) => self.table.with_merge(Some(merge)),
+            Some(merge) => self.table.with_merge(merge),
             None => self.table.clone(),
         })
     }

@@ -1,4 +1,5 @@
-//! Tiered merging of small fragments as writes add them (opt-in, [`TieredMerge`]).
+//! Tiered merging of small fragments as writes add them ([`TieredMerge`]; on by default,
+//! `TableOptions::merge`).
 //!
 //! Every update writes its rows to a new fragment, so a table taking many small updates
 //! gathers many small fragments, and a take or a scan pays a file open for each. Merging
@@ -18,7 +19,7 @@ use std::collections::BTreeMap;
 use super::maintenance::index_coverage;
 use super::{Committed, ProgressHandle, Table};
 use crate::error::Result;
-use crate::format::{Fragment, IndexSection};
+use crate::format::{Fragment, IndexSection, Manifest};
 
 /// Merge small fragments after every write that adds rows, `fan_in` of one size tier at a
 /// time. A fragment is small while it has fewer than half the table's rows per fragment.
@@ -39,13 +40,26 @@ impl Default for TieredMerge {
 const MAX_ROUNDS: usize = 32;
 
 impl Table {
-    /// A write's commit, followed by the merges its handle's [`TieredMerge`] asks for.
+    /// A write's commit (`written`, the manifest it published), followed by the merges its
+    /// handle's [`TieredMerge`] asks for.
     ///
     /// The write is published whatever happens to the merges: a merge that fails (a
     /// conflict with a concurrent writer, a store error) leaves the table as the write left
     /// it, and the next write plans again. Its error is not the write's.
-    pub(super) async fn merge_after(&self, committed: Committed) -> Committed {
-        if let Some(policy) = self.options().merge {
+    pub(super) async fn merge_after(&self, written: Manifest) -> Committed {
+        let committed = Committed::of(&written);
+        let Some(policy) = self.options().merge else {
+            return committed;
+        };
+        // Most writes fill no tier: that is decided on the manifest just published, without
+        // a request.
+        let full = plan_tiers(
+            &written.fragments,
+            &written.indexes,
+            fragment_target(&written),
+            fan_in(policy),
+        );
+        if !full.is_empty() {
             let _ = self.merge_small_fragments(policy).await;
         }
         committed
@@ -54,19 +68,15 @@ impl Table {
     /// Merges full tiers of small fragments of the latest version until none is full;
     /// returns the versions published.
     pub async fn merge_small_fragments(&self, policy: TieredMerge) -> Result<Vec<u64>> {
-        let fan_in = u64::from(policy.fan_in.max(2));
         let mut published = Vec::new();
         for _ in 0..MAX_ROUNDS {
             let read = self.latest().await?;
-            let target = read
-                .manifest()
-                .max_rows_per_fragment
-                .clamp(1, u32::MAX as u64);
+            let target = fragment_target(read.manifest());
             let groups = plan_tiers(
                 &read.manifest().fragments,
                 &read.manifest().indexes,
                 target,
-                fan_in,
+                fan_in(policy),
             );
             let report = self
                 .rewrite_groups(&read, groups, target, &ProgressHandle::default())
@@ -78,6 +88,15 @@ impl Table {
         }
         Ok(published)
     }
+}
+
+fn fan_in(policy: TieredMerge) -> u64 {
+    u64::from(policy.fan_in.max(2))
+}
+
+/// Rows per fragment of the table, as merged fragments are written.
+fn fragment_target(manifest: &Manifest) -> u64 {
+    manifest.max_rows_per_fragment.clamp(1, u32::MAX as u64)
 }
 
 /// The tier of a small fragment: ⌊log_fan_in(live rows)⌋; fragments without live rows

@@ -56,8 +56,8 @@ pub struct TableOptions {
     /// What commits store outside the manifest (row-id files, fragment segments). A
     /// writer's choice: readers load any layout.
     pub layout: ManifestLayout,
-    /// Merge small fragments after each write that adds rows; `None`: only
-    /// [`Table::compact`] merges them.
+    /// Merge small fragments after each write that adds rows (on by default, fan-in 8);
+    /// `None`: only [`Table::compact`] merges them.
     pub merge: Option<TieredMerge>,
 }
 
@@ -67,7 +67,7 @@ impl Default for TableOptions {
             max_rows_per_fragment: 1024 * 1024,
             max_commit_retries: 20,
             layout: ManifestLayout::default(),
-            merge: None,
+            merge: Some(TieredMerge::default()),
         }
     }
 }

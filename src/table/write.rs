@@ -149,8 +149,10 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let fragments = self.write_native(&read, batches).await?;
-        let committed = self.commit(&read, Action::Append { fragments }).await?;
-        Ok(self.merge_after(committed).await)
+        let written = self
+            .commit_manifest(&read, Action::Append { fragments })
+            .await?;
+        Ok(self.merge_after(written).await)
     }
 
     /// Replaces every row. New rows get new ids; the fragment-id high-water mark is kept,
@@ -167,8 +169,10 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let fragments = self.write_native(&read, batches).await?;
-        let committed = self.commit(&read, Action::Overwrite { fragments }).await?;
-        Ok(self.merge_after(committed).await)
+        let written = self
+            .commit_manifest(&read, Action::Overwrite { fragments })
+            .await?;
+        Ok(self.merge_after(written).await)
     }
 
     async fn write_native(
@@ -246,10 +250,10 @@ impl Table {
             rows.extend(ids.into_iter().zip(addrs));
         }
         let fragments = writer.finish().await?;
-        let committed = self
-            .commit(&read, Action::Update { rows, fragments })
+        let written = self
+            .commit_manifest(&read, Action::Update { rows, fragments })
             .await?;
-        Ok(self.merge_after(committed).await)
+        Ok(self.merge_after(written).await)
     }
 
     /// Rewrites the rows with the given ids with the values `update` computes from them.
@@ -284,10 +288,10 @@ impl Table {
             .await?;
         let fragments = writer.finish().await?;
         let rows = found_ids.into_iter().zip(addrs).collect();
-        let committed = self
-            .commit(&read, Action::Update { rows, fragments })
+        let written = self
+            .commit_manifest(&read, Action::Update { rows, fragments })
             .await?;
-        Ok(self.merge_after(committed).await)
+        Ok(self.merge_after(written).await)
     }
 
     /// Merges rows by the key column `key`: a row whose key matches a live row replaces it
@@ -353,10 +357,10 @@ impl Table {
             writer.push(batch, carried).await?;
         }
         let fragments = writer.finish().await?;
-        let committed = self
-            .commit(&read, Action::Update { rows, fragments })
+        let written = self
+            .commit_manifest(&read, Action::Update { rows, fragments })
             .await?;
-        Ok(self.merge_after(committed).await)
+        Ok(self.merge_after(written).await)
     }
 }
 

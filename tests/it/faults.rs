@@ -71,6 +71,9 @@ async fn every_failed_request_leaves_the_last_committed_version_whole() {
                 row_ids_inline_limit: 0,
                 fragments_per_segment: 2,
             },
+            // A failed merge is not its write's error (tests/it/merge.rs checks that); here
+            // every failure must surface from the step that hit it.
+            merge: None,
             ..Default::default()
         };
         let table = Table::create(instrumented.clone(), "t".into(), &schema(), options)
