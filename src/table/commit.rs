@@ -463,6 +463,17 @@ async fn delete_rows(
 /// Compaction drops the deleted rows of its inputs. A row deleted outright whose id was
 /// carried into an input has older copies elsewhere, marked as moves: once the input is gone
 /// the view no longer points past them, so those marks become outright deletions.
+/// A carried fragment whose row-id sequence has fewer ids than it has rows.
+fn short_sequence(fragment: &Fragment) -> Error {
+    Error::corrupt(
+        "manifest",
+        format!(
+            "fragment {}: row-id sequence shorter than the fragment",
+            fragment.id
+        ),
+    )
+}
+
 async fn forget_moves_of_purged(
     store: &TableStore,
     m: &mut Manifest,
@@ -478,10 +489,8 @@ async fn forget_moves_of_purged(
             continue;
         }
         let deleted = store.read_deletions(vector, input.physical_rows).await?;
-        for offset in deleted.iter() {
-            let id = seq
-                .get(offset as usize)
-                .ok_or_else(|| Error::corrupt("manifest", "sequence shorter than fragment"))?;
+        for (offset, id) in deleted.iter().zip(seq.get_many(deleted.iter())) {
+            let id = id.ok_or_else(|| short_sequence(input))?;
             if id != RowAddress::new(input.id, offset).as_native_id() {
                 purged.insert(id);
             }
@@ -530,14 +539,17 @@ async fn apply_compaction(
         if let Some(before) = store.fragment_deletions(input).await? {
             newly -= before.as_ref();
         }
-        for offset in newly {
-            let id = match &input.row_ids {
-                Some(seq) => seq
-                    .get(offset as usize)
-                    .ok_or_else(|| Error::corrupt("manifest", "sequence shorter than fragment"))?,
-                None => RowAddress::new(input.id, offset).as_native_id(),
-            };
-            deleted_since.insert(id);
+        match &input.row_ids {
+            Some(seq) => {
+                for id in seq.get_many(newly.iter()) {
+                    deleted_since.insert(id.ok_or_else(|| short_sequence(input))?);
+                }
+            }
+            None => deleted_since.extend(
+                newly
+                    .iter()
+                    .map(|offset| RowAddress::new(input.id, offset).as_native_id()),
+            ),
         }
     }
     let input_ids: HashSet<FragmentId> = inputs.iter().map(|f| f.id).collect();
