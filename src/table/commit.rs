@@ -460,9 +460,6 @@ async fn delete_rows(
     Ok(removed)
 }
 
-/// Compaction drops the deleted rows of its inputs. A row deleted outright whose id was
-/// carried into an input has older copies elsewhere, marked as moves: once the input is gone
-/// the view no longer points past them, so those marks become outright deletions.
 /// A carried fragment whose row-id sequence has fewer ids than it has rows.
 fn short_sequence(fragment: &Fragment) -> Error {
     Error::corrupt(
@@ -474,6 +471,9 @@ fn short_sequence(fragment: &Fragment) -> Error {
     )
 }
 
+/// Compaction drops the deleted rows of its inputs. A row deleted outright whose id was
+/// carried into an input has older copies elsewhere, marked as moves: once the input is gone
+/// the view no longer points past them, so those marks become outright deletions.
 async fn forget_moves_of_purged(
     store: &TableStore,
     m: &mut Manifest,

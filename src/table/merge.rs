@@ -16,7 +16,9 @@
 
 use std::collections::BTreeMap;
 
+use super::commit::Action;
 use super::maintenance::index_coverage;
+use super::snapshot::Snapshot;
 use super::{Committed, ProgressHandle, Table};
 use crate::error::Result;
 use crate::format::{Fragment, IndexSection, Manifest};
@@ -40,16 +42,17 @@ impl Default for TieredMerge {
 const MAX_ROUNDS: usize = 32;
 
 impl Table {
-    /// A write's commit (`written`, the manifest it published), followed by the merges its
-    /// handle's [`TieredMerge`] asks for.
+    /// Commits a write that adds rows, then runs the merges its handle's [`TieredMerge`]
+    /// asks for.
     ///
     /// The write is published whatever happens to the merges: a merge that fails (a
     /// conflict with a concurrent writer, a store error) leaves the table as the write left
     /// it, and the next write plans again. Its error is not the write's.
-    pub(super) async fn merge_after(&self, written: Manifest) -> Committed {
+    pub(super) async fn commit_write(&self, read: &Snapshot, action: Action) -> Result<Committed> {
+        let written = self.commit_manifest(read, action).await?;
         let committed = Committed::of(&written);
         let Some(policy) = self.options().merge else {
-            return committed;
+            return Ok(committed);
         };
         // Most writes fill no tier: that is decided on the manifest just published, without
         // a request.
@@ -62,7 +65,7 @@ impl Table {
         if !full.is_empty() {
             let _ = self.merge_small_fragments(policy).await;
         }
-        committed
+        Ok(committed)
     }
 
     /// Merges full tiers of small fragments of the latest version until none is full;

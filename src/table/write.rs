@@ -149,10 +149,7 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let fragments = self.write_native(&read, batches).await?;
-        let written = self
-            .commit_manifest(&read, Action::Append { fragments })
-            .await?;
-        Ok(self.merge_after(written).await)
+        self.commit_write(&read, Action::Append { fragments }).await
     }
 
     /// Replaces every row. New rows get new ids; the fragment-id high-water mark is kept,
@@ -169,10 +166,8 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let fragments = self.write_native(&read, batches).await?;
-        let written = self
-            .commit_manifest(&read, Action::Overwrite { fragments })
-            .await?;
-        Ok(self.merge_after(written).await)
+        self.commit_write(&read, Action::Overwrite { fragments })
+            .await
     }
 
     async fn write_native(
@@ -250,10 +245,8 @@ impl Table {
             rows.extend(ids.into_iter().zip(addrs));
         }
         let fragments = writer.finish().await?;
-        let written = self
-            .commit_manifest(&read, Action::Update { rows, fragments })
-            .await?;
-        Ok(self.merge_after(written).await)
+        self.commit_write(&read, Action::Update { rows, fragments })
+            .await
     }
 
     /// Rewrites the rows with the given ids with the values `update` computes from them.
@@ -288,10 +281,8 @@ impl Table {
             .await?;
         let fragments = writer.finish().await?;
         let rows = found_ids.into_iter().zip(addrs).collect();
-        let written = self
-            .commit_manifest(&read, Action::Update { rows, fragments })
-            .await?;
-        Ok(self.merge_after(written).await)
+        self.commit_write(&read, Action::Update { rows, fragments })
+            .await
     }
 
     /// Merges rows by the key column `key`: a row whose key matches a live row replaces it
@@ -357,10 +348,8 @@ impl Table {
             writer.push(batch, carried).await?;
         }
         let fragments = writer.finish().await?;
-        let written = self
-            .commit_manifest(&read, Action::Update { rows, fragments })
-            .await?;
-        Ok(self.merge_after(written).await)
+        self.commit_write(&read, Action::Update { rows, fragments })
+            .await
     }
 }
 
