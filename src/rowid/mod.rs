@@ -13,6 +13,6 @@ mod view;
 pub use address::{FragmentId, RowAddress, RowId};
 pub use id_set::IdSet;
 pub use mask::{mask_for_ids, FragmentLayout};
-pub use segment::{EncodedU64Array, U64Segment};
-pub use sequence::RowIdSequence;
+pub use segment::{EncodedU64Array, SegmentCursor, U64Segment};
+pub use sequence::{RowIdSequence, SequenceCursor};
 pub use view::{CarriedFragment, RangeEntry, RelocationView};

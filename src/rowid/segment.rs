@@ -93,6 +93,45 @@ impl EncodedU64Array {
     }
 }
 
+/// Where a walk by ascending index stopped inside one [`U64Segment`], so the next read
+/// resumes there rather than from the segment's start (see [`U64Segment::get_from`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SegmentCursor {
+    started: bool,
+    /// The last index answered.
+    index: usize,
+    /// Holes: how many lie below the last value. Bitmaps: the byte the last value is in.
+    position: usize,
+    /// Bitmaps: the set bits before `position`.
+    rank: u64,
+}
+
+/// How many holes lie below the value at `index` of a range starting at `start`: the holes
+/// `h` (the k-th, from 0) with `h - start - k <= index`, a prefix since that count only grows.
+fn holes_below(holes: &EncodedU64Array, start: u64, index: u64) -> usize {
+    let (mut lo, mut hi) = (0usize, holes.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let below = holes.get(mid).map_or(u64::MAX, |h| {
+            h.saturating_sub(start).saturating_sub(mid as u64)
+        });
+        if below <= index {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// The position (0..8) of the `n`-th set bit of `byte`, counting from the lowest.
+fn nth_set_bit(mut byte: u8, n: u32) -> u32 {
+    for _ in 0..n {
+        byte &= byte - 1;
+    }
+    byte.trailing_zeros()
+}
+
 /// One run of u64 values (row ids). See the module docs for which variant is chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum U64Segment {
@@ -202,15 +241,78 @@ impl U64Segment {
         }
     }
 
-    /// The value at `index`, if any. O(1) except for holes and bitmaps (O(len)).
+    /// The value at `index`, if any: O(1) for ranges and arrays, O(log holes) for holes,
+    /// O(span / 64) for bitmaps. Reads of ascending indexes use [`Self::get_from`].
     pub fn get(&self, index: usize) -> Option<u64> {
+        self.get_from(index, &mut SegmentCursor::default())
+    }
+
+    /// The value at `index`, resuming from where `cursor` left off when `index` is at or past
+    /// the last one it answered (amortized O(1) over an ascending walk), from the start
+    /// otherwise. A cursor belongs to one segment: start a new one for each.
+    pub fn get_from(&self, index: usize, cursor: &mut SegmentCursor) -> Option<u64> {
+        if index < cursor.index {
+            *cursor = SegmentCursor::default();
+        }
+        let fresh = !cursor.started;
+        cursor.started = true;
+        cursor.index = index;
         match self {
             Self::Range(r) => {
                 let v = r.start.checked_add(index as u64)?;
                 (v < r.end).then_some(v)
             }
             Self::SortedArray(a) | Self::Array(a) => a.get(index),
-            _ => self.iter().nth(index),
+            Self::RangeWithHoles { range, holes } => {
+                // The value at `index` is `start + index + h`, h the holes below it.
+                let (start, index) = (range.start, index as u64);
+                if fresh {
+                    cursor.position = holes_below(holes, start, index);
+                }
+                while let Some(hole) = holes.get(cursor.position) {
+                    if hole
+                        .saturating_sub(start)
+                        .saturating_sub(cursor.position as u64)
+                        > index
+                    {
+                        break;
+                    }
+                    cursor.position += 1;
+                }
+                let v = start
+                    .checked_add(index)?
+                    .checked_add(cursor.position as u64)?;
+                (v < range.end).then_some(v)
+            }
+            Self::RangeWithBitmap { range, bitmap, .. } => {
+                // `position` is a byte of the bitmap, `rank` the set bits before it.
+                let target = index as u64;
+                if fresh {
+                    for word in bitmap.chunks_exact(8) {
+                        let mut bytes = [0u8; 8];
+                        bytes.copy_from_slice(word);
+                        let ones = u64::from(u64::from_le_bytes(bytes).count_ones());
+                        if cursor.rank + ones > target {
+                            break;
+                        }
+                        cursor.rank += ones;
+                        cursor.position += 8;
+                    }
+                }
+                while let Some(&byte) = bitmap.get(cursor.position) {
+                    let ones = u64::from(byte.count_ones());
+                    if cursor.rank + ones > target {
+                        let bit = nth_set_bit(byte, (target - cursor.rank) as u32);
+                        let v = range
+                            .start
+                            .checked_add(cursor.position as u64 * 8 + u64::from(bit))?;
+                        return (v < range.end).then_some(v);
+                    }
+                    cursor.rank += ones;
+                    cursor.position += 1;
+                }
+                None
+            }
         }
     }
 
@@ -264,6 +366,34 @@ mod tests {
                 prop_assert_eq!(segment.get(i), Some(*v));
             }
             prop_assert_eq!(segment.get(values.len()), None);
+        }
+
+        /// Dense runs with gaps (holes and bitmaps): every index read alone, and by a cursor
+        /// walking up (with repeats and a step back), gives the value at that index.
+        #[test]
+        fn gapped_runs_read_by_index(
+            start in 0u64..1 << 40,
+            gaps in prop::collection::vec(prop_oneof![Just(1u64), Just(1), Just(2), 1u64..9], 0..700),
+            mut indexes in prop::collection::vec(0usize..720, 0..60),
+        ) {
+            let mut values = vec![start];
+            for g in gaps {
+                let next = values[values.len() - 1] + g;
+                values.push(next);
+            }
+            let segment = U64Segment::from_slice(&values);
+            for (i, v) in values.iter().enumerate() {
+                prop_assert_eq!(segment.get(i), Some(*v));
+            }
+            prop_assert_eq!(segment.get(values.len()), None);
+            indexes.sort_unstable();
+            if let Some(&last) = indexes.last() {
+                indexes.push(last / 2);
+            }
+            let mut cursor = SegmentCursor::default();
+            for i in indexes {
+                prop_assert_eq!(segment.get_from(i, &mut cursor), values.get(i).copied());
+            }
         }
 
         #[test]

@@ -2,7 +2,7 @@
 //! row at offset i). Only fragments written by update or compaction carry one; a native
 //! fragment's ids are implicit (invariant I3).
 
-use super::segment::{EncodedU64Array, U64Segment};
+use super::segment::{EncodedU64Array, SegmentCursor, U64Segment};
 use super::{FragmentId, RowAddress, RowId};
 
 /// Gaps wider than this start a new segment: a new `Range` costs less than encoding the gap.
@@ -11,11 +11,30 @@ const SPLIT_GAP: u64 = 256;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RowIdSequence {
     segments: Vec<U64Segment>,
+    /// The offset each segment starts at, for finding an offset's segment by binary search.
+    starts: Vec<usize>,
+}
+
+/// Where a walk over a sequence by ascending offset is: its segment, the offset that segment
+/// starts at, and the position inside it. Keep one per walk (a scan of one fragment keeps
+/// one across its batches) so the walk never starts over.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SequenceCursor {
+    started: bool,
+    segment: usize,
+    start: usize,
+    within: SegmentCursor,
 }
 
 impl RowIdSequence {
     pub fn from_segments(segments: Vec<U64Segment>) -> Self {
-        Self { segments }
+        let mut starts = Vec::with_capacity(segments.len());
+        let mut start = 0;
+        for segment in &segments {
+            starts.push(start);
+            start += segment.len();
+        }
+        Self { segments, starts }
     }
 
     /// Encodes ids in order, splitting at direction changes and wide gaps so each segment
@@ -42,7 +61,7 @@ impl RowIdSequence {
             }
             increasing_from = i;
         }
-        Self { segments }
+        Self::from_segments(segments)
     }
 
     pub fn segments(&self) -> &[U64Segment] {
@@ -64,55 +83,75 @@ impl RowIdSequence {
             .map(RowId::from_u64)
     }
 
-    /// The id at `offset`, if the sequence is that long.
+    /// The id at `offset`, if the sequence is that long: a binary search for its segment,
+    /// then that segment's own lookup. Reads of many ascending offsets use [`Self::get_many`]
+    /// or a [`SequenceCursor`].
     pub fn get(&self, offset: usize) -> Option<RowId> {
-        let mut remaining = offset;
-        for segment in &self.segments {
-            let len = segment.len();
-            if remaining < len {
-                return segment.get(remaining).map(RowId::from_u64);
+        self.get_from(offset as u32, &mut SequenceCursor::default())
+    }
+
+    /// The id at `offset`, resuming the walk `cursor` holds: amortized O(1) per offset while
+    /// offsets ascend (the next row of the same segment, or the segments after it), a fresh
+    /// search when one goes back. Any order is answered correctly.
+    pub fn get_from(&self, offset: u32, cursor: &mut SequenceCursor) -> Option<RowId> {
+        let offset = offset as usize;
+        let in_current = |c: &SequenceCursor| {
+            c.started
+                && offset >= c.start
+                && self
+                    .segments
+                    .get(c.segment)
+                    .is_some_and(|s| offset < c.start + s.len())
+        };
+        if !in_current(cursor) {
+            let next_also = cursor.started
+                && offset >= cursor.start
+                && self.segments.get(cursor.segment + 1).is_some_and(|_| {
+                    let end = cursor.start + self.segments[cursor.segment].len();
+                    offset >= end && offset < end + self.segments[cursor.segment + 1].len()
+                });
+            if next_also {
+                cursor.start += self.segments[cursor.segment].len();
+                cursor.segment += 1;
+            } else {
+                // Segments starting at or before `offset`: the last of them holds it.
+                let segment = self
+                    .starts
+                    .partition_point(|&s| s <= offset)
+                    .checked_sub(1)?;
+                cursor.segment = segment;
+                cursor.start = self.starts[segment];
             }
-            remaining -= len;
+            cursor.within = SegmentCursor::default();
+            cursor.started = true;
         }
-        None
+        let segment = self.segments.get(cursor.segment)?;
+        segment
+            .get_from(offset - cursor.start, &mut cursor.within)
+            .map(RowId::from_u64)
     }
 
     /// The ids at `offsets`, in one walk over the segments when the offsets ascend (as a
     /// scan yields them) rather than a search from the start for each; `None` past the end.
-    /// Offsets that go back restart the walk, so any order is answered, only slower.
     pub fn get_many<'a>(
         &'a self,
         offsets: impl IntoIterator<Item = u32> + 'a,
     ) -> impl Iterator<Item = Option<RowId>> + 'a {
-        // The segment the walk is in, and the offset it starts at.
-        let (mut segment, mut start) = (0usize, 0usize);
-        offsets.into_iter().map(move |offset| {
-            let offset = offset as usize;
-            if offset < start {
-                (segment, start) = (0, 0);
-            }
-            while let Some(current) = self.segments.get(segment) {
-                let len = current.len();
-                if offset < start + len {
-                    return current.get(offset - start).map(RowId::from_u64);
-                }
-                start += len;
-                segment += 1;
-            }
-            None
-        })
+        let mut cursor = SequenceCursor::default();
+        offsets
+            .into_iter()
+            .map(move |offset| self.get_from(offset, &mut cursor))
     }
 
     /// The sequence of a fragment whose rows are all native: ids equal addresses.
     pub fn native(fragment: FragmentId, rows: u32) -> Self {
         let start = RowAddress::new(fragment, 0).as_u64();
-        Self {
-            segments: vec![U64Segment::Range(start..start + rows as u64)],
-        }
+        Self::from_segments(vec![U64Segment::Range(start..start + rows as u64)])
     }
 
     pub fn heap_size(&self) -> usize {
         self.segments.capacity() * std::mem::size_of::<U64Segment>()
+            + self.starts.capacity() * std::mem::size_of::<usize>()
             + self
                 .segments
                 .iter()
@@ -234,21 +273,70 @@ mod tests {
             }
         }
 
-        /// Ascending offsets (a scan's), and any others, read as one `get` each would.
+        /// Ascending offsets (a scan's), and any others, read as the naive walk from the
+        /// start does, by `get_many`, `get` and one cursor kept across calls.
         #[test]
-        fn get_many_reads_as_get(
-            ids in prop::collection::vec(prop_oneof![0u64..2000, any::<u64>()], 0..400),
-            mut offsets in prop::collection::vec(0u32..420, 0..100),
+        fn lookups_read_as_the_naive_walk(
+            ids in ids_of_every_shape(),
+            mut offsets in prop::collection::vec(0u32..2100, 0..300),
             ascending in any::<bool>(),
         ) {
             if ascending {
                 offsets.sort_unstable();
             }
             let seq = RowIdSequence::from_ids(&ids);
+            let naive: Vec<Option<RowId>> =
+                offsets.iter().map(|&o| seq.iter().nth(o as usize)).collect();
             let many: Vec<Option<RowId>> = seq.get_many(offsets.iter().copied()).collect();
+            prop_assert_eq!(&many, &naive);
             let one_by_one: Vec<Option<RowId>> =
                 offsets.iter().map(|&o| seq.get(o as usize)).collect();
-            prop_assert_eq!(many, one_by_one);
+            prop_assert_eq!(&one_by_one, &naive);
+            // A cursor kept across chunks, as a scan keeps one across its batches.
+            let mut cursor = SequenceCursor::default();
+            let chunked: Vec<Option<RowId>> = offsets
+                .chunks(7)
+                .flat_map(|chunk| chunk.iter().map(|&o| seq.get_from(o, &mut cursor)).collect::<Vec<_>>())
+                .collect();
+            prop_assert_eq!(&chunked, &naive);
         }
+    }
+
+    /// Sequences whose segments take every form: dense runs with holes (RangeWithHoles),
+    /// every few ids (RangeWithBitmap), scattered (SortedArray), out of order (Array), whole
+    /// runs (Range).
+    fn ids_of_every_shape() -> impl Strategy<Value = Vec<u64>> {
+        let run = (0u64..1 << 34, 1usize..600, 1u64..12, 0u32..4).prop_map(
+            |(start, len, stride, shape)| -> Vec<u64> {
+                match shape {
+                    0 => (start..start + len as u64).collect(),
+                    1 => (start..start + len as u64 * stride)
+                        .filter(|v| v % 97 != 0)
+                        .collect(),
+                    2 => (0..len as u64).map(|i| start + i * stride).collect(),
+                    _ => (0..len as u64).map(|i| start + (i * 7919) % 1000).collect(),
+                }
+            },
+        );
+        prop::collection::vec(run, 0..5).prop_map(|runs| runs.concat())
+    }
+
+    /// An update of every tenth row of 1M leaves a bitmap segment over the whole span; a
+    /// walk over all of it (a bulk DELETE's scan) answers every offset in order.
+    #[test]
+    fn a_walk_over_a_wide_bitmap_reads_every_id() {
+        let ids: Vec<u64> = (0..1_000_000u64).filter(|v| v % 10 == 3).collect();
+        let seq = RowIdSequence::from_ids(&ids);
+        assert!(seq
+            .segments()
+            .iter()
+            .any(|s| matches!(s, U64Segment::RangeWithBitmap { .. })));
+        let walked: Vec<u64> = seq
+            .get_many(0..ids.len() as u32)
+            .map(|id| id.map(RowId::as_u64).unwrap_or(u64::MAX))
+            .collect();
+        assert_eq!(walked, ids);
+        assert_eq!(seq.get(ids.len()), None);
+        assert_eq!(seq.get(54_321).map(RowId::as_u64), Some(ids[54_321]));
     }
 }
