@@ -1,129 +1,54 @@
-//! Data files: Parquet, one per fragment and column group, columns tagged with field ids.
+//! Reading data files: Parquet, one per fragment and column group, columns tagged with field
+//! ids (`data_write` writes them).
 //!
-//! Written with a page index and small pages so a take reads a few pages, not a row group,
-//! and a filtered scan can skip the pages whose min/max rule its filter out (`io::pages`).
-//! Statistics for the manifest come from the writer's own footer (min, max, null count) plus a
-//! NaN count for floats counted while the batches pass through.
+//! Pages are small and carry a page index, so a take reads a few pages, not a row group, and
+//! a filtered scan can skip the pages whose min/max rule its filter out (`io::pages`). A
+//! fragment is read whole or as a range of its rows (a partition's share).
 
-use arrow::array::{
-    new_null_array, Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions,
-};
+use std::ops::Range;
+
+use arrow::array::{new_null_array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
 use arrow::compute::{cast, concat_batches};
-use arrow::datatypes::{DataType, Float16Type, Float32Type, Float64Type, SchemaRef};
-use bytes::Bytes;
+use arrow::datatypes::{DataType, SchemaRef};
 use futures::stream::{self, BoxStream};
 use futures::{StreamExt, TryStreamExt};
-use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
-use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder, ProjectionMask};
-use parquet::basic::Compression;
+use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use parquet::errors::ParquetError;
-use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
-use parquet::file::properties::{WriterProperties, WriterVersion};
+use parquet::file::metadata::PageIndexPolicy;
 use roaring::RoaringBitmap;
 
 use super::pages::{file_schema_as_table, selected_ranges, PagePruning};
 use super::reader::{page_ranges, ObjectFileReader};
-use super::store::unique_name;
 use super::TableStore;
 use crate::error::{Error, Result};
-use crate::format::{
-    truncate_max_binary, truncate_max_utf8, truncate_min_binary, truncate_min_utf8, ColumnStats,
-    DataFile, Fragment, Schema, StatValue, TablePath, PARQUET_FIELD_ID_KEY,
-};
+use crate::format::{DataFile, Fragment, PARQUET_FIELD_ID_KEY};
 
-/// Rows per Parquet page: small enough that a point read decodes little. A take decodes up to
-/// a page per row to skip to it (delta encodings cannot jump), so this is most of its cost:
-/// measured against 512, 256 makes a take of 1,000 rows 15–25% faster for 16% more bytes,
-/// with natal's scans unchanged.
-pub const PAGE_ROWS: usize = 256;
-/// Rows per row group, at most; DataFusion's own default. A take pays for every row group it
-/// touches (a reader built, column chunks located): on 1M-row fragments a take of 1,000
-/// rows was ~20% faster with one row group than with eight of 128Ki rows.
-const ROW_GROUP_ROWS: usize = 1024 * 1024;
-/// Bytes per row group, at most: a scan holds a row group's projected column chunks in
-/// memory, so wide rows must not make them unbounded (Parquet-Java's default is 128 MiB).
-const ROW_GROUP_BYTES: usize = 64 * 1024 * 1024;
 /// The most bytes a read of selected rows fetches ahead in one request.
 const PREFETCH_LIMIT_BYTES: u64 = 16 * 1024 * 1024;
 /// Rows per batch a read yields.
 pub const READ_BATCH_ROWS: usize = 8 * 1024;
 
-fn writer_properties() -> WriterProperties {
-    WriterProperties::builder()
-        // Version 2 pages with delta encodings (integers bit-packed as deltas, strings as
-        // shared prefixes): a third of plain encoding's bytes on the benchmarks' table,
-        // and a point read decodes less.
-        .set_writer_version(WriterVersion::PARQUET_2_0)
-        .set_compression(Compression::SNAPPY)
-        .set_data_page_row_count_limit(PAGE_ROWS)
-        // The writer checks the page limit once per write batch: without this, pages hold
-        // at least the default batch of 1024 rows.
-        .set_write_batch_size(PAGE_ROWS)
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
-        .set_statistics_truncate_length(None) // natal truncates, knowing what was cut
-        .set_dictionary_enabled(false)
-        .build()
-}
-
 impl TableStore {
-    /// Writes `batches` (in the table's user schema) as one new data file.
-    pub async fn write_data_file(
-        &self,
-        schema: &Schema,
-        batches: &[RecordBatch],
-    ) -> Result<DataFile> {
-        let file_schema = schema.to_arrow_with_field_ids();
-        let mut nan_counts = vec![0u64; schema.fields.len()];
-        let mut bytes = Vec::new();
-        let mut writer =
-            ArrowWriter::try_new(&mut bytes, file_schema.clone(), Some(writer_properties()))?;
-        let mut rows = 0u64;
-        for batch in batches {
-            let batch = RecordBatch::try_new(file_schema.clone(), batch.columns().to_vec())
-                .map_err(|e| Error::invalid(format!("cannot write batch: {e}")))?;
-            for (count, column) in nan_counts.iter_mut().zip(batch.columns()) {
-                *count += count_nans(column);
-            }
-            rows += batch.num_rows() as u64;
-            writer.write(&batch)?;
-        }
-        let metadata = writer.close()?;
-        let column_stats = column_stats(schema, &file_schema, &metadata, &nan_counts)?;
-        let path = TablePath::parse(&format!("data/{}.parquet", unique_name()))?;
-        let file_size_bytes = bytes.len() as u64;
-        self.put(&self.path(&path), Bytes::from(bytes)).await?;
-        Ok(DataFile {
-            path,
-            field_ids: schema.field_ids(),
-            row_count: rows,
-            file_size_bytes,
-            column_stats,
-        })
-    }
-
-    /// Reads the rows of `fragment` at `offsets` (ascending; `None`: every row), projecting
-    /// the table fields `field_ids` in that order, into batches of the table's `output`
-    /// schema, skipping the rows whose pages `pages` rules out. Yields each batch with the
-    /// offsets of its rows.
+    /// Reads the rows of `fragment` at `offsets` (ascending; `None`: every row) that lie in
+    /// `rows` (a partition's share of the fragment; `0..physical_rows` for all of it),
+    /// projecting the table fields `field_ids` in that order, into batches of the table's
+    /// `output` schema, skipping the rows whose pages `pages` rules out. Yields each batch
+    /// with the offsets of its rows.
     pub fn read_fragment(
         &self,
         fragment: &Fragment,
         field_ids: &[u32],
         output: SchemaRef,
         offsets: Option<RoaringBitmap>,
+        rows: Range<u32>,
         pages: Option<PagePruning>,
     ) -> BoxStream<'static, Result<(RecordBatch, Vec<u32>)>> {
-        // Every row of the fragment is a range, not a list: no per-scan offset vector.
+        let rows = rows.start.min(fragment.physical_rows)..rows.end.min(fragment.physical_rows);
+        // A range of rows is a range, not a list: no per-scan offset vector.
         let selected = match &offsets {
-            Some(bitmap) => Selected::Rows(
-                bitmap
-                    .iter()
-                    .filter(|&o| o < fragment.physical_rows)
-                    .collect(),
-            ),
-            None => Selected::All(fragment.physical_rows),
+            Some(bitmap) => Selected::Rows(bitmap.range(rows.clone()).collect()),
+            None => Selected::Range(rows.clone()),
         };
         if field_ids.is_empty() {
             // Nothing to decode: only row counts (and ids computed by the caller) are needed.
@@ -150,25 +75,29 @@ impl TableStore {
                 }
                 None => selected,
             };
-            let selection = match &selected {
-                Selected::Rows(rows) if rows.is_empty() => {
+            let total = fragment.physical_rows;
+            let (selection, selected) = match selected {
+                Selected::Rows(list) if list.is_empty() => {
                     return Ok(stream::empty().boxed());
                 }
-                Selected::Rows(rows) if !mostly_all(rows.len(), fragment.physical_rows) => {
-                    Some(selection_for(rows, fragment.physical_rows))
+                Selected::Rows(list) if !mostly_all(list.len(), rows.end - rows.start) => {
+                    (Some(selection_for(&list, total)), Selected::Rows(list))
                 }
-                // Most rows (a fragment with a few deletions): every row is decoded as a
-                // run and the others dropped after; a selection would have Parquet read
-                // page by page and stop at each gap.
-                Selected::Rows(_) | Selected::All(_) => None,
+                // Most rows of the range (a fragment with a few deletions): the range is
+                // decoded as a run and the others dropped after; a selection would have
+                // Parquet read page by page and stop at each gap.
+                Selected::Rows(list) => {
+                    let batches = this
+                        .read_columns(&fragment, &field_ids, output, range_selection(&rows, total))
+                        .await?;
+                    return Ok(keep_selected(batches, list, rows.start));
+                }
+                Selected::Range(range) => (range_selection(&range, total), Selected::Range(range)),
             };
             let batches = this
-                .read_columns(&fragment, &field_ids, output, selection.clone())
+                .read_columns(&fragment, &field_ids, output, selection)
                 .await?;
-            Ok::<_, Error>(match (selection, selected) {
-                (None, Selected::Rows(rows)) => keep_selected(batches, rows),
-                (_, selected) => attach_offsets(batches, selected),
-            })
+            Ok::<_, Error>(attach_offsets(batches, selected))
         };
         stream::once(stream).try_flatten().boxed()
     }
@@ -382,6 +311,16 @@ fn read_error(path: &str, error: ParquetError) -> Error {
     }
 }
 
+/// A RowSelection choosing the rows `range` of a file of `total` rows; `None` for all of them.
+fn range_selection(range: &Range<u32>, total: u32) -> Option<RowSelection> {
+    (range.start > 0 || range.end < total).then(|| {
+        RowSelection::from_consecutive_ranges(
+            std::iter::once(range.start as usize..range.end as usize),
+            total as usize,
+        )
+    })
+}
+
 /// A RowSelection choosing exactly the sorted `offsets`.
 fn selection_for(offsets: &[u32], total: u32) -> RowSelection {
     let mut ranges = Vec::new();
@@ -424,13 +363,14 @@ fn mostly_all(selected: usize, total: u32) -> bool {
     selected as u64 * 4 >= u64::from(total) * 3
 }
 
-/// Batches of every row of a fragment, in order, cut down to the rows `rows` (ascending)
-/// selects and paired with their offsets.
+/// Batches of every row of a fragment from offset `first` on, in order, cut down to the rows
+/// `rows` (ascending) selects and paired with their offsets.
 fn keep_selected(
     batches: BoxStream<'static, Result<RecordBatch>>,
     rows: Vec<u32>,
+    first: u32,
 ) -> BoxStream<'static, Result<(RecordBatch, Vec<u32>)>> {
-    let mut start = 0u32;
+    let mut start = first;
     let mut next = 0usize;
     batches
         .map(move |batch| {
@@ -481,33 +421,38 @@ fn attach_offsets(
 
 /// The rows a fragment read selects, in offset order.
 enum Selected {
-    /// Offsets `0..n`.
-    All(u32),
+    /// Offsets `start..end`.
+    Range(Range<u32>),
     Rows(Vec<u32>),
 }
 
 impl Selected {
     fn len(&self) -> usize {
         match self {
-            Selected::All(n) => *n as usize,
+            Selected::Range(r) => (r.end - r.start) as usize,
             Selected::Rows(rows) => rows.len(),
         }
     }
 
-    /// The selected rows that lie in `ranges` (ascending, disjoint). A whole fragment stays
-    /// whole unless at least a quarter of it is left out: Parquet reads a row selection page
-    /// by page rather than by column chunk, and on a scan that skips a few pages that costs
+    /// The selected rows that lie in `ranges` (ascending, disjoint). A range stays whole
+    /// unless at least a quarter of it is left out: Parquet reads a row selection page by
+    /// page rather than by column chunk, and on a scan that skips a few pages that costs
     /// more than it saves (measured: `val > X` over random values, 1.25× the full read).
-    fn within(self, ranges: &[std::ops::Range<u32>]) -> Selected {
-        let kept = || {
-            ranges
-                .iter()
-                .map(|r| u64::from(r.end - r.start))
-                .sum::<u64>()
-        };
+    fn within(self, ranges: &[Range<u32>]) -> Selected {
         match self {
-            Selected::All(n) if mostly_all(kept() as usize, n) => Selected::All(n),
-            Selected::All(_) => Selected::Rows(ranges.iter().flat_map(|r| r.clone()).collect()),
+            Selected::Range(whole) => {
+                let clipped: Vec<Range<u32>> = ranges
+                    .iter()
+                    .map(|r| r.start.max(whole.start)..r.end.min(whole.end))
+                    .filter(|r| r.start < r.end)
+                    .collect();
+                let kept: u64 = clipped.iter().map(|r| u64::from(r.end - r.start)).sum();
+                if mostly_all(kept as usize, whole.end - whole.start) {
+                    Selected::Range(whole)
+                } else {
+                    Selected::Rows(clipped.into_iter().flatten().collect())
+                }
+            }
             Selected::Rows(mut rows) => {
                 let mut next = ranges.iter().peekable();
                 rows.retain(|&row| {
@@ -527,7 +472,7 @@ impl Selected {
             return None;
         }
         Some(match self {
-            Selected::All(_) => (start as u32..end as u32).collect(),
+            Selected::Range(r) => (r.start + start as u32..r.start + end as u32).collect(),
             Selected::Rows(rows) => rows[start..end].to_vec(),
         })
     }
@@ -567,161 +512,4 @@ fn conform_column(column: Option<ArrayRef>, data_type: &DataType, rows: usize) -
         Some(c) => Ok(cast(&c, data_type)?),
         None => Ok(new_null_array(data_type, rows)),
     }
-}
-
-fn count_nans(column: &ArrayRef) -> u64 {
-    let count = |values: &mut dyn Iterator<Item = bool>| values.filter(|nan| *nan).count() as u64;
-    match column.data_type() {
-        DataType::Float16 => count(
-            &mut column
-                .as_primitive::<Float16Type>()
-                .iter()
-                .flatten()
-                .map(|v| v.is_nan()),
-        ),
-        DataType::Float32 => count(
-            &mut column
-                .as_primitive::<Float32Type>()
-                .iter()
-                .flatten()
-                .map(|v| v.is_nan()),
-        ),
-        DataType::Float64 => count(
-            &mut column
-                .as_primitive::<Float64Type>()
-                .iter()
-                .flatten()
-                .map(|v| v.is_nan()),
-        ),
-        _ => 0,
-    }
-}
-
-/// Statistics of every column, folded over the row groups of the footer.
-fn column_stats(
-    schema: &Schema,
-    file_schema: &SchemaRef,
-    metadata: &ParquetMetaData,
-    nan_counts: &[u64],
-) -> Result<Vec<ColumnStats>> {
-    let parquet_schema = metadata.file_metadata().schema_descr();
-    let mut out = Vec::with_capacity(schema.fields.len());
-    for (field, &nans) in schema.fields.iter().zip(nan_counts) {
-        let converter = StatisticsConverter::try_new(&field.name, file_schema, parquet_schema)?;
-        let groups = metadata.row_groups();
-        let null_count = converter
-            .row_group_null_counts(groups.iter())?
-            .iter()
-            .try_fold(0u64, |acc, n| n.map(|n| acc + n));
-        let is_float = matches!(
-            field.data_type,
-            DataType::Float16 | DataType::Float32 | DataType::Float64
-        );
-        let mut stats = ColumnStats {
-            field_id: field.id,
-            null_count,
-            nan_count: is_float.then_some(nans),
-            ..Default::default()
-        };
-        let mins = stat_values(&converter.row_group_mins(groups.iter())?);
-        let maxes = stat_values(&converter.row_group_maxes(groups.iter())?);
-        if let (Some(mins), Some(maxes)) = (mins, maxes) {
-            // A row group with no min (all null) does not constrain the bounds.
-            let min = mins
-                .into_iter()
-                .flatten()
-                .reduce(|a, b| if lt(&b, &a) { b } else { a });
-            let max = maxes
-                .into_iter()
-                .flatten()
-                .reduce(|a, b| if lt(&a, &b) { b } else { a });
-            let (min, min_truncated) = truncate_stat_min(min);
-            let (max, max_truncated) = truncate_stat_max(max);
-            stats.bounds_only = min_truncated || max_truncated;
-            stats.min = min;
-            stats.max = max;
-        }
-        out.push(stats);
-    }
-    Ok(out)
-}
-
-fn lt(a: &StatValue, b: &StatValue) -> bool {
-    match (a, b) {
-        (StatValue::Boolean(a), StatValue::Boolean(b)) => a < b,
-        (StatValue::Int(a), StatValue::Int(b)) => a < b,
-        (StatValue::UInt(a), StatValue::UInt(b)) => a < b,
-        (StatValue::Float(a), StatValue::Float(b)) => a < b,
-        (StatValue::Utf8(a), StatValue::Utf8(b)) => a < b,
-        (StatValue::Binary(a), StatValue::Binary(b)) => a < b,
-        _ => false,
-    }
-}
-
-fn truncate_stat_min(value: Option<StatValue>) -> (Option<StatValue>, bool) {
-    match value {
-        Some(StatValue::Utf8(s)) => {
-            let (s, t) = truncate_min_utf8(&s);
-            (Some(StatValue::Utf8(s)), t)
-        }
-        Some(StatValue::Binary(b)) => {
-            let (b, t) = truncate_min_binary(&b);
-            (Some(StatValue::Binary(b)), t)
-        }
-        other => (other, false),
-    }
-}
-
-fn truncate_stat_max(value: Option<StatValue>) -> (Option<StatValue>, bool) {
-    match value {
-        Some(StatValue::Utf8(s)) => match truncate_max_utf8(&s) {
-            Some((s, t)) => (Some(StatValue::Utf8(s)), t),
-            None => (None, true),
-        },
-        Some(StatValue::Binary(b)) => match truncate_max_binary(&b) {
-            Some((b, t)) => (Some(StatValue::Binary(b)), t),
-            None => (None, true),
-        },
-        other => (other, false),
-    }
-}
-
-/// Per-row-group values in natal's stat families; `None` for types without statistics.
-fn stat_values(array: &ArrayRef) -> Option<Vec<Option<StatValue>>> {
-    let family = match array.data_type() {
-        DataType::Boolean => DataType::Boolean,
-        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => DataType::Int64,
-        DataType::Date32 | DataType::Date64 | DataType::Time32(_) | DataType::Time64(_) => {
-            DataType::Int64
-        }
-        DataType::Timestamp(_, _) | DataType::Duration(_) => DataType::Int64,
-        DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
-            DataType::UInt64
-        }
-        DataType::Float16 | DataType::Float32 | DataType::Float64 => DataType::Float64,
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => DataType::Binary,
-        _ => return None,
-    };
-    let array = cast(array, &family).ok()?;
-    let values = (0..array.len()).map(|i| {
-        if array.is_null(i) {
-            return None;
-        }
-        Some(match &family {
-            DataType::Boolean => StatValue::Boolean(array.as_boolean().value(i)),
-            DataType::Int64 => {
-                StatValue::Int(array.as_primitive::<arrow::datatypes::Int64Type>().value(i))
-            }
-            DataType::UInt64 => StatValue::UInt(
-                array
-                    .as_primitive::<arrow::datatypes::UInt64Type>()
-                    .value(i),
-            ),
-            DataType::Float64 => StatValue::Float(array.as_primitive::<Float64Type>().value(i)),
-            DataType::Utf8 => StatValue::Utf8(array.as_string::<i32>().value(i).to_string()),
-            _ => StatValue::Binary(array.as_binary::<i32>().value(i).to_vec()),
-        })
-    });
-    Some(values.collect())
 }

@@ -5,7 +5,9 @@
 mod cache;
 mod checkpoint;
 mod data;
+mod data_write;
 mod deletion;
+mod file_stats;
 mod index;
 mod instrumented;
 mod manifest;
@@ -15,7 +17,8 @@ mod rowids;
 mod segments;
 mod store;
 
-pub use data::{PAGE_ROWS, READ_BATCH_ROWS};
+pub use data::READ_BATCH_ROWS;
+pub use data_write::PAGE_ROWS;
 pub use deletion::{decode_deletions, encode_deletions};
 pub use index::{indexable, IndexLookup};
 pub use instrumented::{InstrumentedStore, RequestTally};
