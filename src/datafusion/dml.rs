@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{ArrayRef, BooleanArray, RecordBatch};
+use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::datasource::sink::DataSink;
@@ -19,32 +19,10 @@ use futures::StreamExt;
 
 use super::leaf::{figures_stream, leaf_exec_methods, leaf_properties};
 use super::progress_of;
-use crate::table::Table;
+use crate::table::{RowMatch, Table};
 
 fn to_natal(e: DataFusionError) -> crate::Error {
     crate::Error::External(Box::new(e))
-}
-
-/// Evaluates a boolean predicate on a batch; a missing predicate matches every row.
-fn evaluate_predicate(
-    predicate: &Option<Arc<dyn PhysicalExpr>>,
-    batch: &RecordBatch,
-) -> crate::Result<BooleanArray> {
-    let Some(predicate) = predicate else {
-        return Ok(BooleanArray::from(vec![true; batch.num_rows()]));
-    };
-    let value = predicate.evaluate(batch).map_err(to_natal)?;
-    let array = value.into_array(batch.num_rows()).map_err(to_natal)?;
-    array
-        .as_any()
-        .downcast_ref::<BooleanArray>()
-        .cloned()
-        .ok_or_else(|| {
-            crate::Error::InvalidInput(format!(
-                "WHERE must be boolean, found {}",
-                array.data_type()
-            ))
-        })
 }
 
 /// `INSERT INTO` (append) and `INSERT OVERWRITE`.
@@ -119,10 +97,10 @@ impl DataSink for NatalSink {
 #[derive(Debug, Clone)]
 pub enum DmlKind {
     Delete {
-        predicate: Option<Arc<dyn PhysicalExpr>>,
+        rows: RowMatch,
     },
     Update {
-        predicate: Option<Arc<dyn PhysicalExpr>>,
+        rows: RowMatch,
         /// (column index, new value) over the matched rows.
         values: Vec<(usize, Arc<dyn PhysicalExpr>)>,
         schema: SchemaRef,
@@ -156,17 +134,39 @@ impl DmlExec {
     }
 }
 
+/// What a DELETE or UPDATE names, as EXPLAIN shows it.
+fn describe(rows: &RowMatch) -> String {
+    let mut parts = Vec::new();
+    if let Some(filter) = &rows.filter {
+        parts.push(format!("filter={filter}"));
+    }
+    if let Some(ids) = &rows.row_ids {
+        parts.push(format!("row_ids=exact mask of {} ids", ids.len()));
+    }
+    if let Some(range) = &rows.row_id_range {
+        parts.push(format!(
+            "row_ids=exact range {}..={}",
+            range.start(),
+            range.end()
+        ));
+    }
+    if parts.is_empty() {
+        "every row".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
 impl DisplayAs for DmlExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         match &self.kind {
-            DmlKind::Delete { predicate } => write!(f, "NatalDeleteExec: predicate={predicate:?}"),
-            DmlKind::Update {
-                predicate, values, ..
-            } => {
+            DmlKind::Delete { rows } => write!(f, "NatalDeleteExec: {}", describe(rows)),
+            DmlKind::Update { rows, values, .. } => {
                 write!(
                     f,
-                    "NatalUpdateExec: {} assignments, predicate={predicate:?}",
-                    values.len()
+                    "NatalUpdateExec: {} assignments, {}",
+                    values.len(),
+                    describe(rows)
                 )
             }
         }
@@ -175,16 +175,12 @@ impl DisplayAs for DmlExec {
 
 async fn run(table: Table, kind: DmlKind) -> crate::Result<u64> {
     match kind {
-        DmlKind::Delete { predicate } => {
-            let matches = move |batch: &RecordBatch| evaluate_predicate(&predicate, batch);
-            Ok(table.delete_where(&matches).await?.rows_removed)
-        }
+        DmlKind::Delete { rows } => Ok(table.delete_matching(rows).await?.rows_removed),
         DmlKind::Update {
-            predicate,
+            rows,
             values,
             schema,
         } => {
-            let matches = move |batch: &RecordBatch| evaluate_predicate(&predicate, batch);
             let update = move |batch: &RecordBatch| -> crate::Result<RecordBatch> {
                 // Assignments see the row as it was, system columns included (null here: the
                 // matched batch carries user columns only), so evaluate on the user batch.
@@ -205,7 +201,7 @@ async fn run(table: Table, kind: DmlKind) -> crate::Result<u64> {
                 RecordBatch::try_new(schema.clone(), columns)
                     .map_err(|e| crate::Error::InvalidInput(e.to_string()))
             };
-            Ok(table.update_where(&matches, &update).await?.rows_removed)
+            Ok(table.update_matching(rows, &update).await?.rows_removed)
         }
     }
 }

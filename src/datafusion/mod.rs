@@ -18,6 +18,7 @@ mod functions;
 mod guard;
 mod leaf;
 mod metadata;
+mod partitions;
 mod provider;
 mod pruning;
 mod rowid_list;

@@ -19,11 +19,12 @@ use roaring::RoaringTreemap;
 
 use super::dml::{DmlExec, DmlKind, NatalSink};
 use super::filter::ExprPredicate;
+use super::partitions::partition_fragments;
 use super::pruning::prune_fragments;
 use super::scan::{NatalScanExec, ScanPlan};
 use crate::format::Fragment;
 use crate::io::IndexLookup;
-use crate::table::{IndexProbe, Snapshot, Table, ROW_ADDR, ROW_ID};
+use crate::table::{IndexProbe, RowMatch, RowPredicate, Snapshot, Table, ROW_ADDR, ROW_ID};
 
 /// Which rows and columns a provider exposes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -354,6 +355,37 @@ fn tighter(
     }
 }
 
+/// Filters taken apart: `_rowid` sets and ranges, which become masks, and the rest.
+struct Classified {
+    row_ids: Option<RoaringTreemap>,
+    row_id_range: Option<RangeInclusive<u64>>,
+    column_filters: Vec<Expr>,
+}
+
+fn classify(filters: &[Expr]) -> Classified {
+    let mut out = Classified {
+        row_ids: None,
+        row_id_range: None,
+        column_filters: Vec::new(),
+    };
+    for filter in filters {
+        if let Some(set) = row_id_set(filter) {
+            out.row_ids = Some(match out.row_ids {
+                Some(prev) => prev & set,
+                None => set,
+            });
+        } else if let Some(range) = row_id_range(filter) {
+            out.row_id_range = Some(match out.row_id_range {
+                Some(prev) => (*prev.start()).max(*range.start())..=(*prev.end()).min(*range.end()),
+                None => range,
+            });
+        } else {
+            out.column_filters.push(filter.clone());
+        }
+    }
+    out
+}
+
 #[async_trait]
 impl TableProvider for NatalTableProvider {
     fn schema(&self) -> SchemaRef {
@@ -414,26 +446,11 @@ impl TableProvider for NatalTableProvider {
             .iter()
             .map(|n| scan_order.iter().position(|s| s == n).unwrap_or(0))
             .collect();
-        let mut row_ids: Option<RoaringTreemap> = None;
-        let mut row_id_range_all: Option<RangeInclusive<u64>> = None;
-        let mut column_filters = Vec::new();
-        for filter in filters {
-            if let Some(set) = row_id_set(filter) {
-                row_ids = Some(match row_ids {
-                    Some(prev) => prev & set,
-                    None => set,
-                });
-            } else if let Some(range) = row_id_range(filter) {
-                row_id_range_all = Some(match row_id_range_all {
-                    Some(prev) => {
-                        (*prev.start()).max(*range.start())..=(*prev.end()).min(*range.end())
-                    }
-                    None => range,
-                });
-            } else {
-                column_filters.push(filter.clone());
-            }
-        }
+        let Classified {
+            row_ids,
+            row_id_range: row_id_range_all,
+            column_filters,
+        } = classify(filters);
         let index = index_probe(&snapshot, &column_filters).map(Arc::new);
         let candidates: Vec<&Fragment> = snapshot.manifest().fragments.iter().collect();
         let conjunction = column_filters.into_iter().reduce(|a, b| a.and(b));
@@ -453,21 +470,23 @@ impl TableProvider for NatalTableProvider {
         let filter = conjunction
             .map(|c| ExprPredicate::try_new(state, &snapshot, c).map(Arc::new))
             .transpose()?;
-        let fragments: Vec<_> = candidates
+        let fragments: Vec<&Fragment> = candidates
             .iter()
             .zip(&keep)
             .filter(|(_, keep)| **keep)
-            .map(|(f, _)| f.id)
+            .map(|(f, _)| *f)
             .collect();
         let fragments_pruned = candidates.len() - fragments.len();
-        let partition_count = state
-            .config()
-            .target_partitions()
-            .clamp(1, fragments.len().max(1));
-        let mut partitions = vec![Vec::new(); partition_count];
-        for (i, id) in fragments.into_iter().enumerate() {
-            partitions[i % partition_count].push(id);
-        }
+        // A take reads few rows: splitting its fragments would only add readers.
+        let partition_count = if row_ids.is_some() {
+            state
+                .config()
+                .target_partitions()
+                .clamp(1, fragments.len().max(1))
+        } else {
+            state.config().target_partitions()
+        };
+        let partitions = partition_fragments(&fragments, partition_count);
         let plan = ScanPlan {
             snapshot,
             columns,
@@ -482,6 +501,13 @@ impl TableProvider for NatalTableProvider {
             index,
             // Every filter DataFusion handed over is applied here, so a limit is too.
             limit,
+            filter_selectivity: f64::from(
+                state
+                    .config_options()
+                    .optimizer
+                    .default_filter_selectivity
+                    .min(100),
+            ) / 100.0,
         };
         Ok(Arc::new(NatalScanExec::new(plan, output)))
     }
@@ -521,10 +547,10 @@ impl TableProvider for NatalTableProvider {
         filters: Vec<Expr>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         self.writable("DELETE")?;
-        let predicate = self.compile(state, filters)?;
+        let rows = self.row_match(state, &filters)?;
         Ok(Arc::new(DmlExec::new(
             self.writer(state)?,
-            DmlKind::Delete { predicate },
+            DmlKind::Delete { rows },
         )))
     }
 
@@ -535,7 +561,7 @@ impl TableProvider for NatalTableProvider {
         filters: Vec<Expr>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         self.writable("UPDATE")?;
-        let predicate = self.compile(state, filters)?;
+        let rows = self.row_match(state, &filters)?;
         let user = self.snapshot.schema().to_arrow();
         // New values are computed from the row's user columns.
         let df_schema = DFSchema::try_from(user.as_ref().clone())?;
@@ -554,7 +580,7 @@ impl TableProvider for NatalTableProvider {
         Ok(Arc::new(DmlExec::new(
             self.writer(state)?,
             DmlKind::Update {
-                predicate,
+                rows,
                 values,
                 schema: user,
             },
@@ -572,16 +598,26 @@ impl NatalTableProvider {
         })
     }
 
-    /// The conjunction of `filters` as one physical predicate over user + system columns.
-    fn compile(
-        &self,
-        state: &dyn Session,
-        filters: Vec<Expr>,
-    ) -> Result<Option<Arc<dyn datafusion::physical_expr::PhysicalExpr>>> {
-        let Some(conjunction) = filters.into_iter().reduce(|a, b| a.and(b)) else {
-            return Ok(None);
-        };
-        let df_schema = DFSchema::try_from(self.predicate_schema().as_ref().clone())?;
-        Ok(Some(state.create_physical_expr(conjunction, &df_schema)?))
+    /// The rows a DELETE or UPDATE with `filters` names: `_rowid` sets and ranges as masks
+    /// (a take, as in a SELECT), the other filters evaluated as the scan reads.
+    fn row_match(&self, state: &dyn Session, filters: &[Expr]) -> Result<RowMatch> {
+        let Classified {
+            row_ids,
+            row_id_range,
+            column_filters,
+        } = classify(filters);
+        let filter = column_filters
+            .into_iter()
+            .reduce(|a, b| a.and(b))
+            .map(|c| {
+                ExprPredicate::try_new(state, &self.snapshot, c)
+                    .map(|p| Arc::new(p) as Arc<dyn RowPredicate>)
+            })
+            .transpose()?;
+        Ok(RowMatch {
+            filter,
+            row_ids,
+            row_id_range,
+        })
     }
 }

@@ -2,12 +2,13 @@
 //!
 //! ```text
 //! NatalScanExec: version=7, partitions=2, fragments=12 (pruned 3), row_ids=exact mask
-//!   partition 0 ─ fragments [0, 2, 4, ...] ─ Snapshot::scan ─ reorder to projection ─ limit
-//!   partition 1 ─ fragments [1, 3, 5, ...] ─ ...
+//!   partition 0 ─ fragments 0..5, rows 0..400k of 6 ─ Snapshot::scan ─ reorder ─ limit
+//!   partition 1 ─ rows 400k.. of fragment 6, fragments 7..11 ─ ...
 //! ```
-//! Filters on `_rowid` (`=`, `IN`, ranges) arrive as a mask (native ranges − tombstones +
-//! moves, or per-fragment id ranges); other filters
-//! prune fragments by statistics before any file is opened and are re-applied by DataFusion.
+//! Partitions hold about equal bytes (`partitions.rs`). Filters on `_rowid` (`=`, `IN`,
+//! ranges) arrive as a mask (native ranges − tombstones + moves, or per-fragment id ranges);
+//! other filters prune fragments by statistics before any file is opened and are evaluated
+//! inside the scan as batches decode.
 
 use std::fmt;
 use std::ops::RangeInclusive;
@@ -30,6 +31,7 @@ use roaring::RoaringTreemap;
 
 use super::filter::ExprPredicate;
 use super::leaf::{leaf_exec_methods, leaf_properties};
+use super::partitions::Piece;
 use crate::rowid::FragmentId;
 use crate::table::{IndexProbe, RowPredicate, ScanMetrics, ScanRequest, Snapshot};
 
@@ -45,13 +47,18 @@ pub(crate) struct ScanPlan {
     pub output_order: Vec<usize>,
     pub row_ids: Option<RoaringTreemap>,
     pub row_id_range: Option<RangeInclusive<u64>>,
-    pub partitions: Vec<Vec<FragmentId>>,
+    /// What each partition reads: fragments, whole or a range of their rows.
+    pub partitions: Vec<Vec<Piece>>,
     pub fragments_pruned: usize,
     /// The column filters, evaluated as fragments are read.
     pub filter: Option<Arc<ExprPredicate>>,
     /// An index that narrows the rows the filter must look at in the fragments it covers.
     pub index: Option<Arc<IndexProbe>>,
     pub limit: Option<usize>,
+    /// The share of rows (0..=1) a filter is taken to pass when nothing better is known:
+    /// the session's `datafusion.optimizer.default_filter_selectivity`, as DataFusion's
+    /// own `FilterExec` estimates.
+    pub filter_selectivity: f64,
 }
 
 #[derive(Debug)]
@@ -77,7 +84,14 @@ impl NatalScanExec {
 
 impl DisplayAs for NatalScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let fragments: usize = self.plan.partitions.iter().map(Vec::len).sum();
+        let fragments = self
+            .plan
+            .partitions
+            .iter()
+            .flatten()
+            .map(|p| p.fragment)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
         write!(
             f,
             "NatalScanExec: version={}, partitions={}, fragments={} (pruned {})",
@@ -126,12 +140,17 @@ impl ExecutionPlan for NatalScanExec {
         partition: usize,
         _context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let fragments = self
+        let pieces = self
             .plan
             .partitions
             .get(partition)
             .cloned()
             .unwrap_or_default();
+        let fragments: Vec<FragmentId> = pieces.iter().map(|p| p.fragment).collect();
+        let fragment_rows: std::collections::BTreeMap<FragmentId, std::ops::Range<u32>> = pieces
+            .into_iter()
+            .filter_map(|p| Some((p.fragment, p.rows?)))
+            .collect();
         let rows_out = MetricBuilder::new(&self.metrics).output_rows(partition);
         MetricBuilder::new(&self.metrics)
             .counter("fragments_scanned", partition)
@@ -165,6 +184,7 @@ impl ExecutionPlan for NatalScanExec {
             row_ids: self.plan.row_ids.clone(),
             row_id_range: self.plan.row_id_range.clone(),
             fragments: Some(fragments),
+            fragment_rows: (!fragment_rows.is_empty()).then_some(fragment_rows),
             metrics: Some(counters.clone()),
             filter: self.plan.filter.clone().map(|f| f as Arc<dyn RowPredicate>),
             index: self.plan.index.clone(),
@@ -200,8 +220,11 @@ impl ExecutionPlan for NatalScanExec {
         Some(self.metrics.clone_inner())
     }
 
-    /// Exact row counts from the manifest when the scan returns every live row of its
-    /// fragments (no id mask, no filter, no limit): `count(*)` is then answered without reading data.
+    /// Row counts from the manifest: exact when the scan returns every live row of its
+    /// fragments (no id mask, no filter, no limit), so `count(*)` is answered without
+    /// reading data; otherwise an estimate (the filter's share as DataFusion's `FilterExec`
+    /// would assume it, at most the ids of a mask, at most the limit), so the planner can
+    /// still choose join sides and modes by size.
     fn statistics_from_inputs(
         &self,
         _input_stats: &[Arc<Statistics>],
@@ -211,18 +234,51 @@ impl ExecutionPlan for NatalScanExec {
         let every_live_row = self.plan.row_ids.is_none()
             && self.plan.row_id_range.is_none()
             && self.plan.filter.is_none();
-        if every_live_row && self.plan.limit.is_none() {
-            let fragments: Vec<FragmentId> = match args.partition() {
+        {
+            let pieces: Vec<Piece> = match args.partition() {
                 Some(p) => self.plan.partitions.get(p).cloned().unwrap_or_default(),
                 None => self.plan.partitions.concat(),
             };
             let manifest = self.plan.snapshot.manifest();
-            let rows: u64 = fragments
-                .iter()
-                .filter_map(|id| manifest.fragment(*id))
-                .map(|f| f.live_rows())
-                .sum();
-            statistics.num_rows = Precision::Exact(rows as usize);
+            // A piece of a fragment holds a share of its live rows that only its deletion
+            // vector knows: an estimate, in proportion.
+            let mut exact = true;
+            let mut rows = 0u64;
+            let mut whole = std::collections::BTreeSet::new();
+            for piece in &pieces {
+                let Some(f) = manifest.fragment(piece.fragment) else {
+                    continue;
+                };
+                match &piece.rows {
+                    None => rows += f.live_rows(),
+                    // Every piece of the fragment together: all its live rows, once.
+                    Some(_) if args.partition().is_none() => {
+                        if whole.insert(f.id) {
+                            rows += f.live_rows();
+                        }
+                    }
+                    Some(range) => {
+                        exact &= f.deletion.is_none();
+                        rows += f.live_rows() * u64::from(range.end - range.start)
+                            / u64::from(f.physical_rows.max(1));
+                    }
+                }
+            }
+            let mut estimate = rows as f64;
+            if self.plan.filter.is_some() || self.plan.row_id_range.is_some() {
+                estimate *= self.plan.filter_selectivity;
+            }
+            if let Some(ids) = &self.plan.row_ids {
+                estimate = estimate.min(ids.len() as f64);
+            }
+            if let Some(limit) = self.plan.limit {
+                estimate = estimate.min(limit as f64);
+            }
+            statistics.num_rows = if exact && every_live_row && self.plan.limit.is_none() {
+                Precision::Exact(rows as usize)
+            } else {
+                Precision::Inexact(estimate as usize)
+            };
         }
         Ok(Arc::new(statistics))
     }

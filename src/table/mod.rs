@@ -43,7 +43,7 @@ pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, CompactionRe
 pub use merge::TieredMerge;
 pub use progress::{Progress, ProgressHandle};
 pub use snapshot::{ScanMetrics, ScanRequest, Snapshot, ROW_ADDR, ROW_ID};
-pub use write::{BatchPredicate, BatchUpdate};
+pub use write::{BatchPredicate, BatchUpdate, RowMatch};
 
 /// Options of a table handle.
 #[derive(Debug, Clone)]

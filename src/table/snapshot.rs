@@ -21,7 +21,7 @@ use crate::format::{Fragment, Manifest, Schema};
 use crate::io::{PagePruning, SelectPages, TableStore};
 use crate::rowid::{
     mask_for_ids, CarriedFragment, FragmentId, FragmentLayout, IdSet, RelocationView, RowAddress,
-    RowId,
+    RowId, SequenceCursor,
 };
 
 /// Column names of the system columns.
@@ -44,6 +44,9 @@ pub struct ScanRequest {
     pub metrics: Option<Arc<ScanMetrics>>,
     /// Only these fragments (for partitioned scans); `None` reads all.
     pub fragments: Option<Vec<FragmentId>>,
+    /// Of these fragments, only the rows at these offsets (a partition's share of a
+    /// fragment split between partitions); others are read whole.
+    pub fragment_rows: Option<BTreeMap<FragmentId, std::ops::Range<u32>>>,
     /// Only rows passing this, evaluated as the scan reads (see [`RowPredicate`]).
     pub filter: Option<Arc<dyn RowPredicate>>,
     /// In fragments the index covers, only the rows it finds for the probe's values (a
@@ -321,9 +324,15 @@ impl Snapshot {
             .await?;
         let mut parts = Vec::new();
         for (fragment, deleted) in wanted.into_iter().zip(deletions) {
+            let rows = request
+                .fragment_rows
+                .as_ref()
+                .and_then(|r| r.get(&fragment.id))
+                .cloned()
+                .unwrap_or(0..fragment.physical_rows);
             let masked = |read: u64| {
                 if let Some(m) = &request.metrics {
-                    let rows = fragment.physical_rows as u64;
+                    let rows = u64::from(rows.end.saturating_sub(rows.start));
                     m.rows_masked
                         .fetch_add(rows - read.min(rows), Ordering::Relaxed);
                 }
@@ -345,7 +354,7 @@ impl Snapshot {
                 (None, None) => match deleted {
                     Some(deleted) => {
                         let mut live = RoaringBitmap::new();
-                        live.insert_range(0..fragment.physical_rows);
+                        live.insert_range(rows.clone());
                         live -= deleted.as_ref();
                         Some(live)
                     }
@@ -359,15 +368,18 @@ impl Snapshot {
                     None => in_range,
                 });
             }
-            masked(
-                offsets
-                    .as_ref()
-                    .map_or(fragment.physical_rows as u64, RoaringBitmap::len),
-            );
+            if let Some(selected) = offsets.as_mut() {
+                selected.remove_range(..rows.start);
+                selected.remove_range(rows.end..);
+            }
+            masked(offsets.as_ref().map_or(
+                u64::from(rows.end.saturating_sub(rows.start)),
+                RoaringBitmap::len,
+            ));
             if offsets.as_ref().is_some_and(RoaringBitmap::is_empty) {
                 continue;
             }
-            parts.push(reads.read_pruning(&store, fragment, offsets, !index_covers));
+            parts.push(reads.read_pruning(&store, fragment, offsets, rows, !index_covers));
         }
         // Rows chosen by id, or found by an index, are few and scattered: read their
         // fragments side by side (an index answer of many rows streams instead).
@@ -618,16 +630,18 @@ impl FragmentReads {
         fragment: &Fragment,
         offsets: Option<RoaringBitmap>,
     ) -> BoxStream<'static, Result<RecordBatch>> {
-        self.read_pruning(store, fragment, offsets, true)
+        self.read_pruning(store, fragment, offsets, 0..fragment.physical_rows, true)
     }
 
-    /// [`Self::read`], judging pages by the filter only if `prune_pages`: rows an index
-    /// found are few and hold the values, so judging every page would be wasted work.
+    /// [`Self::read`] of the offsets in `rows`, judging pages by the filter only if
+    /// `prune_pages`: rows an index found are few and hold the values, so judging every
+    /// page would be wasted work.
     fn read_pruning(
         &self,
         store: &TableStore,
         fragment: &Fragment,
         offsets: Option<RoaringBitmap>,
+        rows: std::ops::Range<u32>,
         prune_pages: bool,
     ) -> BoxStream<'static, Result<RecordBatch>> {
         let rows = read_with_ids(
@@ -636,7 +650,7 @@ impl FragmentReads {
             &self.field_ids,
             &self.schema,
             &self.request,
-            offsets,
+            (offsets, rows),
             self.pages.clone().filter(|_| prune_pages),
         );
         let Some(filter) = self.filter.clone() else {
@@ -662,15 +676,16 @@ impl FragmentReads {
     }
 }
 
-/// Streams the rows at `offsets` (all, if `None`) of one fragment: its columns `field_ids`,
-/// then `_rowid` and `_rowaddr` if the request asks for them, as `output`.
+/// Streams the rows at `offsets` (all, if `None`) within the offsets `rows` of one fragment:
+/// its columns `field_ids`, then `_rowid` and `_rowaddr` if the request asks for them, as
+/// `output`.
 fn read_with_ids(
     store: &TableStore,
     fragment: &Fragment,
     field_ids: &[u32],
     output: &SchemaRef,
     request: &ScanRequest,
-    offsets: Option<RoaringBitmap>,
+    (offsets, rows): (Option<RoaringBitmap>, std::ops::Range<u32>),
     pages: Option<PagePruning>,
 ) -> BoxStream<'static, Result<RecordBatch>> {
     let user = Arc::new(ArrowSchema::new(
@@ -680,16 +695,18 @@ fn read_with_ids(
     let (with_id, with_addr) = (request.with_row_id, request.with_row_addr);
     let fragment_id = fragment.id;
     let sequence = fragment.row_ids.clone();
+    // One walk over the sequence for the whole fragment: batches come in offset order.
+    let mut cursor = SequenceCursor::default();
     store
-        .read_fragment(fragment, field_ids, user, offsets, pages)
+        .read_fragment(fragment, field_ids, user, offsets, rows, pages)
         .map(move |item| {
             let (batch, offsets) = item?;
             let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
             if with_id {
                 let ids: Vec<u64> = match &sequence {
-                    Some(seq) => seq
-                        .get_many(offsets.iter().copied())
-                        .map(|id| id.map_or(u64::MAX, RowId::as_u64))
+                    Some(seq) => offsets
+                        .iter()
+                        .map(|&o| seq.get_from(o, &mut cursor).map_or(u64::MAX, RowId::as_u64))
                         .collect(),
                     None => offsets
                         .iter()

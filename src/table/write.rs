@@ -2,6 +2,8 @@
 //! writes its data files, and commits one action.
 
 use std::collections::HashMap;
+use std::ops::RangeInclusive;
+use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
@@ -9,8 +11,10 @@ use arrow::datatypes::UInt64Type;
 use arrow::row::{RowConverter, SortField};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use roaring::RoaringTreemap;
 
 use super::commit::{Action, NewFragment};
+use super::filter::RowPredicate;
 use super::snapshot::{ScanRequest, ROW_ADDR, ROW_ID};
 use super::{Committed, Snapshot, Table};
 use crate::error::{Error, Result};
@@ -25,6 +29,32 @@ pub type BatchPredicate<'a> = &'a (dyn Fn(&RecordBatch) -> Result<BooleanArray> 
 /// Computes new values: given matched rows (user columns), returns their replacement with
 /// the same schema and row count.
 pub type BatchUpdate<'a> = &'a (dyn Fn(&RecordBatch) -> Result<RecordBatch> + Send + Sync);
+
+/// The rows a DELETE or UPDATE names, found by a scan: those passing `filter` (evaluated as
+/// the scan reads, with page pruning), among the ids in `row_ids` and `row_id_range` (masks,
+/// as a SELECT's). Nothing set names every live row.
+#[derive(Debug, Clone, Default)]
+pub struct RowMatch {
+    pub filter: Option<Arc<dyn RowPredicate>>,
+    pub row_ids: Option<RoaringTreemap>,
+    pub row_id_range: Option<RangeInclusive<u64>>,
+}
+
+impl RowMatch {
+    /// The scan that finds the rows: `columns` (`None`: every user column) and both system
+    /// columns.
+    fn scan(self, columns: Option<Vec<String>>) -> ScanRequest {
+        ScanRequest {
+            columns,
+            with_row_id: true,
+            with_row_addr: true,
+            row_ids: self.row_ids,
+            row_id_range: self.row_id_range,
+            filter: self.filter,
+            ..Default::default()
+        }
+    }
+}
 
 /// Cuts a stream of rows into fragments of at most `max_rows`, writing each as it fills.
 pub(crate) struct FragmentWriter<'a> {
@@ -197,6 +227,37 @@ impl Table {
         self.commit(&read, Action::Delete { rows }).await
     }
 
+    /// Deletes the rows `rows` names, reading only what naming them needs: the filter's
+    /// columns (pages its page index rules out not at all), or no column for a mask by id.
+    pub async fn delete_matching(&self, rows: RowMatch) -> Result<Committed> {
+        let read = self.read_snapshot().await?;
+        let mut found = Vec::new();
+        let mut scan = read.scan(rows.scan(Some(Vec::new()))).await?;
+        while let Some(batch) = scan.try_next().await? {
+            let (ids, addrs) = system_columns(&batch)?;
+            found.extend(ids.into_iter().zip(addrs));
+        }
+        self.commit(&read, Action::Delete { rows: found }).await
+    }
+
+    /// Rewrites the rows `rows` names with the values `update` computes, as
+    /// [`Self::update_where`] does, reading only the rows the filter and masks pass.
+    pub async fn update_matching(
+        &self,
+        rows: RowMatch,
+        update: BatchUpdate<'_>,
+    ) -> Result<Committed> {
+        let read = self.read_snapshot().await?;
+        let scan = read.scan(rows.scan(None)).await?;
+        self.update_scanned(
+            &read,
+            scan,
+            &|batch: &RecordBatch| Ok(BooleanArray::from(vec![true; batch.num_rows()])),
+            update,
+        )
+        .await
+    }
+
     /// Deletes rows by id.
     ///
     /// # Errors
@@ -221,10 +282,22 @@ impl Table {
         update: BatchUpdate<'_>,
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
+        let scan = read.scan(scan_all()).await?;
+        self.update_scanned(&read, scan, predicate, update).await
+    }
+
+    /// Writes the rows of `scan` (every user column, then both system columns) that
+    /// `predicate` matches again with the values `update` computes, and commits the update.
+    async fn update_scanned(
+        &self,
+        read: &Snapshot,
+        mut scan: BoxStream<'static, Result<RecordBatch>>,
+        predicate: BatchPredicate<'_>,
+        update: BatchUpdate<'_>,
+    ) -> Result<Committed> {
         let schema = read.schema().clone();
-        let mut writer = FragmentWriter::new(&self.store, &schema, fragment_rows(&read), true);
+        let mut writer = FragmentWriter::new(&self.store, &schema, fragment_rows(read), true);
         let mut rows = Vec::new();
-        let mut scan = read.scan(scan_all()).await?;
         while let Some(batch) = scan.try_next().await? {
             let matched = filter_record_batch(&batch, &predicate(&batch)?)?;
             if matched.num_rows() == 0 {
@@ -245,7 +318,7 @@ impl Table {
             rows.extend(ids.into_iter().zip(addrs));
         }
         let fragments = writer.finish().await?;
-        self.commit_write(&read, Action::Update { rows, fragments })
+        self.commit_write(read, Action::Update { rows, fragments })
             .await
     }
 

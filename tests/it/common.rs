@@ -113,6 +113,50 @@ pub fn key_matches(
     }
 }
 
+/// `key mod modulus == rest` as a filter the scan evaluates as it reads (what a SQL DELETE's
+/// WHERE becomes), reading only `key`.
+#[derive(Debug)]
+pub struct KeyModulo {
+    pub modulus: i64,
+    pub rest: i64,
+    columns: Vec<String>,
+}
+
+impl KeyModulo {
+    pub fn new(modulus: i64, rest: i64) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            modulus,
+            rest,
+            columns: vec!["key".to_string()],
+        })
+    }
+}
+
+impl std::fmt::Display for KeyModulo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "key % {} = {}", self.modulus, self.rest)
+    }
+}
+
+impl natal::table::RowPredicate for KeyModulo {
+    fn columns(&self) -> &[String] {
+        &self.columns
+    }
+    fn needs_row_id(&self) -> bool {
+        false
+    }
+    fn needs_row_addr(&self) -> bool {
+        false
+    }
+    fn evaluate(&self, batch: &RecordBatch) -> natal::Result<arrow::array::BooleanArray> {
+        let keys = batch.column(0).as_primitive::<Int64Type>();
+        Ok(keys
+            .iter()
+            .map(|k| k.map(|k| k.rem_euclid(self.modulus) == self.rest))
+            .collect())
+    }
+}
+
 /// An update that adds `delta` to `val`.
 pub fn add_to_val(delta: i64) -> impl Fn(&RecordBatch) -> natal::Result<RecordBatch> + Send + Sync {
     move |batch: &RecordBatch| {

@@ -15,7 +15,9 @@ use arrow::array::{AsArray, Int64Array};
 use arrow::datatypes::{Int64Type, UInt64Type};
 use natal::io::ManifestLayout;
 use natal::rowid::RowId;
-use natal::table::{CleanupPolicy, CompactOptions, ScanRequest, Table, TableOptions, TieredMerge};
+use natal::table::{
+    CleanupPolicy, CompactOptions, RowMatch, ScanRequest, Table, TableOptions, TieredMerge,
+};
 use natal::Error;
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -30,12 +32,16 @@ enum Op {
     DeleteWhere {
         modulus: u8,
         rest: u8,
+        /// Found by the scan's own filter (a SQL DELETE) rather than a batch predicate.
+        filtered: bool,
     },
     DeleteIds(Vec<Index>),
     Update {
         modulus: u8,
         rest: u8,
         delta: i64,
+        /// Found by the scan's own filter (a SQL UPDATE) rather than a batch predicate.
+        filtered: bool,
     },
     UpdateIds(Vec<Index>, i64),
     Upsert {
@@ -63,15 +69,19 @@ enum Op {
 fn row_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         (1u8..12).prop_map(Op::Append),
-        (2u8..6, 0u8..6).prop_map(|(modulus, rest)| Op::DeleteWhere {
-            modulus,
-            rest: rest % modulus
-        }),
-        prop::collection::vec(any::<Index>(), 1..4).prop_map(Op::DeleteIds),
-        (2u8..6, 0u8..6, 1i64..50).prop_map(|(modulus, rest, delta)| Op::Update {
+        (2u8..6, 0u8..6, any::<bool>()).prop_map(|(modulus, rest, filtered)| Op::DeleteWhere {
             modulus,
             rest: rest % modulus,
-            delta
+            filtered,
+        }),
+        prop::collection::vec(any::<Index>(), 1..4).prop_map(Op::DeleteIds),
+        (2u8..6, 0u8..6, 1i64..50, any::<bool>()).prop_map(|(modulus, rest, delta, filtered)| {
+            Op::Update {
+                modulus,
+                rest: rest % modulus,
+                delta,
+                filtered,
+            }
         }),
         (prop::collection::vec(any::<Index>(), 1..4), 1i64..50)
             .prop_map(|(ids, delta)| Op::UpdateIds(ids, delta)),
@@ -170,8 +180,12 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
                 change(rows, BTreeMap::new(), vec![]),
             )
         }
-        Op::DeleteWhere { modulus, rest } => (
-            Action::DeleteWhere(*modulus, *rest),
+        Op::DeleteWhere {
+            modulus,
+            rest,
+            filtered,
+        } => (
+            Action::DeleteWhere(*modulus, *rest, *filtered),
             change(vec![], BTreeMap::new(), matching(*modulus, *rest)),
         ),
         Op::DeleteIds(indexes) => {
@@ -185,13 +199,14 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
             modulus,
             rest,
             delta,
+            filtered,
         } => {
             let changed = matching(*modulus, *rest)
                 .into_iter()
                 .map(|id| (id, (read[&id].0, read[&id].1 + delta)))
                 .collect();
             (
-                Action::Update(*modulus, *rest, *delta),
+                Action::Update(*modulus, *rest, *delta, *filtered),
                 change(vec![], changed, vec![]),
             )
         }
@@ -253,9 +268,9 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
 #[derive(Debug)]
 enum Action {
     Append(Vec<(i64, i64)>),
-    DeleteWhere(u8, u8),
+    DeleteWhere(u8, u8, bool),
     DeleteIds(Vec<u64>),
-    Update(u8, u8, i64),
+    Update(u8, u8, i64, bool),
     UpdateIds(Vec<u64>, i64),
     Upsert(Vec<(i64, i64)>),
     Compact(u64, bool),
@@ -269,16 +284,30 @@ async fn run(table: &Table, action: &Action) -> natal::Result<u64> {
     let modulo = |m: u8, r: u8| key_matches(move |k| k.rem_euclid(m as i64) == r as i64);
     Ok(match action {
         Action::Append(rows) => table.append(vec![batch(rows)]).await?.version,
-        Action::DeleteWhere(m, r) => table.delete_where(&modulo(*m, *r)).await?.version,
+        Action::DeleteWhere(m, r, false) => table.delete_where(&modulo(*m, *r)).await?.version,
+        Action::DeleteWhere(m, r, true) => {
+            let rows = RowMatch {
+                filter: Some(KeyModulo::new(*m as i64, *r as i64)),
+                ..Default::default()
+            };
+            table.delete_matching(rows).await?.version
+        }
         Action::DeleteIds(ids) => {
             let ids: Vec<RowId> = ids.iter().map(|v| RowId::from_u64(*v)).collect();
             table.delete_rows(&ids).await?.version
         }
-        Action::Update(m, r, d) => {
+        Action::Update(m, r, d, false) => {
             table
                 .update_where(&modulo(*m, *r), &add_to_val(*d))
                 .await?
                 .version
+        }
+        Action::Update(m, r, d, true) => {
+            let rows = RowMatch {
+                filter: Some(KeyModulo::new(*m as i64, *r as i64)),
+                ..Default::default()
+            };
+            table.update_matching(rows, &add_to_val(*d)).await?.version
         }
         Action::UpdateIds(ids, d) => {
             let ids: Vec<RowId> = ids.iter().map(|v| RowId::from_u64(*v)).collect();

@@ -275,3 +275,92 @@ async fn pages_ruled_out_by_their_min_max_are_not_read() {
         .is_empty());
     assert_eq!(metric(&plan, "NatalScanExec", "rows_filtered"), 0);
 }
+
+/// A table of one large fragment still scans on every partition: the fragment is split into
+/// row ranges, each row read exactly once, deleted and moved rows honoured in every piece,
+/// and `count(*)` still answered from the manifest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_large_fragment_is_shared_out_by_row_ranges() {
+    let (_dir, ctx) = catalog_session();
+    ctx.sql("SET datafusion.execution.target_partitions = 2")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    run(&ctx, "CREATE TABLE t (k BIGINT NOT NULL, v BIGINT)").await;
+    run(
+        &ctx,
+        "INSERT INTO t SELECT value, value % 7 FROM generate_series(0, 299999)",
+    )
+    .await;
+    run(&ctx, "DELETE FROM t WHERE k % 1000 = 5").await;
+    run(&ctx, "UPDATE t SET v = v + 100 WHERE k % 1000 = 6").await;
+
+    let (plan, shown) = physical_plan(&ctx, "SELECT k FROM t WHERE v >= 0").await;
+    assert!(
+        shown.contains("partitions=2, fragments=2"),
+        "the big fragment is split, the update's is whole: {shown}"
+    );
+    let partitions = plan.properties().output_partitioning().partition_count();
+    let batches = collect(plan, ctx.task_ctx()).await.unwrap();
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(
+        rows,
+        300_000 - 300,
+        "every live row once ({partitions} partitions)"
+    );
+    let keys = column_values(&ctx, "SELECT k FROM t").await;
+    let expected: Vec<i64> = (0..300_000).filter(|k| k % 1000 != 5).collect();
+    assert_eq!(keys, expected);
+    let moved = column_values(&ctx, "SELECT k FROM t WHERE v >= 100").await;
+    assert_eq!(
+        moved,
+        (0..300_000).filter(|k| k % 1000 == 6).collect::<Vec<_>>()
+    );
+    let ids = column_values(&ctx, r#"SELECT _rowid FROM "t$rows""#).await;
+    assert_eq!(ids.len(), 300_000 - 300);
+    assert_eq!(
+        ids.iter()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        ids.len(),
+        "no id twice"
+    );
+    assert_eq!(
+        column_values(&ctx, "SELECT count(*) FROM t").await,
+        vec![300_000 - 300]
+    );
+}
+
+/// A SQL DELETE or UPDATE finds its rows as a SELECT would: `_rowid` filters as a mask (only
+/// the named rows are read), column filters inside the scan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dml_names_rows_by_mask_and_filter() {
+    let (_dir, ctx) = catalog_session();
+    run(&ctx, "CREATE TABLE t (k BIGINT NOT NULL, v BIGINT)").await;
+    run(
+        &ctx,
+        "INSERT INTO t SELECT value, value * 10 FROM generate_series(0, 999)",
+    )
+    .await;
+    let (_, shown) = physical_plan(&ctx, r#"DELETE FROM "t$rows" WHERE _rowid IN (3, 4, 5)"#).await;
+    assert!(
+        shown.contains("NatalDeleteExec: row_ids=exact mask of 3 ids"),
+        "{shown}"
+    );
+    run(&ctx, r#"DELETE FROM "t$rows" WHERE _rowid IN (3, 4, 5)"#).await;
+    run(
+        &ctx,
+        r#"UPDATE "t$rows" SET v = -1 WHERE _rowid = 7 AND k = 7"#,
+    )
+    .await;
+    run(&ctx, "UPDATE t SET v = v + 1 WHERE k > 990").await;
+    let values = column_values(&ctx, "SELECT v FROM t WHERE k IN (2, 3, 7, 995)").await;
+    assert_eq!(values, vec![-1, 20, 9951]);
+    assert_eq!(
+        column_values(&ctx, "SELECT count(*) FROM t").await,
+        vec![997]
+    );
+}
