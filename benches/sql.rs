@@ -1,7 +1,7 @@
-//! natal through SQL vs DataFusion's own Parquet table over the same files (issue #3's
-//! figures). One table of `NATAL_BENCH_ROWS` rows (default 10M: `id int64, val int64,
-//! payload ~20 B`) in fragments of 1M rows is written by natal; DataFusion's listing table is
-//! registered over natal's own `data/` directory, so both read identical Parquet files.
+//! natal through SQL vs DataFusion's own Parquet table (issues #3 and #17's figures). One
+//! table of `NATAL_BENCH_ROWS` rows (default 10M: `id int64, val int64, payload ~20 B`) in
+//! fragments of 1M rows is written by natal; the same rows are written as Parquet by
+//! DataFusion's `COPY` with its default writer options, and read through its listing table.
 //!
 //! Prints the median of 11 runs, planning and execution apart, for: a filtered scan (`val > X`,
 //! ~1% of rows), a scan of a 1,000-key range of the clustered `id` (pages pruned by min/max),
@@ -18,12 +18,11 @@ mod common;
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::{birth_id, env, ms, rows, schema, Rng};
+use common::{birth_id, env, ms, schema, write_table, Rng};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::ListingOptions;
 use datafusion::physical_plan::collect;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use natal::table::{Table, TableOptions};
 
 /// Runs per measurement; the reported figure is their median.
 const RUNS: usize = 11;
@@ -77,37 +76,24 @@ async fn main() -> datafusion::error::Result<()> {
     let ctx = SessionContext::new_with_config(SessionConfig::new());
     natal::datafusion::register(&ctx, &root)?;
     let table_dir = format!("{root}/t");
-    let (store, path) =
-        natal::datafusion::resolve_location(ctx.runtime_env().as_ref(), &table_dir)?;
-    let table = Table::create(
-        store,
-        path,
-        &schema(),
-        TableOptions {
-            max_rows_per_fragment: fragment_rows,
-            ..Default::default()
-        },
-    )
-    .await?;
     let mut rng = Rng(7);
-    let mut batches = Vec::new();
-    let mut written = 0u64;
-    while written < total {
-        let len = (total - written).min(65_536) as i64;
-        let start = written as i64;
-        batches.push(Ok::<_, natal::Error>(rows(start, len, &mut rng)));
-        written += len as u64;
-    }
-    table
-        .append_stream(Box::pin(futures::stream::iter(batches)))
-        .await?;
+    write_table(&ctx, &table_dir, total, fragment_rows, &mut rng).await?;
 
-    // DataFusion's own Parquet table over the very same files.
+    // DataFusion's own Parquet table over the same rows, written by DataFusion's writer with
+    // its defaults (what a user of plain Parquet has).
+    let plain_dir = format!("{root}/plain");
+    std::fs::create_dir_all(&plain_dir)?;
+    ctx.sql(&format!(
+        "COPY (SELECT * FROM t) TO '{plain_dir}/' STORED AS PARQUET"
+    ))
+    .await?
+    .collect()
+    .await?;
     let listing =
         ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
     ctx.register_listing_table(
         "plain",
-        format!("{table_dir}/data/"),
+        format!("{plain_dir}/"),
         listing,
         Some(schema()),
         None,
@@ -159,7 +145,7 @@ async fn main() -> datafusion::error::Result<()> {
             "SELECT count(*) FROM plain".to_string(),
         ),
     ];
-    println!("natal vs DataFusion Parquet over the same files: {total} rows, fragments of {fragment_rows}, median of {RUNS} runs (planning + execution)\n");
+    println!("natal vs DataFusion Parquet (its default writer): {total} rows, fragments of {fragment_rows}, median of {RUNS} runs (planning + execution)\n");
     println!(
         "| query | natal | rows | DataFusion Parquet | rows | natal / Parquet | execution only |"
     );

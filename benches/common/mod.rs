@@ -96,3 +96,37 @@ pub async fn timed_sql(ctx: &datafusion::prelude::SessionContext, sql: &str) -> 
         .expect("run");
     (ms(start), batches.iter().map(RecordBatch::num_rows).sum())
 }
+
+/// Creates the natal table at `location` with `total` of the benchmark's rows (drawn from
+/// `rng`) in fragments of `fragment_rows`, appended as one stream.
+#[allow(dead_code)] // not every bench writes through a session's store
+pub async fn write_table(
+    ctx: &datafusion::prelude::SessionContext,
+    location: &str,
+    total: u64,
+    fragment_rows: u64,
+    rng: &mut Rng,
+) -> datafusion::error::Result<()> {
+    let (store, path) = natal::datafusion::resolve_location(ctx.runtime_env().as_ref(), location)?;
+    let table = natal::table::Table::create(
+        store,
+        path,
+        &schema(),
+        natal::table::TableOptions {
+            max_rows_per_fragment: fragment_rows,
+            ..Default::default()
+        },
+    )
+    .await?;
+    let mut batches = Vec::new();
+    let mut written = 0u64;
+    while written < total {
+        let len = (total - written).min(65_536) as i64;
+        batches.push(Ok::<_, natal::Error>(rows(written as i64, len, rng)));
+        written += len as u64;
+    }
+    table
+        .append_stream(Box::pin(futures::stream::iter(batches)))
+        .await?;
+    Ok(())
+}

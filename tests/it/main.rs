@@ -11,3 +11,4 @@ mod model;
 mod rowid;
 mod sql;
 mod storage;
+mod tpch;

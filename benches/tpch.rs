@@ -1,0 +1,207 @@
+//! TPC-H on natal vs DataFusion's Parquet (issue #17's figures).
+//!
+//! Data is generated in-process (`tpchgen`) at `NATAL_TPCH_SF` (default 1), loaded into natal
+//! tables (`INSERT INTO`) and written as Parquet by DataFusion's own writer with its defaults
+//! (`COPY ... STORED AS PARQUET`). Every query's answer is compared between the two (the bench
+//! fails on a difference), then each side is timed: the median of `NATAL_TPCH_RUNS` (default
+//! 5) runs, each in a fresh `SessionContext` (planning included, caches cold). Then churn
+//! that keeps the logical content (10% of lineitem updated to its own values, 1% of orders
+//! and lineitem deleted and inserted again, every table compacted) and the same again.
+//!
+//! Before the queries, the write figure: `lineitem` held in memory, written by
+//! `CREATE TABLE ... AS SELECT` into natal and by `COPY` as Parquet (time and bytes); skip
+//! it with `NATAL_TPCH_WRITE=0`. `NATAL_TPCH_QUERIES=1,12,18` runs some queries only,
+//! `NATAL_TPCH_CHURN=0` skips the churn, `NATAL_TPCH_KEEP=1` leaves the tables in place.
+//!
+//! ```text
+//! cargo bench --bench tpch
+//! NATAL_TPCH_SF=10 NATAL_TPCH_RUNS=3 cargo bench --bench tpch
+//! ```
+
+#[path = "tpch/mod.rs"]
+mod tpch;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::catalog::{MemTable, MemorySchemaProvider, SchemaProvider};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::prelude::SessionContext;
+use tpch::Dirs;
+
+fn env_f64(name: &str, default: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// Median wall time (ms) of `runs` runs of query `q`, each in a fresh session from `session`.
+async fn time_query<F, Fut>(session: F, q: usize, runs: usize) -> Result<f64>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<SessionContext>>,
+{
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let ctx = session().await?;
+        let start = Instant::now();
+        tpch::run(&ctx, q).await?;
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(median(times))
+}
+
+/// Checks that natal and Parquet give the same answer to every query, then times both.
+async fn compare(dirs: &Dirs, queries: &[usize], runs: usize) -> Result<Vec<(usize, f64, f64)>> {
+    let mut out = Vec::new();
+    for &q in queries {
+        let natal = tpch::canonical(&tpch::run(&tpch::natal_session(dirs)?, q).await?)?;
+        let plain = tpch::canonical(&tpch::run(&tpch::parquet_session(dirs).await?, q).await?)?;
+        if natal != plain {
+            return Err(DataFusionError::Execution(format!(
+                "q{q}: natal's answer ({} rows) differs from Parquet's ({} rows)",
+                natal.len(),
+                plain.len()
+            )));
+        }
+        let natal_ms = time_query(|| async { tpch::natal_session(dirs) }, q, runs).await?;
+        let plain_ms = time_query(|| tpch::parquet_session(dirs), q, runs).await?;
+        eprintln!(
+            "q{q}: natal {natal_ms:.0} ms, Parquet {plain_ms:.0} ms ({} rows)",
+            natal.len()
+        );
+        out.push((q, natal_ms, plain_ms));
+    }
+    Ok(out)
+}
+
+/// lineitem from memory: natal's `CREATE TABLE AS` against DataFusion's `COPY`.
+async fn write_figure(dirs: &Dirs, sf: f64) -> Result<()> {
+    let ctx = tpch::generator_session(sf)?;
+    natal::datafusion::register(&ctx, &dirs.natal.to_string_lossy())?;
+    let rows = ctx.sql("SELECT * FROM gen.lineitem").await?;
+    let schema = Arc::new(rows.schema().as_arrow().clone());
+    let partitions = rows.collect_partitioned().await?;
+    let memory = Arc::new(MemorySchemaProvider::new());
+    memory.register_table(
+        "lineitem".into(),
+        Arc::new(MemTable::try_new(schema, partitions)?),
+    )?;
+    ctx.catalog("datafusion")
+        .ok_or_else(|| DataFusionError::Internal("no default catalog".into()))?
+        .register_schema("mem", memory)?;
+    let start = Instant::now();
+    ctx.sql("CREATE TABLE lineitem_ctas AS SELECT * FROM mem.lineitem")
+        .await?
+        .collect()
+        .await?;
+    let natal_s = start.elapsed().as_secs_f64();
+    let natal_bytes = tpch::bytes_under(&dirs.natal.join("lineitem_ctas").join("data"));
+    let copy_dir = dirs.parquet.join("lineitem_copy");
+    let start = Instant::now();
+    tpch::copy_to_parquet(&ctx, "mem.lineitem", &copy_dir).await?;
+    let copy_s = start.elapsed().as_secs_f64();
+    let copy_bytes = tpch::bytes_under(&copy_dir);
+    println!("lineitem from memory (SF {sf}):\n");
+    println!("| writer | time | bytes |");
+    println!("|---|---|---|");
+    println!(
+        "| natal CREATE TABLE AS | {natal_s:.2} s | {:.1} MB |",
+        natal_bytes as f64 / 1e6
+    );
+    println!(
+        "| DataFusion COPY ... STORED AS PARQUET | {copy_s:.2} s | {:.1} MB |",
+        copy_bytes as f64 / 1e6
+    );
+    println!(
+        "| natal / Parquet | {:.2}× | {:.2}× |\n",
+        natal_s / copy_s,
+        natal_bytes as f64 / copy_bytes as f64
+    );
+    ctx.sql("DROP TABLE lineitem_ctas").await?.collect().await?;
+    std::fs::remove_dir_all(&copy_dir)?;
+    Ok(())
+}
+
+fn print_table(title: &str, rows: &[(usize, f64, f64)]) {
+    println!("{title}\n");
+    println!("| query | natal | Parquet | natal / Parquet |");
+    println!("|---|---|---|---|");
+    for (q, natal, plain) in rows {
+        println!(
+            "| q{q} | {natal:.0} ms | {plain:.0} ms | {:.2}× |",
+            natal / plain
+        );
+    }
+    let (natal, plain): (f64, f64) = rows.iter().fold((0.0, 0.0), |(a, b), r| (a + r.1, b + r.2));
+    let worst = rows
+        .iter()
+        .map(|r| (r.1 / r.2, r.0))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    println!(
+        "| sum | {natal:.0} ms | {plain:.0} ms | {:.2}× |",
+        natal / plain
+    );
+    if let Some((ratio, q)) = worst {
+        println!("\nhighest ratio: q{q} at {ratio:.2}×\n");
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let sf = env_f64("NATAL_TPCH_SF", 1.0);
+    let runs = env_f64("NATAL_TPCH_RUNS", 5.0).max(1.0) as usize;
+    let queries: Vec<usize> = match std::env::var("NATAL_TPCH_QUERIES") {
+        Ok(list) => list
+            .split(',')
+            .filter_map(|q| q.trim().parse().ok())
+            .collect(),
+        Err(_) => (1..=22).collect(),
+    };
+    let dir = match std::env::var("NATAL_TPCH_DIR") {
+        Ok(d) => tempfile::tempdir_in(d)?,
+        Err(_) => tempfile::tempdir_in(std::env::current_dir()?)?,
+    };
+    let dirs = Dirs::under(dir.path());
+    println!("TPC-H SF {sf}: natal vs DataFusion Parquet (default writer), median of {runs} fresh sessions\n");
+    let start = Instant::now();
+    tpch::load(&dirs, sf).await?;
+    println!(
+        "loaded in {:.1} s (generated once per side); natal {:.1} MB, Parquet {:.1} MB\n",
+        start.elapsed().as_secs_f64(),
+        tpch::bytes_under(&dirs.natal) as f64 / 1e6,
+        tpch::bytes_under(&dirs.parquet) as f64 / 1e6
+    );
+    if std::env::var("NATAL_TPCH_WRITE").as_deref() != Ok("0") {
+        write_figure(&dirs, sf).await?;
+    }
+    let fresh = compare(&dirs, &queries, runs).await?;
+    print_table("fresh tables:", &fresh);
+    if std::env::var("NATAL_TPCH_CHURN").as_deref() == Ok("0") {
+        keep_if_asked(dir);
+        return Ok(());
+    }
+    let start = Instant::now();
+    tpch::churn(&dirs).await?;
+    println!("churn took {:.1} s\n", start.elapsed().as_secs_f64());
+    let churned = compare(&dirs, &queries, runs).await?;
+    print_table(
+        "after churn (update 10%, delete + insert 1%, compact):",
+        &churned,
+    );
+    keep_if_asked(dir);
+    Ok(())
+}
+
+/// With `NATAL_TPCH_KEEP=1`, leaves the tables in place (for EXPLAIN ANALYZE by hand).
+fn keep_if_asked(dir: tempfile::TempDir) {
+    if std::env::var("NATAL_TPCH_KEEP").as_deref() == Ok("1") {
+        println!("tables kept in {}", dir.keep().display());
+    }
+}
