@@ -45,6 +45,7 @@ pub fn rows(start: i64, len: i64, rng: &mut Rng) -> RecordBatch {
 }
 
 /// A value of an environment variable, or `default`.
+#[allow(dead_code)] // not every bench reads one
 pub fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -54,6 +55,7 @@ pub fn env(name: &str, default: u64) -> u64 {
 
 /// The id natal gave the `row`-th row written to a table of `fragment_rows`-row fragments:
 /// its birth address.
+#[allow(dead_code)] // not every bench takes by id
 pub fn birth_id(row: u64, fragment_rows: u64) -> natal::rowid::RowId {
     natal::rowid::RowAddress::new((row / fragment_rows) as u32, (row % fragment_rows) as u32)
         .as_native_id()

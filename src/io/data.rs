@@ -7,7 +7,9 @@
 
 use std::ops::Range;
 
-use arrow::array::{new_null_array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
+use arrow::array::{
+    new_null_array, ArrayRef, BooleanArray, BooleanBufferBuilder, RecordBatch, RecordBatchOptions,
+};
 use arrow::compute::{cast, concat_batches};
 use arrow::datatypes::{DataType, SchemaRef};
 use futures::stream::{self, BoxStream};
@@ -45,17 +47,29 @@ impl TableStore {
         pages: Option<PagePruning>,
     ) -> BoxStream<'static, Result<(RecordBatch, Vec<u32>)>> {
         let rows = rows.start.min(fragment.physical_rows)..rows.end.min(fragment.physical_rows);
-        // A range of rows is a range, not a list: no per-scan offset vector.
-        let selected = match &offsets {
-            Some(bitmap) => Selected::Rows(bitmap.range(rows.clone()).collect()),
+        // A range of rows is a range, not a list: no per-scan offset vector. Most of a
+        // range (a fragment with some deletions) is the range minus what is left out, a
+        // block-list: walking a dense bitmap row by row was most of a bulk DELETE's time.
+        let selected = match offsets {
+            Some(bitmap) => {
+                let chosen = bitmap.range_cardinality(rows.clone()) as usize;
+                if mostly_all(chosen, rows.end - rows.start) {
+                    let mut left_out = RoaringBitmap::new();
+                    left_out.insert_range(rows.clone());
+                    left_out -= &bitmap;
+                    Selected::RangeExcept(rows.clone(), left_out)
+                } else {
+                    Selected::Rows(bitmap.range(rows.clone()).collect())
+                }
+            }
             None => Selected::Range(rows.clone()),
         };
         if field_ids.is_empty() {
             // Nothing to decode: only row counts (and ids computed by the caller) are needed.
-            let total = selected.len();
-            let chunks: Vec<Vec<u32>> = (0..total)
-                .step_by(READ_BATCH_ROWS)
-                .filter_map(|start| selected.slice(start, (start + READ_BATCH_ROWS).min(total)))
+            let chunks: Vec<Vec<u32>> = selected
+                .into_offsets()
+                .chunks(READ_BATCH_ROWS)
+                .map(<[u32]>::to_vec)
                 .collect();
             return stream::iter(chunks.into_iter().map(move |chunk| {
                 let options = RecordBatchOptions::new().with_row_count(Some(chunk.len()));
@@ -80,17 +94,19 @@ impl TableStore {
                 Selected::Rows(list) if list.is_empty() => {
                     return Ok(stream::empty().boxed());
                 }
-                Selected::Rows(list) if !mostly_all(list.len(), rows.end - rows.start) => {
-                    (Some(selection_for(&list, total)), Selected::Rows(list))
-                }
-                // Most rows of the range (a fragment with a few deletions): the range is
-                // decoded as a run and the others dropped after; a selection would have
-                // Parquet read page by page and stop at each gap.
-                Selected::Rows(list) => {
+                Selected::Rows(list) => (Some(selection_for(&list, total)), Selected::Rows(list)),
+                // Most rows of the range: it is decoded as a run and the rest dropped after;
+                // a selection would have Parquet read page by page and stop at each gap.
+                Selected::RangeExcept(range, left_out) => {
                     let batches = this
-                        .read_columns(&fragment, &field_ids, output, range_selection(&rows, total))
+                        .read_columns(
+                            &fragment,
+                            &field_ids,
+                            output,
+                            range_selection(&range, total),
+                        )
                         .await?;
-                    return Ok(keep_selected(batches, list, rows.start));
+                    return Ok(drop_left_out(batches, range.start, left_out));
                 }
                 Selected::Range(range) => (range_selection(&range, total), Selected::Range(range)),
             };
@@ -363,15 +379,14 @@ fn mostly_all(selected: usize, total: u32) -> bool {
     selected as u64 * 4 >= u64::from(total) * 3
 }
 
-/// Batches of every row of a fragment from offset `first` on, in order, cut down to the rows
-/// `rows` (ascending) selects and paired with their offsets.
-fn keep_selected(
+/// Batches of every row of a fragment from offset `first` on, in order, without the rows at
+/// `left_out`, each paired with the offsets of the rows it keeps.
+fn drop_left_out(
     batches: BoxStream<'static, Result<RecordBatch>>,
-    rows: Vec<u32>,
     first: u32,
+    left_out: RoaringBitmap,
 ) -> BoxStream<'static, Result<(RecordBatch, Vec<u32>)>> {
     let mut start = first;
-    let mut next = 0usize;
     batches
         .map(move |batch| {
             let batch = batch?;
@@ -379,25 +394,38 @@ fn keep_selected(
                 .ok()
                 .and_then(|n| start.checked_add(n))
                 .ok_or_else(|| Error::corrupt("data file", "returned more rows than it holds"))?;
-            let first = next;
-            while next < rows.len() && rows[next] < end {
-                next += 1;
-            }
-            let kept = rows[first..next].to_vec();
-            let batch = if kept.len() == batch.num_rows() {
+            let gone: Vec<u32> = left_out.range(start..end).collect();
+            let kept = range_except(start..end, &gone);
+            let batch = if gone.is_empty() {
                 batch
             } else {
-                let mut mask = vec![false; batch.num_rows()];
-                for &row in &kept {
-                    mask[(row - start) as usize] = true;
+                let mut keep = BooleanBufferBuilder::new(batch.num_rows());
+                keep.append_n(batch.num_rows(), true);
+                for &row in &gone {
+                    keep.set_bit((row - start) as usize, false);
                 }
-                arrow::compute::filter_record_batch(&batch, &BooleanArray::from(mask))?
+                arrow::compute::filter_record_batch(
+                    &batch,
+                    &BooleanArray::new(keep.finish(), None),
+                )?
             };
             start = end;
             Ok((batch, kept))
         })
         .try_filter(|(batch, _)| futures::future::ready(batch.num_rows() > 0))
         .boxed()
+}
+
+/// The offsets of `range` but those in `gone` (ascending, inside the range).
+fn range_except(range: Range<u32>, gone: &[u32]) -> Vec<u32> {
+    let mut kept = Vec::with_capacity((range.end - range.start) as usize - gone.len());
+    let mut from = range.start;
+    for &g in gone {
+        kept.extend(from..g);
+        from = g + 1;
+    }
+    kept.extend(from..range.end);
+    kept
 }
 
 /// Pairs each batch with the offsets of its rows (the selection, consumed in order).
@@ -423,6 +451,8 @@ fn attach_offsets(
 enum Selected {
     /// Offsets `start..end`.
     Range(Range<u32>),
+    /// Offsets `start..end` but those in the bitmap (most of the range).
+    RangeExcept(Range<u32>, RoaringBitmap),
     Rows(Vec<u32>),
 }
 
@@ -430,6 +460,9 @@ impl Selected {
     fn len(&self) -> usize {
         match self {
             Selected::Range(r) => (r.end - r.start) as usize,
+            Selected::RangeExcept(r, left_out) => {
+                (r.end - r.start) as usize - left_out.len() as usize
+            }
             Selected::Rows(rows) => rows.len(),
         }
     }
@@ -453,6 +486,21 @@ impl Selected {
                     Selected::Rows(clipped.into_iter().flatten().collect())
                 }
             }
+            Selected::RangeExcept(whole, left_out) => {
+                let mut kept = RoaringBitmap::new();
+                for r in ranges {
+                    kept.insert_range(r.start.max(whole.start)..r.end.min(whole.end));
+                }
+                kept -= &left_out;
+                if mostly_all(kept.len() as usize, whole.end - whole.start) {
+                    let mut left_out = RoaringBitmap::new();
+                    left_out.insert_range(whole.clone());
+                    left_out -= &kept;
+                    Selected::RangeExcept(whole, left_out)
+                } else {
+                    Selected::Rows(kept.iter().collect())
+                }
+            }
             Selected::Rows(mut rows) => {
                 let mut next = ranges.iter().peekable();
                 rows.retain(|&row| {
@@ -466,6 +514,17 @@ impl Selected {
         }
     }
 
+    /// Every selected offset, in order.
+    fn into_offsets(self) -> Vec<u32> {
+        match self {
+            Selected::Range(r) => r.collect(),
+            Selected::RangeExcept(r, left_out) => {
+                range_except(r, &left_out.iter().collect::<Vec<_>>())
+            }
+            Selected::Rows(rows) => rows,
+        }
+    }
+
     /// The offsets of selected rows `start..end`, if there are that many.
     fn slice(&self, start: usize, end: usize) -> Option<Vec<u32>> {
         if start > end || end > self.len() {
@@ -473,6 +532,10 @@ impl Selected {
         }
         Some(match self {
             Selected::Range(r) => (r.start + start as u32..r.start + end as u32).collect(),
+            Selected::RangeExcept(r, left_out) => {
+                let gone: Vec<u32> = left_out.iter().collect();
+                range_except(r.clone(), &gone)[start..end].to_vec()
+            }
             Selected::Rows(rows) => rows[start..end].to_vec(),
         })
     }
