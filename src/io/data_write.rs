@@ -94,7 +94,7 @@ fn few_distinct(column: &ArrayRef) -> bool {
     else {
         return false;
     };
-    let Ok(rows) = converter.convert_columns(&[sample.clone()]) else {
+    let Ok(rows) = converter.convert_columns(std::slice::from_ref(&sample)) else {
         return false;
     };
     let mut distinct = std::collections::HashSet::new();
