@@ -99,7 +99,7 @@ fn few_distinct(column: &ArrayRef) -> bool {
     };
     let mut distinct = std::collections::HashSet::new();
     for row in rows.iter() {
-        distinct.insert(row.as_ref().to_vec());
+        distinct.insert(row);
         if distinct.len() * 8 > sample.len() {
             return false;
         }

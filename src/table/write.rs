@@ -249,13 +249,8 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let scan = read.scan(rows.scan(None)).await?;
-        self.update_scanned(
-            &read,
-            scan,
-            &|batch: &RecordBatch| Ok(BooleanArray::from(vec![true; batch.num_rows()])),
-            update,
-        )
-        .await
+        // The scan passed only the named rows: nothing left to match.
+        self.update_scanned(&read, scan, None, update).await
     }
 
     /// Deletes rows by id.
@@ -283,23 +278,28 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let scan = read.scan(scan_all()).await?;
-        self.update_scanned(&read, scan, predicate, update).await
+        self.update_scanned(&read, scan, Some(predicate), update)
+            .await
     }
 
     /// Writes the rows of `scan` (every user column, then both system columns) that
-    /// `predicate` matches again with the values `update` computes, and commits the update.
+    /// `predicate` matches (all, if `None`) again with the values `update` computes, and
+    /// commits the update.
     async fn update_scanned(
         &self,
         read: &Snapshot,
         mut scan: BoxStream<'static, Result<RecordBatch>>,
-        predicate: BatchPredicate<'_>,
+        predicate: Option<BatchPredicate<'_>>,
         update: BatchUpdate<'_>,
     ) -> Result<Committed> {
         let schema = read.schema().clone();
         let mut writer = FragmentWriter::new(&self.store, &schema, fragment_rows(read), true);
         let mut rows = Vec::new();
         while let Some(batch) = scan.try_next().await? {
-            let matched = filter_record_batch(&batch, &predicate(&batch)?)?;
+            let matched = match predicate {
+                Some(predicate) => filter_record_batch(&batch, &predicate(&batch)?)?,
+                None => batch,
+            };
             if matched.num_rows() == 0 {
                 continue;
             }
