@@ -23,6 +23,7 @@ mod provider;
 mod pruning;
 mod rowid_list;
 mod scan;
+mod statistics;
 
 use std::sync::Arc;
 

@@ -29,12 +29,7 @@ impl FragmentStatistics<'_> {
         column: &Column,
     ) -> Option<(&'f ColumnStats, DataType)> {
         let field = self.schema.field_by_name(&column.name)?;
-        let file = fragment
-            .files
-            .iter()
-            .rev()
-            .find(|f| f.field_ids.contains(&field.id))?;
-        let stats = file.column_stats.iter().find(|s| s.field_id == field.id)?;
+        let stats = fragment.column_stats(field.id)?;
         Some((stats, field.data_type.clone()))
     }
 
@@ -62,7 +57,7 @@ fn is_float(data_type: &DataType) -> bool {
     )
 }
 
-fn to_scalar(value: &StatValue, data_type: &DataType) -> Option<ScalarValue> {
+pub(super) fn to_scalar(value: &StatValue, data_type: &DataType) -> Option<ScalarValue> {
     let raw = match value {
         StatValue::Boolean(b) => ScalarValue::Boolean(Some(*b)),
         StatValue::Int(i) => ScalarValue::Int64(Some(*i)),

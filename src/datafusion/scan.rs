@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::stats::Precision;
 use datafusion::common::Statistics;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -32,6 +31,7 @@ use roaring::RoaringTreemap;
 use super::filter::ExprPredicate;
 use super::leaf::{leaf_exec_methods, leaf_properties};
 use super::partitions::Piece;
+use super::statistics::scan_statistics;
 use crate::rowid::FragmentId;
 use crate::table::{IndexProbe, RowPredicate, ScanMetrics, ScanRequest, Snapshot};
 
@@ -220,64 +220,16 @@ impl ExecutionPlan for NatalScanExec {
         Some(self.metrics.clone_inner())
     }
 
-    /// Row counts from the manifest: exact when the scan returns every live row of its
-    /// fragments (no id mask, no filter, no limit), so `count(*)` is answered without
-    /// reading data; otherwise an estimate (the filter's share as DataFusion's `FilterExec`
-    /// would assume it, at most the ids of a mask, at most the limit), so the planner can
-    /// still choose join sides and modes by size.
+    /// Row counts and column statistics from the manifest (`statistics.rs`).
     fn statistics_from_inputs(
         &self,
         _input_stats: &[Arc<Statistics>],
         args: &StatisticsArgs,
     ) -> Result<Arc<Statistics>> {
-        let mut statistics = Statistics::new_unknown(&self.schema);
-        let every_live_row = self.plan.row_ids.is_none()
-            && self.plan.row_id_range.is_none()
-            && self.plan.filter.is_none();
-        let pieces: Vec<Piece> = match args.partition() {
-            Some(p) => self.plan.partitions.get(p).cloned().unwrap_or_default(),
-            None => self.plan.partitions.concat(),
-        };
-        let manifest = self.plan.snapshot.manifest();
-        // A piece of a fragment holds a share of its live rows that only its deletion
-        // vector knows: an estimate, in proportion.
-        let mut exact = true;
-        let mut rows = 0u64;
-        let mut whole = std::collections::BTreeSet::new();
-        for piece in &pieces {
-            let Some(f) = manifest.fragment(piece.fragment) else {
-                continue;
-            };
-            match &piece.rows {
-                None => rows += f.live_rows(),
-                // Every piece of the fragment together: all its live rows, once.
-                Some(_) if args.partition().is_none() => {
-                    if whole.insert(f.id) {
-                        rows += f.live_rows();
-                    }
-                }
-                Some(range) => {
-                    exact &= f.deletion.is_none();
-                    rows += f.live_rows() * u64::from(range.end - range.start)
-                        / u64::from(f.physical_rows.max(1));
-                }
-            }
-        }
-        let mut estimate = rows as f64;
-        if self.plan.filter.is_some() || self.plan.row_id_range.is_some() {
-            estimate *= self.plan.filter_selectivity;
-        }
-        if let Some(ids) = &self.plan.row_ids {
-            estimate = estimate.min(ids.len() as f64);
-        }
-        if let Some(limit) = self.plan.limit {
-            estimate = estimate.min(limit as f64);
-        }
-        statistics.num_rows = if exact && every_live_row && self.plan.limit.is_none() {
-            Precision::Exact(rows as usize)
-        } else {
-            Precision::Inexact(estimate as usize)
-        };
-        Ok(Arc::new(statistics))
+        Ok(Arc::new(scan_statistics(
+            &self.plan,
+            &self.schema,
+            args.partition(),
+        )))
     }
 }

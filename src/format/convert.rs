@@ -396,6 +396,7 @@ fn stats_from_proto(raw: proto::ColumnStats) -> ColumnStats {
         null_count: raw.null_count,
         nan_count: raw.nan_count,
         bounds_only: raw.bounds_only,
+        uncompressed_bytes: raw.uncompressed_bytes,
     }
 }
 
@@ -420,6 +421,7 @@ pub(super) fn fragment_to_proto(f: &Fragment) -> proto::Fragment {
                         null_count: s.null_count,
                         nan_count: s.nan_count,
                         bounds_only: s.bounds_only,
+                        uncompressed_bytes: s.uncompressed_bytes,
                     })
                     .collect(),
             })

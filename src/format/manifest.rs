@@ -217,6 +217,16 @@ impl Fragment {
             && (self.row_ids_file.is_some() || self.row_ids == other.row_ids)
     }
 
+    /// The statistics of field `field_id` in the newest of this fragment's files that holds it.
+    pub fn column_stats(&self, field_id: u32) -> Option<&ColumnStats> {
+        let file = self
+            .files
+            .iter()
+            .rev()
+            .find(|f| f.field_ids.contains(&field_id))?;
+        file.column_stats.iter().find(|s| s.field_id == field_id)
+    }
+
     pub fn live_rows(&self) -> u64 {
         self.physical_rows as u64
             - self

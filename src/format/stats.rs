@@ -16,6 +16,21 @@ pub enum StatValue {
     Binary(Vec<u8>),
 }
 
+impl StatValue {
+    /// Orders two values of one family; values of different families are unordered.
+    pub fn less_than(&self, other: &StatValue) -> bool {
+        match (self, other) {
+            (StatValue::Boolean(a), StatValue::Boolean(b)) => a < b,
+            (StatValue::Int(a), StatValue::Int(b)) => a < b,
+            (StatValue::UInt(a), StatValue::UInt(b)) => a < b,
+            (StatValue::Float(a), StatValue::Float(b)) => a < b,
+            (StatValue::Utf8(a), StatValue::Utf8(b)) => a < b,
+            (StatValue::Binary(a), StatValue::Binary(b)) => a < b,
+            _ => false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ColumnStats {
     pub field_id: u32,
@@ -26,6 +41,9 @@ pub struct ColumnStats {
     pub nan_count: Option<u64>,
     /// True when min/max are bounds, not the exact extremes (truncated strings).
     pub bounds_only: bool,
+    /// The column's size in the file before compression; `None` in files written before
+    /// natal recorded it.
+    pub uncompressed_bytes: Option<u64>,
 }
 
 /// Truncates a string minimum to a prefix of at most `MAX_STAT_BYTES` bytes.

@@ -22,8 +22,9 @@ pub(super) fn column_stats(
     nan_counts: &[u64],
 ) -> Result<Vec<ColumnStats>> {
     let parquet_schema = metadata.file_metadata().schema_descr();
+    let sizes = root_uncompressed_bytes(metadata);
     let mut out = Vec::with_capacity(schema.fields.len());
-    for (field, &nans) in schema.fields.iter().zip(nan_counts) {
+    for (index, (field, &nans)) in schema.fields.iter().zip(nan_counts).enumerate() {
         let converter = StatisticsConverter::try_new(&field.name, file_schema, parquet_schema)?;
         let groups = metadata.row_groups();
         let null_count = converter
@@ -38,6 +39,7 @@ pub(super) fn column_stats(
             field_id: field.id,
             null_count,
             nan_count: is_float.then_some(nans),
+            uncompressed_bytes: sizes.get(index).copied(),
             ..Default::default()
         };
         let mins = stat_values(&converter.row_group_mins(groups.iter())?);
@@ -47,11 +49,11 @@ pub(super) fn column_stats(
             let min = mins
                 .into_iter()
                 .flatten()
-                .reduce(|a, b| if lt(&b, &a) { b } else { a });
+                .reduce(|a, b| if b.less_than(&a) { b } else { a });
             let max = maxes
                 .into_iter()
                 .flatten()
-                .reduce(|a, b| if lt(&a, &b) { b } else { a });
+                .reduce(|a, b| if a.less_than(&b) { b } else { a });
             let (min, min_truncated) = truncate_stat_min(min);
             let (max, max_truncated) = truncate_stat_max(max);
             stats.bounds_only = min_truncated || max_truncated;
@@ -63,16 +65,19 @@ pub(super) fn column_stats(
     Ok(out)
 }
 
-fn lt(a: &StatValue, b: &StatValue) -> bool {
-    match (a, b) {
-        (StatValue::Boolean(a), StatValue::Boolean(b)) => a < b,
-        (StatValue::Int(a), StatValue::Int(b)) => a < b,
-        (StatValue::UInt(a), StatValue::UInt(b)) => a < b,
-        (StatValue::Float(a), StatValue::Float(b)) => a < b,
-        (StatValue::Utf8(a), StatValue::Utf8(b)) => a < b,
-        (StatValue::Binary(a), StatValue::Binary(b)) => a < b,
-        _ => false,
+/// Uncompressed bytes per top-level column (the file's columns are the schema's, in
+/// order): the sum over its leaves and row groups.
+fn root_uncompressed_bytes(metadata: &ParquetMetaData) -> Vec<u64> {
+    let descr = metadata.file_metadata().schema_descr();
+    let mut sizes = vec![0u64; descr.root_schema().get_fields().len()];
+    for group in metadata.row_groups() {
+        for (leaf, chunk) in group.columns().iter().enumerate() {
+            if let Some(size) = sizes.get_mut(descr.get_column_root_idx(leaf)) {
+                *size += u64::try_from(chunk.uncompressed_size()).unwrap_or(0);
+            }
+        }
     }
+    sizes
 }
 
 fn truncate_stat_min(value: Option<StatValue>) -> (Option<StatValue>, bool) {

@@ -364,3 +364,112 @@ async fn dml_names_rows_by_mask_and_filter() {
         vec![997]
     );
 }
+
+/// The scan node of `plan` (the first found, depth first).
+fn scan_node(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+    if plan.name() == "NatalScanExec" {
+        return Some(plan.clone());
+    }
+    plan.children().into_iter().find_map(scan_node)
+}
+
+/// The planner learns each column's range, nulls and size from the manifest (so it sizes
+/// joins as it does over Parquet), exact only where they are the answer: DataFusion answers
+/// `min`/`max`/`count` from exact figures without reading a row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scans_report_column_statistics_exact_only_when_they_are_the_answer() {
+    use datafusion::common::stats::Precision;
+    use datafusion::common::ScalarValue;
+
+    let (_dir, ctx) = catalog_session();
+    run(
+        &ctx,
+        "CREATE TABLE t (k BIGINT NOT NULL, v BIGINT, s VARCHAR)",
+    )
+    .await;
+    run(
+        &ctx,
+        "INSERT INTO t SELECT value, CASE WHEN value % 10 = 0 THEN NULL ELSE value * 2 END, \
+         'name ' || value FROM generate_series(1, 1000)",
+    )
+    .await;
+    let statistics = |sql: &'static str| {
+        let ctx = ctx.clone();
+        async move {
+            let (plan, _) = physical_plan(&ctx, sql).await;
+            let scan = scan_node(&plan).expect("a natal scan");
+            datafusion::physical_plan::statistics::StatisticsContext::new()
+                .compute(
+                    scan.as_ref(),
+                    &datafusion::physical_plan::statistics::StatisticsArgs::new(),
+                )
+                .unwrap()
+        }
+    };
+
+    let fresh = statistics("SELECT k, v, s FROM t").await;
+    assert_eq!(fresh.num_rows, Precision::Exact(1000));
+    let k = &fresh.column_statistics[0];
+    assert_eq!(k.min_value, Precision::Exact(ScalarValue::Int64(Some(1))));
+    assert_eq!(
+        k.max_value,
+        Precision::Exact(ScalarValue::Int64(Some(1000)))
+    );
+    assert_eq!(k.null_count, Precision::Exact(0));
+    assert_eq!(k.byte_size, Precision::Exact(8000));
+    let v = &fresh.column_statistics[1];
+    assert_eq!(v.null_count, Precision::Exact(100));
+    assert_eq!(
+        v.max_value,
+        Precision::Exact(ScalarValue::Int64(Some(1998)))
+    );
+    let s = &fresh.column_statistics[2];
+    assert!(
+        matches!(s.byte_size, Precision::Inexact(n) if n > 0),
+        "{s:?}"
+    );
+    assert!(
+        matches!(fresh.total_byte_size, Precision::Inexact(n) if n > 16_000),
+        "{fresh:?}"
+    );
+
+    // A filter keeps the bounds as bounds and the counts as estimates.
+    let filtered = statistics("SELECT k FROM t WHERE v > 100").await;
+    assert!(matches!(filtered.num_rows, Precision::Inexact(n) if n < 1000));
+    assert_eq!(
+        filtered.column_statistics[0].max_value,
+        Precision::Inexact(ScalarValue::Int64(Some(1000)))
+    );
+
+    // The deleted maximum may still be the file's: a bound, and the query reads the rows.
+    run(&ctx, "DELETE FROM t WHERE k = 1000").await;
+    let after = statistics("SELECT k FROM t").await;
+    assert_eq!(after.num_rows, Precision::Exact(999));
+    assert_eq!(
+        after.column_statistics[0].max_value,
+        Precision::Inexact(ScalarValue::Int64(Some(1000)))
+    );
+    assert_eq!(column_values(&ctx, "SELECT max(k) FROM t").await, vec![999]);
+    assert_eq!(column_values(&ctx, "SELECT min(k) FROM t").await, vec![1]);
+    assert_eq!(
+        column_values(&ctx, "SELECT count(*) FROM t").await,
+        vec![999]
+    );
+
+    // An update moves rows into a file of their own: every file's statistics count.
+    run(&ctx, "UPDATE t SET k = k + 5000 WHERE k = 7").await;
+    assert_eq!(
+        column_values(&ctx, "SELECT max(k) FROM t").await,
+        vec![5007]
+    );
+    run(&ctx, "SELECT * FROM natal_compact('t')").await;
+    let compacted = statistics("SELECT k FROM t").await;
+    assert_eq!(
+        compacted.column_statistics[0].max_value,
+        Precision::Exact(ScalarValue::Int64(Some(5007)))
+    );
+    assert_eq!(
+        column_values(&ctx, "SELECT max(k) FROM t").await,
+        vec![5007]
+    );
+}
