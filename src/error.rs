@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::operation::Operation;
+
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -11,11 +13,20 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// Another writer published a version that touches what this commit touches.
-    #[error("commit conflict: {operation} planned at version {read_version} conflicts with the {other} committed as version {other_version}: {reason}")]
+    #[error(
+        "commit conflict: {operation} planned at version {read_version} conflicts with {}: \
+         {reason}",
+        describe_other(.other, *.other_version)
+    )]
     Conflict {
-        operation: String,
+        /// What this commit was doing.
+        operation: Operation,
+        /// The version it read and planned against.
         read_version: u64,
-        other: String,
+        /// The operation of the version it conflicts with; `None` when no one version is to
+        /// blame (the commit gave up after its retries).
+        other: Option<Operation>,
+        /// The newest version the commit saw.
         other_version: u64,
         reason: String,
     },
@@ -66,9 +77,26 @@ pub enum Error {
     /// Parquet encoding or decoding failed.
     #[error("parquet: {0}")]
     Parquet(#[from] parquet::errors::ParquetError),
+    /// A local file could not be read or written (the CLI's files, a local table root).
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// natal broke one of its own invariants: a bug to report, never the caller's fault.
+    #[error("internal error (please report): {0}")]
+    Internal(String),
     /// A user callback (predicate or update expression) failed.
     #[error("{0}")]
     External(Box<dyn std::error::Error + Send + Sync>),
+}
+
+fn describe_other(other: &Option<Operation>, version: u64) -> String {
+    match other {
+        Some(operation) => format!("the {operation} committed as version {version}"),
+        None => format!("the versions committed up to version {version}"),
+    }
 }
 
 /// Which side of the feature-flag contract a flag belongs to.
@@ -97,6 +125,10 @@ impl Error {
 
     pub(crate) fn invalid(reason: impl Into<String>) -> Self {
         Error::InvalidInput(reason.into())
+    }
+
+    pub(crate) fn internal(reason: impl Into<String>) -> Self {
+        Error::Internal(reason.into())
     }
 
     /// True when retrying the operation on the latest version may succeed.

@@ -14,9 +14,8 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::logical_expr::CreateExternalTable;
-use futures::TryStreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStore;
 
 use super::metadata;
 use super::provider::{NatalTableProvider, ProviderView};
@@ -253,7 +252,6 @@ impl SchemaProvider for NatalSchemaProvider {
         if let Ok(mut handles) = self.handles.write() {
             handles.remove(&parsed.base);
         }
-        let store = self.store.clone();
         blocking(async move {
             let snapshot = handle.latest().await?;
             let view = ProviderView {
@@ -261,15 +259,7 @@ impl SchemaProvider for NatalSchemaProvider {
                 system_columns: false,
             };
             let provider = NatalTableProvider::from_snapshot(handle.clone(), view, snapshot);
-            let prefix = handle.store().root().clone();
-            let listing: Vec<_> = store.list(Some(&prefix)).try_collect().await?;
-            // Manifests first: a half-dropped table is never a table with missing files.
-            let (manifests, files): (Vec<_>, Vec<_>) = listing
-                .into_iter()
-                .partition(|m| m.location.as_ref().contains(crate::io::VERSIONS_DIR));
-            for meta in manifests.into_iter().chain(files) {
-                store.delete(&meta.location).await?;
-            }
+            handle.delete_all_files().await?;
             Ok(Some(Arc::new(provider) as Arc<dyn TableProvider>))
         })
     }

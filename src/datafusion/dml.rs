@@ -208,7 +208,10 @@ async fn run(table: Table, kind: DmlKind) -> crate::Result<u64> {
 
 impl ExecutionPlan for DmlExec {
     fn name(&self) -> &str {
-        "DmlExec"
+        match &self.kind {
+            DmlKind::Delete { .. } => "NatalDeleteExec",
+            DmlKind::Update { .. } => "NatalUpdateExec",
+        }
     }
 
     fn properties(&self) -> &Arc<PlanProperties> {

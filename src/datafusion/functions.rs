@@ -246,7 +246,9 @@ impl TableFunctionImpl for NatalFunction {
             "natal_compact" => (Operation::Compact, 1),
             "natal_checkpoint" => (Operation::Checkpoint, 1),
             "natal_cleanup" => {
-                let keep_versions = literal_u64(name, exprs, 1, "versions to keep")?.unwrap_or(10);
+                let defaults = CleanupPolicy::default();
+                let keep_versions = literal_u64(name, exprs, 1, "versions to keep")?
+                    .unwrap_or(defaults.keep_versions as u64);
                 if keep_versions == 0 {
                     return Err(DataFusionError::Plan(format!(
                         "{name}: keep at least 1 version"
@@ -254,7 +256,7 @@ impl TableFunctionImpl for NatalFunction {
                 }
                 let keep_newer_than_secs =
                     literal_u64(name, exprs, 2, "seconds of history to keep")?
-                        .unwrap_or(7 * 24 * 3600);
+                        .unwrap_or(defaults.keep_newer_than.as_secs());
                 (
                     Operation::Cleanup {
                         keep_versions,

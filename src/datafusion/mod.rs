@@ -21,8 +21,10 @@ mod metadata;
 mod partitions;
 mod provider;
 mod pruning;
+mod pushdown;
 mod rowid_list;
 mod scan;
+mod scan_plan;
 mod statistics;
 
 use std::sync::Arc;

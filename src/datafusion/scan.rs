@@ -11,8 +11,7 @@
 //! inside the scan as batches decode.
 
 use std::fmt;
-use std::ops::RangeInclusive;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
@@ -26,40 +25,12 @@ use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::{StreamExt, TryStreamExt};
-use roaring::RoaringTreemap;
 
-use super::filter::ExprPredicate;
 use super::leaf::{leaf_exec_methods, leaf_properties};
-use super::partitions::Piece;
+use super::scan_plan::ScanPlan;
 use super::statistics::scan_statistics;
 use crate::rowid::FragmentId;
-use crate::table::{IndexProbe, RowPredicate, ScanMetrics, ScanRequest, Snapshot};
-
-/// How the scan reads a snapshot; built by the table provider.
-#[derive(Debug, Clone)]
-pub(crate) struct ScanPlan {
-    pub snapshot: Arc<Snapshot>,
-    /// User columns to read, in scan order.
-    pub columns: Vec<String>,
-    pub with_row_id: bool,
-    pub with_row_addr: bool,
-    /// For each output column, its index in the scan's own output.
-    pub output_order: Vec<usize>,
-    pub row_ids: Option<RoaringTreemap>,
-    pub row_id_range: Option<RangeInclusive<u64>>,
-    /// What each partition reads: fragments, whole or a range of their rows.
-    pub partitions: Vec<Vec<Piece>>,
-    pub fragments_pruned: usize,
-    /// The column filters, evaluated as fragments are read.
-    pub filter: Option<Arc<ExprPredicate>>,
-    /// An index that narrows the rows the filter must look at in the fragments it covers.
-    pub index: Option<Arc<IndexProbe>>,
-    pub limit: Option<usize>,
-    /// The share of rows (0..=1) a filter is taken to pass when nothing better is known:
-    /// the session's `datafusion.optimizer.default_filter_selectivity`, as DataFusion's
-    /// own `FilterExec` estimates.
-    pub filter_selectivity: f64,
-}
+use crate::table::{RowPredicate, ScanMetrics, ScanRequest};
 
 #[derive(Debug)]
 pub struct NatalScanExec {
@@ -82,8 +53,53 @@ impl NatalScanExec {
     }
 }
 
+impl NatalScanExec {
+    /// What the scan does beyond reading every row, as `key=value` pairs in display order.
+    fn details(&self) -> Vec<(&'static str, String)> {
+        let mut details = Vec::new();
+        if let Some(ids) = &self.plan.row_ids {
+            details.push(("row_ids", format!("exact mask of {} ids", ids.len())));
+        }
+        if let Some(range) = &self.plan.row_id_range {
+            let shown = format!("exact range {}..={}", range.start(), range.end());
+            details.push(("row_ids", shown));
+        }
+        if let Some(filter) = &self.plan.filter {
+            details.push(("filter", filter.to_string()));
+        }
+        if let Some(index) = &self.plan.index {
+            let shown = format!("{} ({})", index.name, index.lookup.describe());
+            details.push(("index", shown));
+        }
+        if let Some(limit) = self.plan.limit {
+            details.push(("limit", limit.to_string()));
+        }
+        details
+    }
+
+    /// Each partition's pieces: a fragment id, with the rows it reads when not all.
+    fn pieces(&self) -> String {
+        let partitions: Vec<String> = self
+            .plan
+            .partitions
+            .iter()
+            .map(|pieces| {
+                let pieces: Vec<String> = pieces
+                    .iter()
+                    .map(|p| match &p.rows {
+                        None => p.fragment.to_string(),
+                        Some(rows) => format!("{}:{}..{}", p.fragment, rows.start, rows.end),
+                    })
+                    .collect();
+                format!("[{}]", pieces.join(", "))
+            })
+            .collect();
+        format!("[{}]", partitions.join(", "))
+    }
+}
+
 impl DisplayAs for NatalScanExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let fragments = self
             .plan
             .partitions
@@ -92,35 +108,35 @@ impl DisplayAs for NatalScanExec {
             .map(|p| p.fragment)
             .collect::<std::collections::BTreeSet<_>>()
             .len();
-        write!(
-            f,
-            "NatalScanExec: version={}, partitions={}, fragments={} (pruned {})",
-            self.plan.snapshot.version(),
-            self.plan.partitions.len(),
-            fragments,
-            self.plan.fragments_pruned
-        )?;
-        if let Some(ids) = &self.plan.row_ids {
-            write!(f, ", row_ids=exact mask of {} ids", ids.len())?;
+        let version = self.plan.snapshot.version();
+        let partitions = self.plan.partitions.len();
+        let pruned = self.plan.fragments_pruned;
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(
+                    f,
+                    "NatalScanExec: version={version}, partitions={partitions}, \
+                     fragments={fragments} (pruned {pruned})"
+                )?;
+                for (key, value) in self.details() {
+                    write!(f, ", {key}={value}")?;
+                }
+                if matches!(t, DisplayFormatType::Verbose) {
+                    write!(f, ", pieces={}", self.pieces())?;
+                }
+                Ok(())
+            }
+            DisplayFormatType::TreeRender => {
+                writeln!(f, "version={version}")?;
+                writeln!(f, "partitions={partitions}")?;
+                writeln!(f, "fragments={fragments}")?;
+                writeln!(f, "pruned={pruned}")?;
+                for (key, value) in self.details() {
+                    writeln!(f, "{key}={value}")?;
+                }
+                Ok(())
+            }
         }
-        if let Some(range) = &self.plan.row_id_range {
-            write!(
-                f,
-                ", row_ids=exact range {}..={}",
-                range.start(),
-                range.end()
-            )?;
-        }
-        if let Some(filter) = &self.plan.filter {
-            write!(f, ", filter={filter}")?;
-        }
-        if let Some(index) = &self.plan.index {
-            write!(f, ", index={} ({})", index.name, index.lookup.describe())?;
-        }
-        if let Some(limit) = self.plan.limit {
-            write!(f, ", limit={limit}")?;
-        }
-        Ok(())
     }
 }
 
@@ -134,6 +150,17 @@ impl ExecutionPlan for NatalScanExec {
     }
 
     leaf_exec_methods!();
+
+    fn fetch(&self) -> Option<usize> {
+        self.plan.limit
+    }
+
+    /// The scan stops after `limit` rows (counted after its own filter).
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        let mut plan = self.plan.clone();
+        plan.limit = limit;
+        Some(Arc::new(NatalScanExec::new(plan, self.schema.clone())))
+    }
 
     fn execute(
         &self,
@@ -192,7 +219,7 @@ impl ExecutionPlan for NatalScanExec {
         let snapshot = self.plan.snapshot.clone();
         let order = self.plan.output_order.clone();
         let schema = self.schema.clone();
-        let mut remaining = self.plan.limit.unwrap_or(usize::MAX);
+        let remaining = Arc::new(AtomicUsize::new(self.plan.limit.unwrap_or(usize::MAX)));
         let stream = futures::stream::once(async move { snapshot.scan(request).await })
             .try_flatten()
             .map_err(DataFusionError::from)
@@ -206,10 +233,17 @@ impl ExecutionPlan for NatalScanExec {
                     futures::future::ready(out)
                 }
             })
-            .try_take_while(move |batch| {
-                let keep = remaining > 0;
-                remaining = remaining.saturating_sub(batch.num_rows());
-                futures::future::ready(Ok(keep))
+            // The limit is exact (the planner may drop its own limit for it, `with_fetch`):
+            // the last batch is cut to the rows still wanted.
+            .try_take_while({
+                let remaining = remaining.clone();
+                move |_| futures::future::ready(Ok(remaining.load(Ordering::Relaxed) > 0))
+            })
+            .map_ok(move |batch| {
+                let left = remaining.load(Ordering::Relaxed);
+                let rows = batch.num_rows().min(left);
+                remaining.store(left - rows, Ordering::Relaxed);
+                batch.slice(0, rows)
             })
             .inspect_ok(move |batch| rows_out.add(batch.num_rows()))
             .chain(report);

@@ -17,7 +17,7 @@ use datafusion::common::{ColumnStatistics, ScalarValue, Statistics};
 
 use super::partitions::Piece;
 use super::pruning::to_scalar;
-use super::scan::ScanPlan;
+use super::scan_plan::ScanPlan;
 use crate::format::{ColumnStats, Fragment, StatValue};
 
 /// The statistics of the pieces one partition reads (`partition`), or of the whole scan.

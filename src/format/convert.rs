@@ -236,7 +236,15 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str) -> Result<Manifest> {
                 })
             })
             .transpose()?,
-        max_rows_per_fragment: raw.max_rows_per_fragment,
+        max_rows_per_fragment: u32::try_from(raw.max_rows_per_fragment)
+            .ok()
+            .and_then(std::num::NonZeroU32::new)
+            .ok_or_else(|| {
+                corrupt(&format!(
+                    "max_rows_per_fragment {} is not in 1..=u32::MAX",
+                    raw.max_rows_per_fragment
+                ))
+            })?,
         indexes: indexes_from_proto(raw.indexes.unwrap_or_default(), path)?,
     })
 }
@@ -642,7 +650,7 @@ impl From<&Manifest> for proto::Manifest {
                     file_size_bytes: c.file_size_bytes,
                 }
             }),
-            max_rows_per_fragment: m.max_rows_per_fragment,
+            max_rows_per_fragment: u64::from(m.max_rows_per_fragment.get()),
             indexes: (m.indexes != IndexSection::default()).then(|| indexes_to_proto(&m.indexes)),
         }
     }

@@ -1,6 +1,6 @@
 //! Index segments as the manifest records them (DESIGN.md §5, seed 002): which segments make
 //! up each logical index, which fragments each covers, and the per-name `segment_seq` numbering
-//! with its high-water mark. Pure bookkeeping; the segment files are `index/`'s.
+//! with its high-water mark. Pure bookkeeping; the segment files are read and written by `io/index.rs`.
 //!
 //! Segments store row ids, so a move (compaction) never invalidates them: coverage follows
 //! the rows into the compacted fragments. A row rewritten by an update lands in a new,

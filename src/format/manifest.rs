@@ -69,20 +69,24 @@ pub struct Manifest {
     pub writer_flags: u64,
     pub transaction: TransactionSummary,
     pub relocation_checkpoint: Option<CheckpointRef>,
-    pub max_rows_per_fragment: u64,
+    /// Rows per fragment the table's writers aim for; never 0 (checked on decode).
+    pub max_rows_per_fragment: std::num::NonZeroU32,
     /// Index segments and their per-name sequence marks.
     pub indexes: IndexSection,
 }
 
 impl Manifest {
-    /// The id the next new fragment gets (invariant I2: never a reused one).
-    pub fn next_fragment_id(&self) -> Result<FragmentId> {
-        match self.max_fragment_id {
-            None => Ok(0),
+    /// Takes the id for a new fragment: one above every id the table has used (invariant
+    /// I2: never a reused one), recorded as the table's high-water mark.
+    pub fn allocate_fragment_id(&mut self) -> Result<FragmentId> {
+        let id = match self.max_fragment_id {
+            None => 0,
             Some(max) => max
                 .checked_add(1)
-                .ok_or_else(|| Error::invalid("the table has used every fragment id")),
-        }
+                .ok_or_else(|| Error::invalid("the table has used every fragment id"))?,
+        };
+        self.max_fragment_id = Some(id);
+        Ok(id)
     }
 
     pub fn fragment(&self, id: FragmentId) -> Option<&Fragment> {
@@ -217,13 +221,17 @@ impl Fragment {
             && (self.row_ids_file.is_some() || self.row_ids == other.row_ids)
     }
 
-    /// The statistics of field `field_id` in the newest of this fragment's files that holds it.
-    pub fn column_stats(&self, field_id: u32) -> Option<&ColumnStats> {
-        let file = self
-            .files
+    /// The file field `field_id` is read from: the newest of this fragment's files that
+    /// holds it (a later file supersedes an earlier one's copy of a field).
+    pub fn file_holding(&self, field_id: u32) -> Option<usize> {
+        self.files
             .iter()
-            .rev()
-            .find(|f| f.field_ids.contains(&field_id))?;
+            .rposition(|f| f.field_ids.contains(&field_id))
+    }
+
+    /// The statistics of field `field_id`, from the file it is read from.
+    pub fn column_stats(&self, field_id: u32) -> Option<&ColumnStats> {
+        let file = &self.files[self.file_holding(field_id)?];
         file.column_stats.iter().find(|s| s.field_id == field_id)
     }
 
@@ -299,37 +307,7 @@ pub struct CheckpointRef {
     pub file_size_bytes: u64,
 }
 
-/// What kind of operation produced a version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Operation {
-    Create,
-    Append,
-    Overwrite,
-    Delete,
-    Update,
-    Compact,
-    Checkpoint,
-    Restore,
-    CreateIndex,
-    DropIndex,
-}
-
-impl std::fmt::Display for Operation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Operation::Create => "create",
-            Operation::Append => "append",
-            Operation::Overwrite => "overwrite",
-            Operation::Delete => "delete",
-            Operation::Update => "update",
-            Operation::Compact => "compaction",
-            Operation::Checkpoint => "checkpoint",
-            Operation::Restore => "restore",
-            Operation::CreateIndex => "create index",
-            Operation::DropIndex => "drop index",
-        })
-    }
-}
+pub use crate::operation::Operation;
 
 /// A summary of the transaction that produced a version: enough to decide conflicts.
 #[derive(Debug, Clone, PartialEq, Eq)]

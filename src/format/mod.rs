@@ -22,8 +22,8 @@ pub use manifest::{
     flags, CheckpointRef, DataFile, DeletionFile, DeletionVector, Fragment, FragmentSegment,
     Manifest, Operation, RowIdFile, SegmentPatch, TransactionSummary, FORMAT_VERSION,
 };
-pub use path::{DerivedName, TablePath};
-pub use schema::{Field, Schema, PARQUET_FIELD_ID_KEY, RESERVED_COLUMNS};
+pub use path::{DerivedName, TablePath, TABLE_FILE_DIRS};
+pub use schema::{field_id_of, Field, Schema, PARQUET_FIELD_ID_META_KEY, RESERVED_COLUMNS};
 pub use stats::{
     truncate_max_binary, truncate_max_utf8, truncate_min_binary, truncate_min_utf8, ColumnStats,
     StatValue, MAX_STAT_BYTES,
@@ -32,3 +32,6 @@ pub use stored::{
     apply_segment_patch, decode_fragment_segment, decode_row_id_file, encode_fragment_segment,
     encode_row_id_file, encode_segment_patch, FRAGMENTS_PER_SEGMENT, ROW_ID_INLINE_LIMIT,
 };
+
+#[cfg(test)]
+mod roundtrip_tests;

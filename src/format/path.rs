@@ -5,8 +5,9 @@ use std::fmt;
 
 use crate::error::{Error, Result};
 
-/// The directories a manifest may reference.
-const ALLOWED_ROOTS: [&str; 6] = [
+/// The directories of a table a manifest may reference: every file natal writes but the
+/// manifests themselves lives under one of these.
+pub const TABLE_FILE_DIRS: [&str; 6] = [
     "data",
     "_deletions",
     "_relocations",
@@ -36,7 +37,7 @@ impl TablePath {
         }
         let mut segments = path.split('/');
         let root = segments.next().ok_or_else(escapes)?;
-        if !ALLOWED_ROOTS.contains(&root) {
+        if !TABLE_FILE_DIRS.contains(&root) {
             return Err(escapes());
         }
         let mut rest = 0;

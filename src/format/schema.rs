@@ -7,8 +7,15 @@ use arrow::datatypes::{DataType, Field as ArrowField, Schema as ArrowSchema, Sch
 
 use crate::error::{Error, Result};
 
-/// Arrow field metadata key carrying a field id in Parquet files.
-pub const PARQUET_FIELD_ID_KEY: &str = "PARQUET:field_id";
+pub use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
+
+/// The field id an Arrow field of a data file carries in its Parquet metadata, if any.
+pub fn field_id_of(field: &ArrowField) -> Option<u32> {
+    field
+        .metadata()
+        .get(PARQUET_FIELD_ID_META_KEY)
+        .and_then(|v| v.parse().ok())
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Field {
@@ -78,7 +85,7 @@ impl Schema {
                 .iter()
                 .map(|f| {
                     ArrowField::new(&f.name, f.data_type.clone(), f.nullable).with_metadata(
-                        [(PARQUET_FIELD_ID_KEY.to_string(), f.id.to_string())].into(),
+                        [(PARQUET_FIELD_ID_META_KEY.to_string(), f.id.to_string())].into(),
                     )
                 })
                 .collect::<Vec<_>>(),

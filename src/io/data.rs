@@ -24,7 +24,7 @@ use super::pages::{file_schema_as_table, selected_ranges, PagePruning};
 use super::reader::{page_ranges, ObjectFileReader};
 use super::TableStore;
 use crate::error::{Error, Result};
-use crate::format::{DataFile, Fragment, PARQUET_FIELD_ID_KEY};
+use crate::format::{field_id_of, DataFile, Fragment};
 
 /// The most bytes a read of selected rows fetches ahead in one request.
 const PREFETCH_LIMIT_BYTES: u64 = 16 * 1024 * 1024;
@@ -281,10 +281,7 @@ impl TableStore {
         let metadata = self.footer(file, &mut reader, false).await?;
         let mut roots = Vec::new();
         for (index, field) in metadata.schema().fields().iter().enumerate() {
-            let id = field
-                .metadata()
-                .get(PARQUET_FIELD_ID_KEY)
-                .and_then(|v| v.parse::<u32>().ok());
+            let id = field_id_of(field);
             if id.is_some_and(|id| field_ids.contains(&id)) {
                 roots.push(index);
             }
@@ -358,11 +355,7 @@ fn selection_for(offsets: &[u32], total: u32) -> RowSelection {
 fn files_holding(fragment: &Fragment, field_ids: &[u32]) -> Vec<(usize, Vec<u32>)> {
     let mut per_file: Vec<(usize, Vec<u32>)> = Vec::new();
     for &id in field_ids {
-        if let Some(f) = fragment
-            .files
-            .iter()
-            .rposition(|f| f.field_ids.contains(&id))
-        {
+        if let Some(f) = fragment.file_holding(id) {
             match per_file.iter_mut().find(|(i, _)| *i == f) {
                 Some((_, ids)) => ids.push(id),
                 None => per_file.push((f, vec![id])),
@@ -558,12 +551,11 @@ fn conform(batch: RecordBatch, field_ids: &[u32], output: &SchemaRef) -> Result<
 }
 
 fn column_by_field_id(batch: &RecordBatch, id: u32) -> Option<ArrayRef> {
-    let position = batch.schema().fields().iter().position(|f| {
-        f.metadata()
-            .get(PARQUET_FIELD_ID_KEY)
-            .and_then(|v| v.parse::<u32>().ok())
-            == Some(id)
-    })?;
+    let position = batch
+        .schema()
+        .fields()
+        .iter()
+        .position(|f| field_id_of(f) == Some(id))?;
     Some(batch.column(position).clone())
 }
 

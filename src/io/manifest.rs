@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::TryStreamExt;
 
-use super::store::VERSIONS_DIR;
+use super::store::{ListedManifest, VERSIONS_DIR};
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::{Manifest, FRAGMENTS_PER_SEGMENT, ROW_ID_INLINE_LIMIT};
@@ -27,25 +27,6 @@ impl Default for ManifestLayout {
         Self {
             row_ids_inline_limit: ROW_ID_INLINE_LIMIT,
             fragments_per_segment: FRAGMENTS_PER_SEGMENT,
-        }
-    }
-}
-
-/// What a listing said of a manifest file; a file put under the same name later (by a table
-/// created again in the same place) differs in its size, tag or time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ListedManifest {
-    size: u64,
-    e_tag: Option<String>,
-    last_modified: chrono::DateTime<chrono::Utc>,
-}
-
-impl From<&object_store::ObjectMeta> for ListedManifest {
-    fn from(meta: &object_store::ObjectMeta) -> Self {
-        Self {
-            size: meta.size,
-            e_tag: meta.e_tag.clone(),
-            last_modified: meta.last_modified,
         }
     }
 }

@@ -12,7 +12,7 @@ use arrow::datatypes::{Field, Schema as ArrowSchema, SchemaRef};
 use parquet::arrow::arrow_reader::RowSelection;
 use parquet::file::metadata::ParquetMetaData;
 
-use crate::format::PARQUET_FIELD_ID_KEY;
+use crate::format::field_id_of;
 
 /// Chooses the rows of one data file that may pass a filter, from its page index; `None`
 /// when it cannot tell. The schema is the file's, with the filter's columns under their
@@ -50,10 +50,7 @@ pub(super) fn file_schema_as_table(
         .iter()
         .enumerate()
         .map(|(position, field)| {
-            let id = field
-                .metadata()
-                .get(PARQUET_FIELD_ID_KEY)
-                .and_then(|v| v.parse::<u32>().ok());
+            let id = field_id_of(field);
             let table = columns
                 .iter()
                 .find(|(table_id, _)| Some(*table_id) == id)
@@ -94,6 +91,7 @@ pub(super) fn selected_ranges(selection: &RowSelection, total: u32) -> Option<Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::PARQUET_FIELD_ID_META_KEY;
     use parquet::arrow::arrow_reader::RowSelector;
 
     #[test]
@@ -117,7 +115,7 @@ mod tests {
     fn only_the_named_columns_in_their_table_type_keep_a_name() {
         let with_id = |name: &str, id: u32, data_type| {
             Field::new(name, data_type, true)
-                .with_metadata([(PARQUET_FIELD_ID_KEY.to_string(), id.to_string())].into())
+                .with_metadata([(PARQUET_FIELD_ID_META_KEY.to_string(), id.to_string())].into())
         };
         use arrow::datatypes::DataType::{Int32, Int64};
         let file = ArrowSchema::new(vec![

@@ -12,7 +12,6 @@ use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use roaring::RoaringBitmap;
 
 use super::cache::FileCache;
-use super::manifest::ListedManifest;
 use crate::error::{Error, Result};
 use crate::format::{DerivedName, Fragment, Manifest, TablePath};
 use crate::rowid::RowIdSequence;
@@ -47,6 +46,25 @@ pub(crate) fn unique_name() -> String {
             digit as char
         })
         .collect()
+}
+
+/// What a listing said of a manifest file; a file put under the same name later (by a table
+/// created again in the same place) differs in its size, tag or time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ListedManifest {
+    size: u64,
+    e_tag: Option<String>,
+    last_modified: chrono::DateTime<chrono::Utc>,
+}
+
+impl From<&object_store::ObjectMeta> for ListedManifest {
+    fn from(meta: &object_store::ObjectMeta) -> Self {
+        Self {
+            size: meta.size,
+            e_tag: meta.e_tag.clone(),
+            last_modified: meta.last_modified,
+        }
+    }
 }
 
 /// A table's root in an object store, with caches of decoded immutable files.

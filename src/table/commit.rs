@@ -146,9 +146,9 @@ pub(crate) async fn commit(
         }
     }
     Err(Error::Conflict {
-        operation: action.operation().to_string(),
+        operation: action.operation(),
         read_version: read.version,
-        other: "stream of commits".into(),
+        other: None,
         other_version: base.version,
         reason: format!("gave up after {} retries", options.max_commit_retries),
     })
@@ -161,9 +161,9 @@ fn conflict(
     reason: impl Into<String>,
 ) -> Error {
     Error::Conflict {
-        operation: action.operation().to_string(),
+        operation: action.operation(),
         read_version,
-        other: other.transaction.operation.to_string(),
+        other: Some(other.transaction.operation),
         other_version: other.version,
         reason: reason.into(),
     }
@@ -196,8 +196,10 @@ async fn rebase(
         )),
         Action::Append { .. } | Action::Checkpoint { .. } => Ok(()),
         Action::Delete { rows } | Action::Update { rows, .. } if other_rewrote => {
-            let outcome = follow_rows(store, rows, prev, next).await?;
-            outcome.map_err(|reason| conflict(action, read_version, next, reason))
+            match follow_rows(store, rows, prev, next).await? {
+                Followed::Every => Ok(()),
+                Followed::Lost(reason) => Err(conflict(action, read_version, next, reason)),
+            }
         }
         Action::Compact { inputs, .. } if other_rewrote => {
             for input in inputs.iter() {
@@ -221,13 +223,20 @@ async fn rebase(
     }
 }
 
-/// Moves each row's address from `prev` to `next`. `Ok(Err(reason))` is a conflict.
+/// Whether the rows a delete or update names could all be followed to a newer version.
+enum Followed {
+    Every,
+    /// One was deleted or rewritten meanwhile: a conflict, for this reason.
+    Lost(String),
+}
+
+/// Moves each row's address from `prev` to `next`.
 async fn follow_rows(
     store: &TableStore,
     rows: &mut [(RowId, RowAddress)],
     prev: &Manifest,
     next: &Manifest,
-) -> Result<Result<(), String>> {
+) -> Result<Followed> {
     let mut deletions: HashMap<FragmentId, Option<Arc<RoaringBitmap>>> = HashMap::new();
     let mut moved: Option<HashMap<RowId, RowAddress>> = None;
     for (id, addr) in rows.iter_mut() {
@@ -243,12 +252,12 @@ async fn follow_rows(
                 // Its fragment was compacted away: find the id where compaction put it.
                 let moved = moved.get_or_insert_with(|| added_row_ids(prev, next));
                 let Some(&new_addr) = moved.get(id) else {
-                    return Ok(Err(format!("row {id} was removed")));
+                    return Ok(Followed::Lost(format!("row {id} was removed")));
                 };
                 *addr = new_addr;
                 match next.fragment(new_addr.fragment_id()) {
                     Some(f) => f,
-                    None => return Ok(Err(format!("row {id} was removed"))),
+                    None => return Ok(Followed::Lost(format!("row {id} was removed"))),
                 }
             }
         };
@@ -261,10 +270,12 @@ async fn follow_rows(
             }
         };
         if bitmap.is_some_and(|b| b.contains(addr.offset())) {
-            return Ok(Err(format!("row {id} was deleted or updated concurrently")));
+            return Ok(Followed::Lost(format!(
+                "row {id} was deleted or updated concurrently"
+            )));
         }
     }
-    Ok(Ok(()))
+    Ok(Followed::Every)
 }
 
 /// Where the carried rows of fragments new in `next` are.
@@ -309,8 +320,7 @@ async fn apply(
                fragments: &[NewFragment]|
      -> Result<()> {
         for new in fragments {
-            let id = m.next_fragment_id()?;
-            m.max_fragment_id = Some(id);
+            let id = m.allocate_fragment_id()?;
             summary.rows_added += new.rows as u64;
             summary.fragments_added.push(id);
             m.fragments.push(new.clone().into_fragment(id));
@@ -388,9 +398,9 @@ async fn apply(
             }
             if added == 0 {
                 return Err(Error::Conflict {
-                    operation: action.operation().to_string(),
+                    operation: action.operation(),
                     read_version,
-                    other: "a concurrent commit".into(),
+                    other: Some(base.transaction.operation),
                     other_version: base.version,
                     reason: "the fragments the index was built from were rewritten or indexed \
                              meanwhile"
@@ -436,7 +446,9 @@ async fn delete_rows(
             .fragments
             .iter_mut()
             .find(|f| f.id == fragment_id)
-            .ok_or_else(|| Error::invalid(format!("fragment {fragment_id} is not in the table")))?;
+            .ok_or_else(|| {
+                Error::internal(format!("fragment {fragment_id} is not in the table"))
+            })?;
         let mut fresh = offsets;
         if let Some(deleted) = store.fragment_deletions(fragment).await? {
             fresh -= deleted.as_ref();
@@ -527,7 +539,7 @@ async fn apply_compaction(
     let mut deleted_since: HashSet<RowId> = HashSet::new();
     for input in inputs {
         let now = m.fragment(input.id).ok_or_else(|| {
-            Error::invalid(format!("fragment {} is no longer in the table", input.id))
+            Error::internal(format!("fragment {} is no longer in the table", input.id))
         })?;
         if now.deletion == input.deletion {
             continue;
@@ -558,8 +570,7 @@ async fn apply_compaction(
     m.fragments.retain(|f| !input_ids.contains(&f.id));
     forget_moves_of_purged(store, m, inputs).await?;
     for new in fragments {
-        let id = m.next_fragment_id()?;
-        m.max_fragment_id = Some(id);
+        let id = m.allocate_fragment_id()?;
         summary.fragments_added.push(id);
         let mut fragment = new.clone().into_fragment(id);
         if !deleted_since.is_empty() {
@@ -580,3 +591,7 @@ async fn apply_compaction(
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "commit_tests.rs"]
+mod tests;

@@ -111,7 +111,7 @@ impl Table {
         let read = self.read_snapshot().await?;
         let target = options
             .target_rows_per_fragment
-            .unwrap_or(read.manifest().max_rows_per_fragment)
+            .unwrap_or(u64::from(read.manifest().max_rows_per_fragment.get()))
             .clamp(1, u32::MAX as u64);
         let groups = plan_compaction(
             &read.manifest().fragments,
@@ -161,7 +161,7 @@ impl Table {
                         .column(schema.fields.len())
                         .as_any()
                         .downcast_ref::<arrow::array::UInt64Array>()
-                        .ok_or_else(|| Error::invalid("scan lost _rowid"))?
+                        .ok_or_else(|| Error::internal("scan lost _rowid"))?
                         .values()
                         .iter()
                         .map(|&v| Some(RowId::from_u64(v)))
@@ -224,6 +224,24 @@ impl Table {
         .await
     }
 
+    /// Deletes the table: every object under its root, manifests first, so a table dropped
+    /// half way (the store failed) is no table at all rather than versions naming missing
+    /// files. Returns how many objects were deleted.
+    pub async fn delete_all_files(&self) -> Result<u64> {
+        let store = self.store.object_store();
+        let versions = self.store.root().clone().join(crate::io::VERSIONS_DIR);
+        let listing: Vec<_> = store.list(Some(self.store.root())).try_collect().await?;
+        let (manifests, files): (Vec<_>, Vec<_>) = listing
+            .into_iter()
+            .partition(|m| m.location.prefix_matches(&versions));
+        let mut deleted = 0;
+        for meta in manifests.into_iter().chain(files) {
+            store.delete(&meta.location).await?;
+            deleted += 1;
+        }
+        Ok(deleted)
+    }
+
     /// Deletes versions the policy does not keep and files no kept version references.
     /// Never deletes the latest version, files younger than `min_file_age`, files named by a
     /// version committed before it lists the versions again (after deleting old manifests),
@@ -266,10 +284,7 @@ impl Table {
             let relative: Vec<String> = parts.map(|p| p.as_ref().to_string()).collect();
             let relative = relative.join("/");
             let top = relative.split('/').next().unwrap_or_default();
-            let ours = matches!(
-                top,
-                "data" | "_deletions" | "_relocations" | "_rowids" | "_fragments" | "_indices"
-            );
+            let ours = crate::format::TABLE_FILE_DIRS.contains(&top);
             if ours && !referenced.contains(&relative) && now - meta.last_modified >= min_age {
                 to_delete.push((relative, meta));
             }

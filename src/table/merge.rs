@@ -99,7 +99,7 @@ fn fan_in(policy: TieredMerge) -> u64 {
 
 /// Rows per fragment of the table, as merged fragments are written.
 fn fragment_target(manifest: &Manifest) -> u64 {
-    manifest.max_rows_per_fragment.clamp(1, u32::MAX as u64)
+    u64::from(manifest.max_rows_per_fragment.get())
 }
 
 /// The tier of a small fragment: ⌊log_fan_in(live rows)⌋; fragments without live rows

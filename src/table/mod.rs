@@ -111,11 +111,10 @@ impl Table {
         schema: &ArrowSchema,
         options: TableOptions,
     ) -> Result<Self> {
-        if options.max_rows_per_fragment == 0 || options.max_rows_per_fragment > u32::MAX as u64 {
-            return Err(Error::invalid(
-                "max_rows_per_fragment must be in 1..=u32::MAX",
-            ));
-        }
+        let max_rows_per_fragment = u32::try_from(options.max_rows_per_fragment)
+            .ok()
+            .and_then(std::num::NonZeroU32::new)
+            .ok_or_else(|| Error::invalid("max_rows_per_fragment must be in 1..=u32::MAX"))?;
         let store = TableStore::new(store, root);
         let schema = Schema::from_arrow(schema)?;
         let mut manifest = Manifest {
@@ -138,7 +137,7 @@ impl Table {
                 fragments_added: Vec::new(),
             },
             relocation_checkpoint: None,
-            max_rows_per_fragment: options.max_rows_per_fragment,
+            max_rows_per_fragment,
             indexes: Default::default(),
         };
         if store.latest_version().await?.is_some()

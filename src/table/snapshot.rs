@@ -54,6 +54,64 @@ pub struct ScanRequest {
     pub index: Option<Arc<IndexProbe>>,
 }
 
+impl ScanRequest {
+    /// Every row of every column, no system columns: add to it with the methods below.
+    ///
+    /// ```
+    /// # use natal::table::ScanRequest;
+    /// let request = ScanRequest::new()
+    ///     .columns(["key", "name"])
+    ///     .with_row_id()
+    ///     .row_id_range(0..=999);
+    /// assert_eq!(request.columns.as_deref(), Some(&["key".to_string(), "name".to_string()][..]));
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads only these user columns, in this order.
+    pub fn columns<S: Into<String>>(mut self, columns: impl IntoIterator<Item = S>) -> Self {
+        self.columns = Some(columns.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Adds the `_rowid` column after the user columns.
+    pub fn with_row_id(mut self) -> Self {
+        self.with_row_id = true;
+        self
+    }
+
+    /// Adds the `_rowaddr` column after the user columns (and `_rowid`).
+    pub fn with_row_addr(mut self) -> Self {
+        self.with_row_addr = true;
+        self
+    }
+
+    /// Reads only the rows with these ids (a take).
+    pub fn row_ids(mut self, ids: impl IntoIterator<Item = RowId>) -> Self {
+        self.row_ids = Some(ids.into_iter().map(RowId::as_u64).collect());
+        self
+    }
+
+    /// Reads only the rows whose ids fall in `range`.
+    pub fn row_id_range(mut self, range: RangeInclusive<u64>) -> Self {
+        self.row_id_range = Some(range);
+        self
+    }
+
+    /// Reads only the rows passing `filter`, evaluated as the scan reads.
+    pub fn filter(mut self, filter: Arc<dyn RowPredicate>) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    /// Adds the scan's counters to `metrics`.
+    pub fn metrics(mut self, metrics: Arc<ScanMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+}
+
 /// What a scan did, counted as it runs.
 #[derive(Debug, Default)]
 pub struct ScanMetrics {
@@ -529,7 +587,7 @@ impl Snapshot {
         let addr_column = all
             .column_by_name(ROW_ADDR)
             .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
-            .ok_or_else(|| Error::invalid("take lost its address column"))?;
+            .ok_or_else(|| Error::internal("take lost its address column"))?;
         let position: HashMap<u64, u64> = addr_column
             .values()
             .iter()
@@ -547,7 +605,7 @@ impl Snapshot {
             .map(|f| {
                 let column = all
                     .column_by_name(f.name())
-                    .ok_or_else(|| Error::invalid(format!("take lost column {}", f.name())))?;
+                    .ok_or_else(|| Error::internal(format!("take lost column {}", f.name())))?;
                 Ok(take(column.as_ref(), &indices, None)?)
             })
             .collect::<Result<Vec<_>>>()?;

@@ -146,7 +146,7 @@ fn system_columns(batch: &RecordBatch) -> Result<(Vec<RowId>, Vec<RowAddress>)> 
         batch
             .column_by_name(name)
             .and_then(|c| c.as_primitive_opt::<UInt64Type>())
-            .ok_or_else(|| Error::invalid(format!("scan lost {name}")))
+            .ok_or_else(|| Error::internal(format!("scan lost {name}")))
     };
     let ids = column(ROW_ID)?
         .values()
@@ -428,9 +428,7 @@ impl Table {
 
 /// Rows per fragment, as the table was created with.
 fn fragment_rows(read: &Snapshot) -> u64 {
-    read.manifest()
-        .max_rows_per_fragment
-        .clamp(1, u32::MAX as u64)
+    u64::from(read.manifest().max_rows_per_fragment.get())
 }
 
 /// Every user column plus both system columns.

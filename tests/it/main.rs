@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod concurrency;
 mod faults;
+mod fixtures;
 mod index;
 mod merge;
 mod model;

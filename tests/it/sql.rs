@@ -332,6 +332,17 @@ async fn one_large_fragment_is_shared_out_by_row_ranges() {
         column_values(&ctx, "SELECT count(*) FROM t").await,
         vec![300_000 - 300]
     );
+    // A limit pushed into the scan is exact, however the batches fall.
+    for limit in [1, 1500, 70_000, 299_000] {
+        let sql = format!("SELECT count(*) FROM (SELECT k FROM t WHERE v >= 0 LIMIT {limit})");
+        assert_eq!(column_values(&ctx, &sql).await, vec![limit], "{sql}");
+        let sql = format!("SELECT k FROM t LIMIT {limit}");
+        assert_eq!(
+            column_values(&ctx, &sql).await.len(),
+            limit as usize,
+            "{sql}"
+        );
+    }
 }
 
 /// A SQL DELETE or UPDATE finds its rows as a SELECT would: `_rowid` filters as a mask (only
@@ -471,5 +482,42 @@ async fn scans_report_column_statistics_exact_only_when_they_are_the_answer() {
     assert_eq!(
         column_values(&ctx, "SELECT max(k) FROM t").await,
         vec![5007]
+    );
+}
+
+/// The scan shows itself in every format DataFusion prints plans in: its line, its pieces
+/// when verbose, `key=value` lines in the tree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scan_shows_itself_in_every_explain_format() {
+    let (_dir, ctx) = catalog_session();
+    run(&ctx, "CREATE TABLE t (k BIGINT NOT NULL, v BIGINT)").await;
+    run(&ctx, "INSERT INTO t VALUES (1, 10), (2, 20), (3, 30)").await;
+    let explain = |sql: String| {
+        let ctx = ctx.clone();
+        async move {
+            let batches = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+            arrow::util::pretty::pretty_format_batches(&batches)
+                .unwrap()
+                .to_string()
+        }
+    };
+    let query = "SELECT k FROM t WHERE v > 10";
+    let default = explain(format!("EXPLAIN {query}")).await;
+    assert!(
+        default.contains("NatalScanExec: version=2, partitions=1, fragments=1 (pruned 0), filter="),
+        "{default}"
+    );
+    let verbose = explain(format!("EXPLAIN VERBOSE {query}")).await;
+    assert!(verbose.contains("pieces=[[0]]"), "{verbose}");
+    let tree = explain(format!("EXPLAIN FORMAT TREE {query}")).await;
+    assert!(tree.contains("NatalScanExec"), "{tree}");
+    assert!(tree.contains("version: 2"), "{tree}");
+    assert!(tree.contains("fragments: 1"), "{tree}");
+
+    let limited = explain("EXPLAIN SELECT k FROM t LIMIT 2".into()).await;
+    assert!(limited.contains("limit=2"), "{limited}");
+    assert_eq!(
+        column_values(&ctx, "SELECT k FROM t LIMIT 2").await.len(),
+        2
     );
 }

@@ -1,0 +1,38 @@
+//! [`ScanPlan`]: everything a natal scan will read, decided by the table provider at
+//! planning time — the snapshot, columns, id masks, filters, index probe, limit and the
+//! pieces each partition reads. The scan exec runs it; `statistics.rs` describes it.
+
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+
+use roaring::RoaringTreemap;
+
+use super::filter::ExprPredicate;
+use super::partitions::Piece;
+use crate::table::{IndexProbe, Snapshot};
+
+/// How the scan reads a snapshot; built by the table provider.
+#[derive(Debug, Clone)]
+pub(crate) struct ScanPlan {
+    pub snapshot: Arc<Snapshot>,
+    /// User columns to read, in scan order.
+    pub columns: Vec<String>,
+    pub with_row_id: bool,
+    pub with_row_addr: bool,
+    /// For each output column, its index in the scan's own output.
+    pub output_order: Vec<usize>,
+    pub row_ids: Option<RoaringTreemap>,
+    pub row_id_range: Option<RangeInclusive<u64>>,
+    /// What each partition reads: fragments, whole or a range of their rows.
+    pub partitions: Vec<Vec<Piece>>,
+    pub fragments_pruned: usize,
+    /// The column filters, evaluated as fragments are read.
+    pub filter: Option<Arc<ExprPredicate>>,
+    /// An index that narrows the rows the filter must look at in the fragments it covers.
+    pub index: Option<Arc<IndexProbe>>,
+    pub limit: Option<usize>,
+    /// The share of rows (0..=1) a filter is taken to pass when nothing better is known:
+    /// the session's `datafusion.optimizer.default_filter_selectivity`, as DataFusion's
+    /// own `FilterExec` estimates.
+    pub filter_selectivity: f64,
+}

@@ -1,0 +1,252 @@
+//! Tables written by earlier natal keep opening: checked-in tables under `tests/fixtures/`,
+//! each written once by the natal of its date and never rewritten, are read back version by
+//! version and compared with what that natal recorded beside them (`expected.txt`), then
+//! written to (append, delete, update, compact, index, checkpoint) by today's natal.
+//!
+//! Each fixture's history has every kind of file the format had on its date: data files,
+//! deletion vectors of several files with moves and outright deletions, row ids in `_rowids/`
+//! files, fragment segments and their patches, an index of two segments, and a relocation
+//! checkpoint.
+//!
+//! A format change adds a fixture; it never regenerates one. To write a new one (with the
+//! natal of today) run
+//! `NATAL_WRITE_FIXTURE=tests/fixtures/<date> cargo test --test it fixtures::`;
+//! the run then checks the new fixture as it checks the old ones.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::AsArray;
+use arrow::datatypes::Int64Type;
+use natal::io::ManifestLayout;
+use natal::table::{CompactOptions, Table, TableOptions};
+use object_store::local::LocalFileSystem;
+use object_store::ObjectStore;
+
+use crate::common::{add_to_val, batch, key_matches, read_rows, run, schema};
+
+/// Every checked-in fixture, oldest first.
+const FIXTURES: &[&str] = &["2026-12-01"];
+
+/// Where the fixtures live.
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// The history every fixture holds: 13 versions touching every kind of file.
+async fn write_history(table: &Table) -> natal::Result<()> {
+    let rows =
+        |keys: std::ops::Range<i64>| -> Vec<(i64, i64)> { keys.map(|k| (k, k * 10)).collect() };
+    table.append(vec![batch(&rows(0..90))]).await?;
+    table.append(vec![batch(&rows(90..120))]).await?;
+    table.delete_where(&key_matches(|k| k % 7 == 0)).await?;
+    table
+        .update_where(&key_matches(|k| k % 5 == 1), &add_to_val(1000))
+        .await?;
+    table.create_index("by_key", "key").await?;
+    table.checkpoint().await?;
+    table.append(vec![batch(&rows(120..150))]).await?;
+    table
+        .update_where(&key_matches(|k| k % 9 == 2), &add_to_val(7))
+        .await?;
+    table.delete_where(&key_matches(|k| k % 11 == 3)).await?;
+    table.create_index("by_key", "key").await?;
+    table
+        .compact(CompactOptions {
+            max_deleted_fraction: 0.05,
+            ..Default::default()
+        })
+        .await?;
+    table
+        .update_where(&key_matches(|k| k % 13 == 4), &add_to_val(3))
+        .await?;
+    table.delete_where(&key_matches(|k| k == 60)).await?;
+    Ok(())
+}
+
+/// Small files of every kind: fragments of 40 rows, row ids in files past 16 bytes, two
+/// fragments a segment.
+fn fixture_options() -> TableOptions {
+    TableOptions {
+        max_rows_per_fragment: 40,
+        layout: ManifestLayout {
+            row_ids_inline_limit: 16,
+            fragments_per_segment: 2,
+        },
+        merge: None,
+        ..Default::default()
+    }
+}
+
+fn local_store(root: &Path) -> Arc<dyn ObjectStore> {
+    Arc::new(LocalFileSystem::new_with_prefix(root).expect("a local store"))
+}
+
+/// Every version's operation and rows (id, address, key, val), one line each.
+async fn describe(table: &Table) -> natal::Result<String> {
+    let mut out = String::new();
+    for manifest in table.versions().await? {
+        let snapshot = table.at_version(manifest.version).await?;
+        writeln!(
+            out,
+            "version {} {:?} rows={}",
+            manifest.version,
+            manifest.transaction.operation,
+            snapshot.count_rows()
+        )
+        .ok();
+        for (id, row) in read_rows(&snapshot).await? {
+            writeln!(out, "  {id} {:#x} {} {}", row.addr, row.key, row.val).ok();
+        }
+    }
+    Ok(out)
+}
+
+/// Writes a fixture into `dir` (a catalog root holding table `t`) with today's natal.
+async fn write_fixture(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("fixture directory");
+    let store = local_store(dir);
+    let table = Table::create(store, "t".into(), &schema(), fixture_options())
+        .await
+        .expect("create");
+    write_history(&table).await.expect("history");
+    let expected = describe(&table).await.expect("describe");
+    std::fs::write(dir.join("expected.txt"), expected).expect("expected.txt");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// The `(key, val)` pairs of the latest version, by key.
+async fn latest_by_key(table: &Table) -> BTreeMap<i64, i64> {
+    let snapshot = table.latest().await.unwrap();
+    read_rows(&snapshot)
+        .await
+        .unwrap()
+        .values()
+        .map(|r| (r.key, r.val))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
+    let mut fixtures: Vec<PathBuf> = FIXTURES.iter().map(|f| fixtures_dir().join(f)).collect();
+    if let Ok(new) = std::env::var("NATAL_WRITE_FIXTURE") {
+        let new = Path::new(env!("CARGO_MANIFEST_DIR")).join(new);
+        assert!(
+            !new.exists(),
+            "a fixture is never rewritten: {new:?} exists"
+        );
+        write_fixture(&new).await;
+        if !fixtures.contains(&new) {
+            fixtures.push(new);
+        }
+    }
+    for fixture in fixtures {
+        let scratch = tempfile::tempdir().unwrap();
+        copy_dir(&fixture, scratch.path());
+        let table = Table::open(local_store(scratch.path()), "t".into());
+
+        // Every version reads as the natal that wrote it read it.
+        let expected = std::fs::read_to_string(fixture.join("expected.txt")).unwrap();
+        let found = describe(&table).await.unwrap();
+        assert!(
+            found == expected,
+            "{fixture:?} reads differently:\n{}",
+            first_difference(&expected, &found)
+        );
+
+        // SQL over it, with the index probed.
+        let ctx = datafusion::prelude::SessionContext::new();
+        natal::datafusion::register(&ctx, scratch.path().to_str().unwrap()).unwrap();
+        let before = latest_by_key(&table).await;
+        let plan = ctx
+            .sql("EXPLAIN SELECT key, val FROM t WHERE key = 83")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let shown = arrow::util::pretty::pretty_format_batches(&plan)
+            .unwrap()
+            .to_string();
+        assert!(shown.contains("index=by_key"), "{shown}");
+        let batches = ctx
+            .sql("SELECT val FROM t WHERE key = 83")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let vals: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+            .collect();
+        assert_eq!(
+            vals,
+            before.get(&83).copied().into_iter().collect::<Vec<_>>()
+        );
+
+        // Today's natal writes to it: every kind of write, then reads what it wrote.
+        let mut model = before;
+        table
+            .append(vec![batch(&[(1000, 1), (1001, 2)])])
+            .await
+            .unwrap();
+        model.extend([(1000, 1), (1001, 2)]);
+        table
+            .update_where(&key_matches(|k| k % 4 == 0), &add_to_val(5))
+            .await
+            .unwrap();
+        for (k, v) in model.iter_mut() {
+            if k % 4 == 0 {
+                *v += 5;
+            }
+        }
+        table
+            .delete_where(&key_matches(|k| k % 6 == 1))
+            .await
+            .unwrap();
+        model.retain(|k, _| k % 6 != 1);
+        table.create_index("by_key", "key").await.unwrap();
+        table.checkpoint().await.unwrap();
+        assert_eq!(latest_by_key(&table).await, model, "{fixture:?}");
+        table.compact(CompactOptions::default()).await.unwrap();
+        assert_eq!(latest_by_key(&table).await, model, "{fixture:?}");
+        run(&ctx, "INSERT INTO t VALUES (2000, 20, 'n2000-20')").await;
+        model.insert(2000, 20);
+        assert_eq!(latest_by_key(&table).await, model, "{fixture:?}");
+
+        // And the versions the old natal wrote still read as they did.
+        let again = describe(&table).await.unwrap();
+        assert!(again.starts_with(&expected), "{fixture:?}: history changed");
+    }
+}
+
+/// The first line where two descriptions differ, with its neighbours.
+fn first_difference(expected: &str, found: &str) -> String {
+    let expected: Vec<&str> = expected.lines().collect();
+    let found: Vec<&str> = found.lines().collect();
+    let at = expected
+        .iter()
+        .zip(&found)
+        .position(|(a, b)| a != b)
+        .unwrap_or(expected.len().min(found.len()));
+    format!(
+        "line {at}: expected {:?}, found {:?}",
+        expected.get(at),
+        found.get(at)
+    )
+}
