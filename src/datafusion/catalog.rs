@@ -335,7 +335,7 @@ pub fn resolve_location(
     runtime: &RuntimeEnv,
     location: &str,
 ) -> Result<(Arc<dyn ObjectStore>, Path)> {
-    let url = url_of(location)?;
+    let url = url_creating_directory(location)?;
     let store_url = ObjectStoreUrl::parse(&url[..url::Position::BeforePath])?;
     let store = runtime.object_store(&store_url)?;
     let path = Path::from_url_path(url.path())
@@ -343,8 +343,9 @@ pub fn resolve_location(
     Ok((store, path))
 }
 
-/// A LOCATION as a URL: URLs as given, plain paths as `file://` URLs (made absolute).
-pub fn url_of(location: &str) -> Result<url::Url> {
+/// A LOCATION as a URL: URLs as given, plain paths as `file://` URLs (made absolute). A
+/// local directory that does not exist yet is created.
+pub fn url_creating_directory(location: &str) -> Result<url::Url> {
     if let Ok(url) = url::Url::parse(location) {
         if url.scheme().len() > 1 {
             return Ok(url);

@@ -35,7 +35,8 @@ use datafusion::execution::FunctionRegistry;
 use datafusion::prelude::SessionContext;
 
 pub use catalog::{
-    resolve_location, url_of, NatalSchemaProvider, NatalTableFactory, TableKind, TableName,
+    resolve_location, url_creating_directory, NatalSchemaProvider, NatalTableFactory, TableKind,
+    TableName,
 };
 pub use dml::{DmlExec, DmlKind, NatalSink};
 pub use functions::NatalFunction;

@@ -177,11 +177,6 @@ impl TableStore {
         reader: &mut ObjectFileReader,
         column_index: bool,
     ) -> Result<ArrowReaderMetadata> {
-        if let Some(metadata) = self.footers.get(file.path.as_str()) {
-            if !column_index || metadata.metadata().column_index().is_some() {
-                return Ok(metadata);
-            }
-        }
         let column_index_policy = if column_index {
             PageIndexPolicy::Optional
         } else {
@@ -191,7 +186,10 @@ impl TableStore {
         let options = ArrowReaderOptions::new()
             .with_offset_index_policy(PageIndexPolicy::Optional)
             .with_column_index_policy(column_index_policy);
-        let metadata = ArrowReaderMetadata::load_async(reader, options)
+        let usable =
+            |m: &ArrowReaderMetadata| !column_index || m.metadata().column_index().is_some();
+        let metadata = self
+            .cached_footer(&file.path, reader, options, usable)
             .await
             .map_err(|e| read_error(file.path.as_str(), e))?;
         if metadata.metadata().file_metadata().num_rows() as u64 != file.row_count {
@@ -200,7 +198,6 @@ impl TableStore {
                 "row count differs from the manifest",
             ));
         }
-        self.footers.insert(file.path.as_str(), metadata.clone());
         Ok(metadata)
     }
 

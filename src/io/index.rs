@@ -12,7 +12,7 @@ use arrow::row::{RowConverter, Rows, SortField};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder};
 use parquet::basic::Compression;
 use parquet::file::properties::{WriterProperties, WriterVersion};
@@ -264,17 +264,15 @@ impl TableStore {
             segment.file_size_bytes,
             None,
         );
-        let metadata = match self.footers.get(segment.path.as_str()) {
-            Some(metadata) => metadata,
-            None => {
-                let metadata =
-                    ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
-                        .await
-                        .map_err(|e| corrupt(&segment.path, e))?;
-                self.footers.insert(segment.path.as_str(), metadata.clone());
-                metadata
-            }
-        };
+        let metadata = self
+            .cached_footer(
+                &segment.path,
+                &mut reader,
+                ArrowReaderOptions::new(),
+                |_| true,
+            )
+            .await
+            .map_err(|e| corrupt(&segment.path, e))?;
         if matches!(
             lookup,
             IndexLookup::Range {

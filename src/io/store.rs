@@ -86,6 +86,26 @@ pub struct TableStore {
 }
 
 impl TableStore {
+    /// The decoded footer of the Parquet file at `path`: the table's cached one when
+    /// `usable` accepts it, else read through `reader` with `options` and cached (one home
+    /// for footers, whichever file kind they belong to).
+    pub(crate) async fn cached_footer(
+        &self,
+        path: &TablePath,
+        reader: &mut super::reader::ObjectFileReader,
+        options: parquet::arrow::arrow_reader::ArrowReaderOptions,
+        usable: impl Fn(&ArrowReaderMetadata) -> bool,
+    ) -> std::result::Result<ArrowReaderMetadata, parquet::errors::ParquetError> {
+        if let Some(metadata) = self.footers.get(path.as_str()) {
+            if usable(&metadata) {
+                return Ok(metadata);
+            }
+        }
+        let metadata = ArrowReaderMetadata::load_async(reader, options).await?;
+        self.footers.insert(path.as_str(), metadata.clone());
+        Ok(metadata)
+    }
+
     pub fn new(store: Arc<dyn ObjectStore>, root: Path) -> Self {
         Self {
             store,

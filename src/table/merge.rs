@@ -48,7 +48,11 @@ impl Table {
     /// The write is published whatever happens to the merges: a merge that fails (a
     /// conflict with a concurrent writer, a store error) leaves the table as the write left
     /// it, and the next write plans again. Its error is not the write's.
-    pub(super) async fn commit_write(&self, read: &Snapshot, action: Action) -> Result<Committed> {
+    pub(super) async fn commit_write_then_merge(
+        &self,
+        read: &Snapshot,
+        action: Action,
+    ) -> Result<Committed> {
         let written = self.commit_manifest(read, action).await?;
         let committed = Committed::of(&written);
         let Some(policy) = self.options().merge else {

@@ -179,7 +179,8 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let fragments = self.write_native(&read, batches).await?;
-        self.commit_write(&read, Action::Append { fragments }).await
+        self.commit_write_then_merge(&read, Action::Append { fragments })
+            .await
     }
 
     /// Replaces every row. New rows get new ids; the fragment-id high-water mark is kept,
@@ -196,7 +197,7 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let fragments = self.write_native(&read, batches).await?;
-        self.commit_write(&read, Action::Overwrite { fragments })
+        self.commit_write_then_merge(&read, Action::Overwrite { fragments })
             .await
     }
 
@@ -318,7 +319,7 @@ impl Table {
             rows.extend(ids.into_iter().zip(addrs));
         }
         let fragments = writer.finish().await?;
-        self.commit_write(read, Action::Update { rows, fragments })
+        self.commit_write_then_merge(read, Action::Update { rows, fragments })
             .await
     }
 
@@ -354,7 +355,7 @@ impl Table {
             .await?;
         let fragments = writer.finish().await?;
         let rows = found_ids.into_iter().zip(addrs).collect();
-        self.commit_write(&read, Action::Update { rows, fragments })
+        self.commit_write_then_merge(&read, Action::Update { rows, fragments })
             .await
     }
 
@@ -421,7 +422,7 @@ impl Table {
             writer.push(batch, carried).await?;
         }
         let fragments = writer.finish().await?;
-        self.commit_write(&read, Action::Update { rows, fragments })
+        self.commit_write_then_merge(&read, Action::Update { rows, fragments })
             .await
     }
 }
