@@ -30,7 +30,7 @@ impl TableStore {
             .collect();
         let loaded: Vec<(usize, Arc<RowIdSequence>)> = futures::stream::iter(wanted)
             .map(|(i, file, rows)| async move {
-                Ok::<_, crate::Error>((i, self.read_row_ids(&file, rows).await?))
+                Ok::<_, crate::error::Error>((i, self.read_row_ids(&file, rows).await?))
             })
             .buffer_unordered(CONCURRENT_FILE_LOADS)
             .try_collect()

@@ -164,7 +164,7 @@ impl TableStore {
         version: u64,
     ) -> Result<FragmentSegment> {
         let (Some(first), Some(last)) = (fragments.first(), fragments.last()) else {
-            return Err(crate::Error::internal("an empty fragment segment"));
+            return Err(crate::error::Error::internal("an empty fragment segment"));
         };
         let bytes = Bytes::from(encode_fragment_segment(fragments));
         let size_bytes = bytes.len() as u64;
