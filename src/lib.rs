@@ -23,7 +23,7 @@ pub use operation::Operation;
 // What a user of natal reaches for, at the top. `format` and `io` are the format's and the
 // store's internals: benches, fuzzers and tests use them, their shape may change.
 pub use io::{IndexLookup, ManifestLayout};
-pub use rowid::{RowAddress, RowId};
+pub use rowid::{RowAddress, RowId, RowIdSet};
 pub use table::{
     CleanupPolicy, CleanupReport, Committed, CompactOptions, CompactionReport, IndexOptions,
     IndexProbe, IndexReport, Progress, RowMatch, RowPredicate, ScanMetrics, ScanRequest, Snapshot,

@@ -225,6 +225,6 @@ pub(crate) fn indexes(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
 
 /// A fragment's deletion files, oldest first, comma-separated.
 fn deletion_paths(vector: &crate::format::DeletionVector) -> String {
-    let paths: Vec<&str> = vector.files.iter().map(|f| f.path.as_str()).collect();
+    let paths: Vec<&str> = vector.files().map(|f| f.path.as_str()).collect();
     paths.join(",")
 }

@@ -11,6 +11,7 @@ use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use roaring::RoaringTreemap;
 
 use crate::io::IndexLookup;
+use crate::rowid::RowIdSet;
 use crate::table::{IndexProbe, Snapshot, ROW_ID};
 
 fn is_row_id(e: &Expr) -> bool {
@@ -262,7 +263,7 @@ fn tighter(
 
 /// Filters taken apart: `_rowid` sets and ranges, which become masks, and the rest.
 pub(super) struct Classified {
-    pub row_ids: Option<RoaringTreemap>,
+    pub row_ids: Option<RowIdSet>,
     pub row_id_range: Option<RangeInclusive<u64>>,
     pub column_filters: Vec<Expr>,
 }
@@ -275,6 +276,7 @@ pub(super) fn classify(filters: &[Expr]) -> Classified {
     };
     for filter in filters {
         if let Some(set) = row_id_set(filter) {
+            let set = RowIdSet::from(set);
             out.row_ids = Some(match out.row_ids {
                 Some(prev) => prev & set,
                 None => set,
@@ -314,14 +316,16 @@ mod tests {
         datafusion::logical_expr::utils::split_conjunction_owned(expr)
     }
 
-    fn ids(list: &[u64]) -> Option<RoaringTreemap> {
-        Some(list.iter().copied().collect())
+    fn ids(list: &[u64]) -> Option<RowIdSet> {
+        Some(RowIdSet::from(
+            list.iter().copied().collect::<RoaringTreemap>(),
+        ))
     }
 
     /// A filter, the ids and id range it selects, and how many column filters remain.
     type Case = (
         &'static str,
-        Option<RoaringTreemap>,
+        Option<RowIdSet>,
         Option<RangeInclusive<u64>>,
         usize,
     );

@@ -5,10 +5,9 @@
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 
-use roaring::RoaringTreemap;
-
 use super::filter::ExprPredicate;
 use super::partitions::Piece;
+use crate::rowid::RowIdSet;
 use crate::table::{IndexProbe, Snapshot};
 
 /// How the scan reads a snapshot; built by the table provider.
@@ -21,7 +20,7 @@ pub(crate) struct ScanPlan {
     pub with_row_addr: bool,
     /// For each output column, its index in the scan's own output.
     pub output_order: Vec<usize>,
-    pub row_ids: Option<RoaringTreemap>,
+    pub row_ids: Option<RowIdSet>,
     pub row_id_range: Option<RangeInclusive<u64>>,
     /// What each partition reads: fragments, whole or a range of their rows.
     pub partitions: Vec<Vec<Piece>>,

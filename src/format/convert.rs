@@ -437,15 +437,13 @@ pub(super) fn fragment_to_proto(f: &Fragment) -> proto::Fragment {
         deletion_file: f
             .deletion
             .as_ref()
-            .and_then(|d| d.files.first())
-            .map(|file| deletion_file_to_proto(f.id, file)),
+            .map(|d| deletion_file_to_proto(f.id, d.first())),
         deletion_deltas: f
             .deletion
             .as_ref()
             .map(|d| {
-                d.files
+                d.deltas()
                     .iter()
-                    .skip(1)
                     .map(|file| deletion_file_to_proto(f.id, file))
                     .collect()
             })
@@ -493,7 +491,7 @@ pub(super) fn deletion_from_proto(
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok((!files.is_empty()).then_some(DeletionVector { files }))
+    Ok(DeletionVector::from_files(files))
 }
 
 pub(super) fn deletion_to_proto(
@@ -502,8 +500,7 @@ pub(super) fn deletion_to_proto(
 ) -> Vec<proto::DeletionFile> {
     deletion
         .map(|d| {
-            d.files
-                .iter()
+            d.files()
                 .map(|file| deletion_file_to_proto(fragment, file))
                 .collect()
         })
@@ -675,8 +672,7 @@ mod tests {
         let paths = |files| {
             deletion_from_proto(7, files, "m").map(|d| {
                 d.map(|d| {
-                    d.files
-                        .iter()
+                    d.files()
                         .map(|f| f.path.as_str().to_string())
                         .collect::<Vec<_>>()
                 })

@@ -117,7 +117,7 @@ impl Manifest {
         if self
             .fragments
             .iter()
-            .any(|f| f.deletion.as_ref().is_some_and(|d| d.files.len() > 1))
+            .any(|f| f.deletion.as_ref().is_some_and(|d| d.file_count() > 1))
         {
             used |= flags::DELETION_DELTAS;
         }
@@ -129,8 +129,7 @@ impl Manifest {
         }
         let derived_deletion = self.fragments.iter().any(|f| {
             f.deletion.as_ref().is_some_and(|d| {
-                d.files
-                    .iter()
+                d.files()
                     .any(|file| DerivedName::DELETION.parse(&file.path, f.id).is_some())
             })
         });
@@ -152,7 +151,7 @@ impl Manifest {
         if self.fragments.iter().any(|f| {
             f.deletion
                 .as_ref()
-                .is_some_and(|d| d.files.iter().any(|file| file.moved_rows > 0))
+                .is_some_and(|d| d.files().any(|file| file.moved_rows > 0))
         }) {
             self.writer_flags |= flags::MOVE_TALLIES;
         }
@@ -259,29 +258,76 @@ pub struct DataFile {
 /// fragment keeps O(log n) files and a commit writes about what it changed (`io/deletion.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeletionVector {
-    /// Never empty.
-    pub files: Vec<DeletionFile>,
+    /// The oldest file.
+    first: DeletionFile,
+    /// The files added since, oldest first.
+    deltas: Vec<DeletionFile>,
 }
 
 impl DeletionVector {
     pub fn single(file: DeletionFile) -> Self {
-        Self { files: vec![file] }
+        Self {
+            first: file,
+            deltas: Vec::new(),
+        }
+    }
+
+    /// The vector of `files` (oldest first); `None` for no files.
+    pub fn from_files(files: Vec<DeletionFile>) -> Option<Self> {
+        let mut files = files.into_iter();
+        let first = files.next()?;
+        Some(Self {
+            first,
+            deltas: files.collect(),
+        })
+    }
+
+    /// The oldest file.
+    pub fn first(&self) -> &DeletionFile {
+        &self.first
+    }
+
+    /// The files added after the first, oldest first.
+    pub fn deltas(&self) -> &[DeletionFile] {
+        &self.deltas
+    }
+
+    /// Every file, oldest first.
+    pub fn files(&self) -> impl Iterator<Item = &DeletionFile> {
+        std::iter::once(&self.first).chain(&self.deltas)
+    }
+
+    /// Every file, oldest first, to rename or recount.
+    pub fn files_mut(&mut self) -> impl Iterator<Item = &mut DeletionFile> {
+        std::iter::once(&mut self.first).chain(&mut self.deltas)
+    }
+
+    /// Every file, oldest first.
+    pub fn into_files(self) -> Vec<DeletionFile> {
+        let mut files = vec![self.first];
+        files.extend(self.deltas);
+        files
+    }
+
+    /// How many files hold the vector (1 + deltas).
+    pub fn file_count(&self) -> usize {
+        1 + self.deltas.len()
     }
 
     pub fn deleted_rows(&self) -> u64 {
-        self.files.iter().map(|f| f.deleted_rows).sum()
+        self.files().map(|f| f.deleted_rows).sum()
     }
 
     /// Every deleted row of the fragment was moved, none deleted outright. An id's newest
     /// address (what the relocation view gives) is then never a deleted offset here, so a
     /// read of rows reached through the view needs none of these files.
     pub fn only_moves(&self) -> bool {
-        self.files.iter().all(|f| f.moved_rows == f.deleted_rows)
+        self.files().all(|f| f.moved_rows == f.deleted_rows)
     }
 
     /// Counts every deletion as outright (always true, possibly slower to read).
     pub fn forget_moves(&mut self) {
-        for file in &mut self.files {
+        for file in self.files_mut() {
             file.moved_rows = 0;
         }
     }

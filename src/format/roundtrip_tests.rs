@@ -88,10 +88,7 @@ fn fragment(id: u32, rows: u32) -> impl Strategy<Value = Fragment> {
                 },
             })
             .collect();
-        let (first, rest) = files.split_first()?;
-        let mut vector = DeletionVector::single(first.clone());
-        vector.files.extend(rest.iter().cloned());
-        Some(vector)
+        DeletionVector::from_files(files)
     });
     let row_ids = option::of(vec(any::<u64>(), rows as usize))
         .prop_map(|ids| ids.map(|ids| Arc::new(RowIdSequence::from_ids(&ids))));

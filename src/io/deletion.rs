@@ -96,16 +96,13 @@ impl TableStore {
         vector: &DeletionVector,
         physical_rows: u32,
     ) -> Result<Arc<RoaringBitmap>> {
-        let (first, rest) = vector
-            .files
-            .split_first()
-            .ok_or_else(|| Error::corrupt("manifest", "a deletion vector without files"))?;
+        let (first, rest) = (vector.first(), vector.deltas());
         if rest.is_empty() {
             return self.read_deletion_file(first, physical_rows).await;
         }
         // The union is cached too, under the list of its files: takes and masks ask for a
         // fragment's deletions once per row.
-        let key: Vec<&str> = vector.files.iter().map(|f| f.path.as_str()).collect();
+        let key: Vec<&str> = vector.files().map(|f| f.path.as_str()).collect();
         let key = key.join("|");
         if let Some(bitmap) = self.deletions.get(&key) {
             return Ok(bitmap);
@@ -144,7 +141,7 @@ impl TableStore {
         (fresh, moved_rows): (&RoaringBitmap, u64),
         physical_rows: u32,
     ) -> Result<DeletionVector> {
-        let mut files = current.map(|d| d.files.clone()).unwrap_or_default();
+        let mut files = current.map(|d| d.clone().into_files()).unwrap_or_default();
         let mut pending = fresh.clone();
         let mut moved = moved_rows;
         while let Some(newest) = files.last() {
@@ -162,7 +159,8 @@ impl TableStore {
             self.write_deletions(fragment, version, &pending, moved)
                 .await?,
         );
-        Ok(DeletionVector { files })
+        let vector = DeletionVector::from_files(files);
+        vector.ok_or_else(|| Error::internal("a deletion vector of no files"))
     }
 
     async fn read_deletion_file(

@@ -267,7 +267,7 @@ impl IndexProbe {
                 let ids = found.into_iter().fold(RoaringTreemap::new(), |a, b| a | b);
                 Ok(Arc::new(IndexAnswer {
                     covered: indexes.covered(&self.name),
-                    offsets: snapshot.masks(&ids).await?,
+                    offsets: snapshot.masks_of(&ids).await?,
                 }))
             })
             .await

@@ -83,7 +83,7 @@ fn referenced_files(manifest: &Manifest, into: &mut HashSet<String>) {
         for file in &fragment.files {
             into.insert(file.path.as_str().to_string());
         }
-        for deletion in fragment.deletion.iter().flat_map(|d| &d.files) {
+        for deletion in fragment.deletion.iter().flat_map(|d| d.files()) {
             into.insert(deletion.path.as_str().to_string());
         }
         if let Some(row_ids) = &fragment.row_ids_file {

@@ -21,7 +21,7 @@ use crate::format::{Fragment, Manifest, Schema};
 use crate::io::{PagePruning, SelectPages, TableStore};
 use crate::rowid::{
     mask_for_ids, CarriedFragment, FragmentId, FragmentLayout, IdSet, RelocationView, RowAddress,
-    RowId, SequenceCursor,
+    RowId, RowIdSet, SequenceCursor,
 };
 
 /// Column names of the system columns.
@@ -36,7 +36,7 @@ pub struct ScanRequest {
     pub with_row_id: bool,
     pub with_row_addr: bool,
     /// Only rows whose ids are in this set (a mask: native ranges − tombstones + moves).
-    pub row_ids: Option<RoaringTreemap>,
+    pub row_ids: Option<RowIdSet>,
     /// Only rows whose ids are in this range, answered per fragment from its ids (a native
     /// fragment's are one range of addresses) without the relocation view.
     pub row_id_range: Option<RangeInclusive<u64>>,
@@ -89,7 +89,7 @@ impl ScanRequest {
 
     /// Reads only the rows with these ids (a take).
     pub fn row_ids(mut self, ids: impl IntoIterator<Item = RowId>) -> Self {
-        self.row_ids = Some(ids.into_iter().map(RowId::as_u64).collect());
+        self.row_ids = Some(ids.into_iter().collect());
         self
     }
 
@@ -337,7 +337,7 @@ impl Snapshot {
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         let (field_ids, output) = self.projection(&request)?;
         let masks = match &request.row_ids {
-            Some(ids) => Some(self.masks(ids).await?),
+            Some(ids) => Some(self.masks_of(ids.as_treemap()).await?),
             None => None,
         };
         let index = match &request.index {
@@ -521,7 +521,14 @@ impl Snapshot {
     }
 
     /// Live offsets per fragment of the rows whose ids are in `ids`.
-    pub async fn masks(&self, ids: &RoaringTreemap) -> Result<BTreeMap<FragmentId, RoaringBitmap>> {
+    pub async fn masks(&self, ids: &RowIdSet) -> Result<BTreeMap<FragmentId, RoaringBitmap>> {
+        self.masks_of(ids.as_treemap()).await
+    }
+
+    pub(crate) async fn masks_of(
+        &self,
+        ids: &RoaringTreemap,
+    ) -> Result<BTreeMap<FragmentId, RoaringBitmap>> {
         let view = self.view_for(ids.iter().map(RowId::from_u64)).await?;
         let deletions: Vec<Option<Arc<RoaringBitmap>>> =
             stream::iter(0..self.manifest.fragments.len())

@@ -11,7 +11,6 @@ use arrow::datatypes::UInt64Type;
 use arrow::row::{RowConverter, SortField};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
-use roaring::RoaringTreemap;
 
 use super::commit::{Action, NewFragment};
 use super::filter::RowPredicate;
@@ -20,7 +19,7 @@ use super::{Committed, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::Schema;
 use crate::io::TableStore;
-use crate::rowid::{RowAddress, RowId};
+use crate::rowid::{RowAddress, RowId, RowIdSet};
 
 /// Chooses rows: given a batch of user columns followed by `_rowid` and `_rowaddr`, returns
 /// which rows match (a null counts as no match).
@@ -36,7 +35,7 @@ pub type BatchUpdate<'a> = &'a (dyn Fn(&RecordBatch) -> Result<RecordBatch> + Se
 #[derive(Debug, Clone, Default)]
 pub struct RowMatch {
     pub filter: Option<Arc<dyn RowPredicate>>,
-    pub row_ids: Option<RoaringTreemap>,
+    pub row_ids: Option<RowIdSet>,
     pub row_id_range: Option<RangeInclusive<u64>>,
 }
 

@@ -195,7 +195,7 @@ async fn damaged_data_deletion_and_checkpoint_files_are_errors_not_panics() {
             .deletion
             .clone()
             .expect("row 1 was updated")
-            .files[0]
+            .first()
             .path,
     );
     let checkpoint = table.store().path(
@@ -387,7 +387,7 @@ async fn overlapping_deletion_deltas_are_corrupt() {
         .deletion
         .clone()
         .unwrap()
-        .files;
+        .into_files();
     assert_eq!(files.len(), 2, "a small delete does not fold a larger file");
     // Same count as the manifest records, but an offset the older file already deletes.
     let overlapping: roaring::RoaringBitmap = [3u32].into_iter().collect();
@@ -413,7 +413,7 @@ async fn more_moves_than_deletions_is_corrupt() {
         .clone()
         .unwrap();
     assert_eq!(
-        (vector.files[0].deleted_rows, vector.files[0].moved_rows),
+        (vector.first().deleted_rows, vector.first().moved_rows),
         (1, 1)
     );
     // DeletionFile fields 2 (deleted_rows) and 3 (moved_rows), both 1, as protobuf varints.

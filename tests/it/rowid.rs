@@ -246,11 +246,11 @@ async fn scans_masked_by_ids_follow_moves_and_skip_deleted_rows() {
         .unwrap();
     let snapshot = table.latest().await.unwrap();
     let all = read_rows(&snapshot).await.unwrap();
-    let mut wanted = roaring::RoaringTreemap::new();
     // keys 0..4 are ids (0,0)..(0,3); key 5 is (1,1); plus an id that never existed.
-    wanted.insert_range(addr(0, 0)..addr(0, 4));
-    wanted.insert(addr(1, 1));
-    wanted.insert(addr(7, 7));
+    let id = natal::RowId::from_u64;
+    let mut wanted = natal::RowIdSet::range(id(addr(0, 0)), id(addr(0, 3)));
+    wanted.insert(id(addr(1, 1)));
+    wanted.insert(id(addr(7, 7)));
     let request = natal::table::ScanRequest {
         with_row_id: true,
         with_row_addr: true,
@@ -340,7 +340,7 @@ async fn takes_after_updates_read_no_deletion_files() {
         Some(4)
     );
     let request = natal::table::ScanRequest {
-        row_ids: Some(ids.iter().copied().collect()),
+        row_ids: Some(ids.iter().map(|&v| RowId::from_u64(v)).collect()),
         ..Default::default()
     };
     let masked: Vec<arrow::array::RecordBatch> = snapshot

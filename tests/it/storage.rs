@@ -234,12 +234,12 @@ async fn deletions_are_written_as_folding_deltas() {
         let vector = latest.manifest().fragments[0].deletion.clone().unwrap();
         assert_eq!(vector.deleted_rows(), 10 * (commit as u64 + 1));
         assert!(
-            vector.files.len() <= 8,
+            vector.file_count() <= 8,
             "{} files after {} commits",
-            vector.files.len(),
+            vector.file_count(),
             commit + 1
         );
-        for file in &vector.files {
+        for file in vector.files() {
             if known.insert(file.path.clone()) {
                 written_offsets += file.deleted_rows;
             }
@@ -346,8 +346,14 @@ async fn deletion_files_take_derived_names_and_skip_taken_ones() {
     table.delete_rows(&ids).await.unwrap();
     let latest = table.latest().await.unwrap();
     let manifest = latest.manifest();
-    let file_of =
-        |fragment: usize| manifest.fragments[fragment].deletion.clone().unwrap().files[0].clone();
+    let file_of = |fragment: usize| {
+        manifest.fragments[fragment]
+            .deletion
+            .clone()
+            .unwrap()
+            .first()
+            .clone()
+    };
     assert_eq!(file_of(2).path.as_str(), format!("_deletions/2-{next}.bin"));
     assert_eq!(
         file_of(1).path.as_str(),
@@ -377,9 +383,10 @@ async fn deletion_files_take_derived_names_and_skip_taken_ones() {
     // A derived name costs a version number; any other name is kept as its path.
     let mut legacy: Manifest = Manifest::clone(manifest);
     let vector = legacy.fragments[1].deletion.as_mut().unwrap();
-    vector.files[0].path = TablePath::parse("_deletions/1-0042.bin").unwrap();
+    let first = vector.files_mut().next().unwrap();
+    first.path = TablePath::parse("_deletions/1-0042.bin").unwrap();
     assert_eq!(
-        DerivedName::DELETION.parse(&vector.files[0].path, 1),
+        DerivedName::DELETION.parse(&vector.first().path, 1),
         None,
         "not canonical"
     );
