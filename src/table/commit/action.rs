@@ -1,0 +1,101 @@
+//! [`Action`]: what a transaction does, in terms that can be applied again to a newer
+//! version, and the new fragments it adds.
+
+use std::sync::Arc;
+
+use crate::format::{DataFile, Fragment, IndexSegment, Manifest, Operation};
+use crate::rowid::{FragmentId, RowAddress, RowId, RowIdSequence};
+
+/// A data file written for a new fragment, with the ids of its rows.
+#[derive(Debug, Clone)]
+pub(crate) struct NewFragment {
+    pub file: DataFile,
+    pub rows: u32,
+    /// `None`: every row is new (native). Otherwise per row: `Some(id)` for a row carried
+    /// from elsewhere, `None` for a new row.
+    pub carried_ids: Option<Vec<Option<RowId>>>,
+}
+
+impl NewFragment {
+    pub(super) fn into_fragment(self, id: FragmentId) -> Fragment {
+        let row_ids = self.carried_ids.and_then(|ids| {
+            let all_native = ids.iter().all(Option::is_none);
+            (!all_native).then(|| {
+                let ids: Vec<u64> = ids
+                    .iter()
+                    .enumerate()
+                    .map(|(offset, carried)| match carried {
+                        Some(id) => id.as_u64(),
+                        None => RowAddress::new(id, offset as u32).as_u64(),
+                    })
+                    .collect();
+                Arc::new(RowIdSequence::from_ids(&ids))
+            })
+        });
+        Fragment {
+            id,
+            files: vec![self.file],
+            deletion: None,
+            physical_rows: self.rows,
+            row_ids,
+            row_ids_file: None,
+        }
+    }
+}
+
+/// What a transaction does, in terms that can be re-applied to a newer version.
+#[derive(Debug, Clone)]
+pub(crate) enum Action {
+    Append {
+        fragments: Vec<NewFragment>,
+    },
+    Overwrite {
+        fragments: Vec<NewFragment>,
+    },
+    /// Delete rows, each named by id and its address when the transaction read it.
+    Delete {
+        rows: Vec<(RowId, RowAddress)>,
+    },
+    /// Delete the old copies of rows and add fragments holding their new values.
+    Update {
+        rows: Vec<(RowId, RowAddress)>,
+        fragments: Vec<NewFragment>,
+    },
+    /// Replace `inputs` (as read) by `fragments`: per group, its input fragment ids and how
+    /// many of `fragments` (in order) hold its rows.
+    Compact {
+        inputs: Vec<Fragment>,
+        fragments: Vec<NewFragment>,
+        groups: Vec<(Vec<FragmentId>, usize)>,
+    },
+    Checkpoint {
+        checkpoint: crate::format::CheckpointRef,
+    },
+    Restore {
+        from: Box<Manifest>,
+    },
+    /// Add index segments built from the rows of their fragments as read.
+    CreateIndex {
+        segments: Vec<IndexSegment>,
+    },
+    /// Remove every segment of an index (its sequence high-water mark stays).
+    DropIndex {
+        name: String,
+    },
+}
+
+impl Action {
+    pub(super) fn operation(&self) -> Operation {
+        match self {
+            Action::Append { .. } => Operation::Append,
+            Action::Overwrite { .. } => Operation::Overwrite,
+            Action::Delete { .. } => Operation::Delete,
+            Action::Update { .. } => Operation::Update,
+            Action::Compact { .. } => Operation::Compact,
+            Action::Checkpoint { .. } => Operation::Checkpoint,
+            Action::Restore { .. } => Operation::Restore,
+            Action::CreateIndex { .. } => Operation::CreateIndex,
+            Action::DropIndex { .. } => Operation::DropIndex,
+        }
+    }
+}

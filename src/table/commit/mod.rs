@@ -1,0 +1,64 @@
+//! Commits: turn an [`Action`] into the next manifest and publish it with put-if-absent.
+//!
+//! When another writer publishes first, the commit walks every version it missed, checks
+//! each against its action (DESIGN.md §4) and rebases or fails with [`Error::Conflict`]:
+//! - append rebases over anything but overwrite/restore (new fragment ids; ids are implicit,
+//!   so nothing written is rewritten);
+//! - delete/update follow each row by id: a row deleted meanwhile is a conflict, a row moved
+//!   by compaction is found in the compacted fragment's sequence;
+//! - compaction rebases over deletes of its input rows (deletion vectors on its output) and
+//!   conflicts with anything else that touched its inputs;
+//! - overwrite and restore rebase over anything; everything else conflicts with them.
+
+mod action;
+mod apply;
+mod rebase;
+
+use crate::error::{Error, Result};
+use crate::format::Manifest;
+use crate::io::TableStore;
+use crate::table::TableOptions;
+
+pub(crate) use action::{Action, NewFragment};
+use apply::apply;
+use rebase::rebase;
+
+/// Applies `action` on top of `read` and publishes it, rebasing over concurrent commits.
+pub(crate) async fn commit(
+    store: &TableStore,
+    read: &Manifest,
+    mut action: Action,
+    options: &TableOptions,
+) -> Result<Manifest> {
+    let table = store.display();
+    read.check_writable(&table)?;
+    let mut base = read.clone();
+    for _ in 0..=options.max_commit_retries {
+        let mut next = apply(store, &base, &action, read.version).await?;
+        if store.publish_manifest(&mut next, &options.layout).await? {
+            return Ok(next);
+        }
+        let latest = store
+            .latest_version()
+            .await?
+            .ok_or_else(|| Error::TableNotFound {
+                table: table.clone(),
+            })?;
+        for version in base.version + 1..=latest {
+            let other = store.read_manifest(version).await?;
+            other.check_writable(&table)?;
+            rebase(store, &mut action, &base, &other, read.version).await?;
+            base = other;
+        }
+    }
+    Err(Error::Conflict {
+        operation: action.operation(),
+        read_version: read.version,
+        other: None,
+        other_version: base.version,
+        reason: format!("gave up after {} retries", options.max_commit_retries),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,153 @@
+//! The rebase rules: an action checked against a version it missed, and moved onto it or
+//! refused with a conflict (the rules are listed in `commit/mod.rs`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use roaring::RoaringBitmap;
+
+use super::action::Action;
+use crate::error::{Error, Result};
+use crate::format::{Manifest, Operation};
+use crate::io::TableStore;
+use crate::rowid::{FragmentId, RowAddress, RowId};
+
+/// Checks `action` against `next` (published on top of `prev`) and updates it to apply on
+/// top of `next`.
+pub(super) async fn rebase(
+    store: &TableStore,
+    action: &mut Action,
+    prev: &Manifest,
+    next: &Manifest,
+    read_version: u64,
+) -> Result<()> {
+    let replaces_all = matches!(
+        next.transaction.operation,
+        Operation::Overwrite | Operation::Restore
+    );
+    let other_rewrote = matches!(
+        next.transaction.operation,
+        Operation::Delete | Operation::Update | Operation::Compact
+    );
+    match action {
+        Action::Overwrite { .. } | Action::Restore { .. } => Ok(()),
+        _ if replaces_all => Err(conflict(
+            action,
+            read_version,
+            next,
+            "the table was replaced",
+        )),
+        Action::Append { .. } | Action::Checkpoint { .. } => Ok(()),
+        Action::Delete { rows } | Action::Update { rows, .. } if other_rewrote => {
+            match follow_rows(store, rows, prev, next).await? {
+                Followed::Every => Ok(()),
+                Followed::Lost(reason) => Err(conflict(action, read_version, next, reason)),
+            }
+        }
+        Action::Compact { inputs, .. } if other_rewrote => {
+            for input in inputs.iter() {
+                let reason = match next.fragment(input.id) {
+                    None => format!("fragment {} was rewritten", input.id),
+                    Some(now)
+                        if next.transaction.operation != Operation::Delete
+                            && prev
+                                .fragment(input.id)
+                                .is_none_or(|p| p.deletion != now.deletion) =>
+                    {
+                        format!("rows of fragment {} were updated", input.id)
+                    }
+                    Some(_) => continue,
+                };
+                return Err(conflict(action, read_version, next, reason));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Whether the rows a delete or update names could all be followed to a newer version.
+enum Followed {
+    Every,
+    /// One was deleted or rewritten meanwhile: a conflict, for this reason.
+    Lost(String),
+}
+
+/// Moves each row's address from `prev` to `next`.
+async fn follow_rows(
+    store: &TableStore,
+    rows: &mut [(RowId, RowAddress)],
+    prev: &Manifest,
+    next: &Manifest,
+) -> Result<Followed> {
+    let mut deletions: HashMap<FragmentId, Option<Arc<RoaringBitmap>>> = HashMap::new();
+    let mut moved: Option<HashMap<RowId, RowAddress>> = None;
+    for (id, addr) in rows.iter_mut() {
+        let fragment = match next.fragment(addr.fragment_id()) {
+            Some(now) => {
+                let before = prev.fragment(addr.fragment_id());
+                if before.is_some_and(|b| b.deletion == now.deletion) {
+                    continue;
+                }
+                now
+            }
+            None => {
+                // Its fragment was compacted away: find the id where compaction put it.
+                let moved = moved.get_or_insert_with(|| added_row_ids(prev, next));
+                let Some(&new_addr) = moved.get(id) else {
+                    return Ok(Followed::Lost(format!("row {id} was removed")));
+                };
+                *addr = new_addr;
+                match next.fragment(new_addr.fragment_id()) {
+                    Some(f) => f,
+                    None => return Ok(Followed::Lost(format!("row {id} was removed"))),
+                }
+            }
+        };
+        let bitmap = match deletions.get(&fragment.id) {
+            Some(b) => b.clone(),
+            None => {
+                let b = store.fragment_deletions(fragment).await?;
+                deletions.insert(fragment.id, b.clone());
+                b
+            }
+        };
+        if bitmap.is_some_and(|b| b.contains(addr.offset())) {
+            return Ok(Followed::Lost(format!(
+                "row {id} was deleted or updated concurrently"
+            )));
+        }
+    }
+    Ok(Followed::Every)
+}
+
+/// Where the carried rows of fragments new in `next` are.
+fn added_row_ids(prev: &Manifest, next: &Manifest) -> HashMap<RowId, RowAddress> {
+    let mut out = HashMap::new();
+    for fragment in &next.fragments {
+        if prev.fragment(fragment.id).is_some() {
+            continue;
+        }
+        if let Some(seq) = &fragment.row_ids {
+            for (offset, id) in seq.iter().enumerate() {
+                out.insert(id, RowAddress::new(fragment.id, offset as u32));
+            }
+        }
+    }
+    out
+}
+
+fn conflict(
+    action: &Action,
+    read_version: u64,
+    other: &Manifest,
+    reason: impl Into<String>,
+) -> Error {
+    Error::Conflict {
+        operation: action.operation(),
+        read_version,
+        other: Some(other.transaction.operation),
+        other_version: other.version,
+        reason: reason.into(),
+    }
+}
