@@ -4,6 +4,7 @@
 
 mod convert;
 mod convert_row_ids;
+mod deletion;
 pub(crate) mod envelope;
 mod index;
 mod manifest;
@@ -17,6 +18,7 @@ mod proto {
     include!(concat!(env!("OUT_DIR"), "/natal.format.rs"));
 }
 
+pub use deletion::{decode_deletions, encode_deletions};
 pub use index::{cache_node, IndexSection, IndexSegment, LogicalIndex};
 pub use manifest::{
     flags, CheckpointRef, DataFile, DeletionFile, DeletionVector, Fragment, FragmentSegment,

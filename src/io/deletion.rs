@@ -1,7 +1,6 @@
-//! Deletion files: a fragment's deleted offsets as a roaring bitmap.
-//!
-//! Bytes: `b"NATALDV1" | roaring portable serialization | crc32 of it as u32 LE`. Offsets are
-//! row offsets within the fragment (u32), never row ids.
+//! Deletion files on the store: written under derived names, read (and cached) per file,
+//! unioned per fragment and folded as commits add to them. Their bytes are
+//! `format::deletion`'s.
 
 use std::sync::Arc;
 
@@ -10,33 +9,10 @@ use roaring::RoaringBitmap;
 
 use super::TableStore;
 use crate::error::{Error, Result};
-use crate::format::envelope::{seal, unseal};
-use crate::format::{DeletionFile, DeletionVector, DerivedName, Fragment};
+use crate::format::{
+    decode_deletions, encode_deletions, DeletionFile, DeletionVector, DerivedName, Fragment,
+};
 use crate::rowid::FragmentId;
-
-const MAGIC: &[u8; 8] = b"NATALDV1";
-
-pub fn encode_deletions(bitmap: &RoaringBitmap) -> Vec<u8> {
-    let mut body = Vec::with_capacity(bitmap.serialized_size());
-    // Writing into a Vec cannot fail.
-    let _ = bitmap.serialize_into(&mut body);
-    seal(MAGIC, &body)
-}
-
-/// # Errors
-/// [`Error::Corrupt`] for bad magic, checksum or bitmap, or offsets beyond the fragment.
-pub fn decode_deletions(path: &str, bytes: &[u8], physical_rows: u32) -> Result<RoaringBitmap> {
-    let body = unseal(MAGIC, path, bytes, "deletion file")?;
-    let bitmap = RoaringBitmap::deserialize_from(body)
-        .map_err(|e| Error::corrupt(path, format!("undecodable bitmap: {e}")))?;
-    if bitmap.max().is_some_and(|max| max >= physical_rows) {
-        return Err(Error::corrupt(
-            path,
-            "deletes offsets beyond the fragment's rows",
-        ));
-    }
-    Ok(bitmap)
-}
 
 impl TableStore {
     /// Writes a fragment's deletion vector as a new file (files are never rewritten), named
@@ -186,33 +162,5 @@ impl TableStore {
         let bitmap = Arc::new(bitmap);
         self.deletions.insert(file.path.as_str(), bitmap.clone());
         Ok(bitmap)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn round_trip_and_damage() {
-        let bitmap: RoaringBitmap = [1u32, 5, 900].into_iter().collect();
-        let bytes = encode_deletions(&bitmap);
-        assert_eq!(decode_deletions("x", &bytes, 1000).unwrap(), bitmap);
-        assert!(matches!(
-            decode_deletions("x", &bytes, 900),
-            Err(Error::Corrupt { .. })
-        ));
-        for cut in 0..bytes.len() {
-            assert!(matches!(
-                decode_deletions("x", &bytes[..cut], 1000),
-                Err(Error::Corrupt { .. })
-            ));
-        }
-        let mut flipped = bytes.clone();
-        flipped[10] ^= 0x40;
-        assert!(matches!(
-            decode_deletions("x", &flipped, 1000),
-            Err(Error::Corrupt { .. })
-        ));
     }
 }

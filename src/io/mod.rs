@@ -17,9 +17,9 @@ mod rowids;
 mod segments;
 mod store;
 
+pub use crate::format::{decode_deletions, encode_deletions};
 pub use data::READ_BATCH_ROWS;
 pub use data_write::PAGE_ROWS;
-pub use deletion::{decode_deletions, encode_deletions};
 pub use index::{indexable, IndexLookup};
 pub use instrumented::{InstrumentedStore, RequestTally};
 pub use manifest::ManifestLayout;
