@@ -59,7 +59,7 @@ impl Manifest {
 
     /// Refuses to write on top of a manifest whose writer flags this client does not know.
     pub fn check_writable(&self, path: &str) -> Result<()> {
-        let unknown = self.writer_flags & !flags::KNOWN_WRITER;
+        let unknown = self.unknown_writer_flags;
         if unknown != 0 {
             return Err(Error::UnsupportedFeature {
                 path: path.to_string(),
@@ -215,8 +215,9 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str) -> Result<Manifest> {
         fragments,
         fragment_segments,
         max_fragment_id: raw.max_fragment_id,
-        reader_flags: raw.reader_feature_flags,
-        writer_flags: raw.writer_feature_flags,
+        // Unknown reader flags were refused before; the known ones follow the contents.
+        unknown_reader_flags: 0,
+        unknown_writer_flags: raw.writer_feature_flags & !flags::KNOWN_WRITER,
         transaction: TransactionSummary {
             operation,
             read_version: transaction.read_version,
@@ -617,8 +618,8 @@ impl From<&Manifest> for proto::Manifest {
                 })
                 .collect(),
             max_fragment_id: m.max_fragment_id,
-            reader_feature_flags: m.reader_flags,
-            writer_feature_flags: m.writer_flags,
+            reader_feature_flags: m.reader_flags(),
+            writer_feature_flags: m.writer_flags(),
             format_version: FORMAT_VERSION,
             transaction: Some(proto::Transaction {
                 operation: match m.transaction.operation {

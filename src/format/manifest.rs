@@ -65,8 +65,14 @@ pub struct Manifest {
     pub fragment_segments: Vec<FragmentSegment>,
     /// The largest fragment id ever allocated; `None` until the first fragment.
     pub max_fragment_id: Option<FragmentId>,
-    pub reader_flags: u64,
-    pub writer_flags: u64,
+    /// Writer flags of the stored manifest this client does not know (a newer natal's):
+    /// kept so that [`Manifest::check_writable`] refuses to write on top. Every flag this
+    /// client knows is derived from the contents when the manifest is encoded
+    /// ([`Manifest::reader_flags`]), so none can drift from what the manifest uses.
+    pub(crate) unknown_writer_flags: u64,
+    /// Reader flags this client does not know; only [`Manifest::claim_unknown_flags`] sets
+    /// them (a decode refuses them).
+    pub(crate) unknown_reader_flags: u64,
     pub transaction: TransactionSummary,
     pub relocation_checkpoint: Option<CheckpointRef>,
     /// Rows per fragment the table's writers aim for; never 0 (checked on decode).
@@ -102,8 +108,25 @@ impl Manifest {
         self.fragments.iter().map(Fragment::live_rows).sum()
     }
 
-    /// Recomputes the feature flags from what the manifest uses.
-    pub fn refresh_flags(&mut self) {
+    /// The reader flags the manifest is encoded with: what its contents use.
+    pub fn reader_flags(&self) -> u64 {
+        self.used_flags().0 | self.unknown_reader_flags
+    }
+
+    /// The writer flags the manifest is encoded with: what its contents use.
+    pub fn writer_flags(&self) -> u64 {
+        self.used_flags().1 | self.unknown_writer_flags
+    }
+
+    /// Adds feature flags this client does not know, as a newer natal's manifest would
+    /// carry them: for testing that readers and writers refuse what they cannot honour.
+    pub fn claim_unknown_flags(&mut self, reader: u64, writer: u64) {
+        self.unknown_reader_flags |= reader & !flags::KNOWN_READER;
+        self.unknown_writer_flags |= writer & !flags::KNOWN_WRITER;
+    }
+
+    /// (reader, writer) flags of the features the manifest's contents use.
+    fn used_flags(&self) -> (u64, u64) {
         let mut used = 0;
         if self.fragments.iter().any(|f| f.deletion.is_some()) {
             used |= flags::DELETION_FILES;
@@ -143,18 +166,19 @@ impl Manifest {
         if derived_deletion || derived_segment {
             used |= flags::DERIVED_NAMES;
         }
-        self.reader_flags = used;
-        self.writer_flags = used;
+        let reader = used;
+        let mut writer = used;
         if self.indexes.uses_segment_seq() {
-            self.writer_flags |= flags::INDEX_SEGMENT_SEQ;
+            writer |= flags::INDEX_SEGMENT_SEQ;
         }
         if self.fragments.iter().any(|f| {
             f.deletion
                 .as_ref()
                 .is_some_and(|d| d.files().any(|file| file.moved_rows > 0))
         }) {
-            self.writer_flags |= flags::MOVE_TALLIES;
+            writer |= flags::MOVE_TALLIES;
         }
+        (reader, writer)
     }
 }
 

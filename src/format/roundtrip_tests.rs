@@ -154,8 +154,8 @@ fn manifest() -> impl Strategy<Value = Manifest> {
                     fragments,
                     fragment_segments: Vec::new(),
                     max_fragment_id,
-                    reader_flags: 0,
-                    writer_flags: 0,
+                    unknown_reader_flags: 0,
+                    unknown_writer_flags: 0,
                     transaction: TransactionSummary {
                         operation,
                         read_version: version.saturating_sub(1),

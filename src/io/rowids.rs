@@ -61,7 +61,6 @@ impl TableStore {
             self.row_ids.insert(path.as_str(), sequence.clone());
             fragment.row_ids_file = Some(RowIdFile { path, size_bytes });
         }
-        manifest.refresh_flags();
         Ok(())
     }
 

@@ -87,7 +87,6 @@ impl TableStore {
             }
             manifest.fragment_segments = segments;
         }
-        manifest.refresh_flags();
         Ok(())
     }
 

@@ -126,8 +126,8 @@ impl Table {
             fragments: Vec::new(),
             fragment_segments: Vec::new(),
             max_fragment_id: None,
-            reader_flags: 0,
-            writer_flags: 0,
+            unknown_reader_flags: 0,
+            unknown_writer_flags: 0,
             transaction: TransactionSummary {
                 operation: Operation::Create,
                 read_version: 0,

@@ -134,7 +134,7 @@ async fn unknown_feature_flags_refuse_reads_or_writes() {
     let original = Manifest::decode(path.as_ref(), &get(&store, &path).await).unwrap();
 
     let mut writer_flagged = original.clone();
-    writer_flagged.writer_flags |= 1 << 40;
+    writer_flagged.claim_unknown_flags(0, 1 << 40);
     put(&store, &path, writer_flagged.encode()).await;
     let table = reopen(&store);
     let snapshot = table
@@ -154,7 +154,7 @@ async fn unknown_feature_flags_refuse_reads_or_writes() {
     );
 
     let mut reader_flagged = original.clone();
-    reader_flagged.reader_flags |= 1 << 33;
+    reader_flagged.claim_unknown_flags(1 << 33, 0);
     put(&store, &path, reader_flagged.encode()).await;
     let table = reopen(&store);
     let err = table.latest().await.unwrap_err();

@@ -214,7 +214,7 @@ async fn segment_numbers_are_per_name_never_reused_and_recomputed_on_rebase() {
         Some(3),
         "a dropped index's numbers stay taken"
     );
-    let flags = table.latest().await.unwrap().manifest().writer_flags;
+    let flags = table.latest().await.unwrap().manifest().writer_flags();
     assert_ne!(flags & natal::format::flags::INDEX_SEGMENT_SEQ, 0);
     // One name, one column.
     let err = table.create_index("val_idx", "key").await.unwrap_err();

@@ -309,7 +309,7 @@ async fn takes_after_updates_read_no_deletion_files() {
     }
     let latest = table.latest().await.unwrap();
     let manifest = latest.manifest();
-    assert!(manifest.writer_flags & natal::format::flags::MOVE_TALLIES != 0);
+    assert!(manifest.writer_flags() & natal::format::flags::MOVE_TALLIES != 0);
     for fragment in &manifest.fragments {
         if let Some(vector) = &fragment.deletion {
             assert!(vector.only_moves(), "fragment {}", fragment.id);

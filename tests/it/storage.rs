@@ -179,7 +179,7 @@ async fn large_row_id_sequences_live_in_files_and_commits_stay_small() {
     }
     let latest = table.latest().await.unwrap();
     assert_ne!(
-        latest.manifest().reader_flags & natal::format::flags::ROW_ID_FILES,
+        latest.manifest().reader_flags() & natal::format::flags::ROW_ID_FILES,
         0
     );
     let expected = read_rows(&latest).await.unwrap();
@@ -256,7 +256,7 @@ async fn deletions_are_written_as_folding_deltas() {
         .unwrap();
     let live = read_rows(&fresh).await.unwrap();
     assert_eq!(live.len() as u64, 10_000 - deleted);
-    assert!(fresh.manifest().reader_flags & natal::format::flags::DELETION_DELTAS != 0);
+    assert!(fresh.manifest().reader_flags() & natal::format::flags::DELETION_DELTAS != 0);
 }
 
 /// A long fragment list lives in `_fragments/` segments; a commit rewrites only the
@@ -278,7 +278,7 @@ async fn fragment_segments_are_shared_between_versions() {
     let segments = before.manifest().fragment_segments.clone();
     assert_eq!(segments.len(), 5, "20 fragments in segments of 4");
     assert_ne!(
-        before.manifest().reader_flags & natal::format::flags::FRAGMENT_SEGMENTS,
+        before.manifest().reader_flags() & natal::format::flags::FRAGMENT_SEGMENTS,
         0
     );
 
@@ -368,7 +368,7 @@ async fn deletion_files_take_derived_names_and_skip_taken_ones() {
         None,
         "another fragment's"
     );
-    assert_ne!(manifest.reader_flags & flags::DERIVED_NAMES, 0);
+    assert_ne!(manifest.reader_flags() & flags::DERIVED_NAMES, 0);
     let untouched = store.get(&table.store().path(&taken)).await.unwrap();
     assert_eq!(untouched.bytes().await.unwrap(), junk);
 
@@ -440,7 +440,7 @@ async fn deletions_patch_segments_rather_than_rewrite_them() {
         "written by the append"
     );
     assert_eq!(&now[2..], &first[2..], "untouched segments are shared");
-    assert_ne!(latest.manifest().reader_flags & flags::SEGMENT_PATCHES, 0);
+    assert_ne!(latest.manifest().reader_flags() & flags::SEGMENT_PATCHES, 0);
 
     let fresh = Table::open(store.clone(), "t".into())
         .latest()

@@ -136,7 +136,6 @@ pub(super) async fn apply(
     let present: roaring::RoaringBitmap = m.fragments.iter().map(|f| f.id).collect();
     m.indexes.retain_fragments(|f| present.contains(f));
     m.transaction = summary;
-    m.refresh_flags();
     Ok(m)
 }
 
