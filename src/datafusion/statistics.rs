@@ -18,7 +18,7 @@ use datafusion::common::{ColumnStatistics, ScalarValue, Statistics};
 use super::partitions::Piece;
 use super::pruning::to_scalar;
 use super::scan_plan::ScanPlan;
-use crate::format::{ColumnStats, Fragment, StatValue};
+use crate::format::{ColumnStats, FieldId, Fragment, StatValue};
 
 /// The statistics of the pieces one partition reads (`partition`), or of the whole scan.
 pub(super) fn scan_statistics(
@@ -149,7 +149,7 @@ struct ColumnFold<'a> {
     exact: bool,
 }
 
-fn fold_column<'a>(fragments: &[(&'a Fragment, f64)], field_id: u32) -> ColumnFold<'a> {
+fn fold_column<'a>(fragments: &[(&'a Fragment, f64)], field_id: FieldId) -> ColumnFold<'a> {
     let mut fold = ColumnFold {
         min: None,
         max: None,

@@ -8,7 +8,7 @@
 
 use roaring::RoaringBitmap;
 
-use super::TablePath;
+use super::{FieldId, TablePath};
 use crate::error::{Error, Result};
 use crate::rowid::FragmentId;
 
@@ -18,7 +18,7 @@ pub struct IndexSegment {
     pub uuid: String,
     pub name: String,
     /// The indexed column, by field id.
-    pub field_id: u32,
+    pub field_id: FieldId,
     pub path: TablePath,
     /// The fragments whose rows (as of `dataset_version`, or moved since by compaction) the
     /// segment holds.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::rowid::{FragmentId, RowIdSequence};
 
-use super::{ColumnStats, DerivedName, IndexSection, Schema, TablePath};
+use super::{ColumnStats, DerivedName, FieldId, IndexSection, Schema, TablePath};
 
 /// natal's on-disk format version. A manifest with another version is refused.
 pub const FORMAT_VERSION: u32 = 1;
@@ -246,14 +246,14 @@ impl Fragment {
 
     /// The file field `field_id` is read from: the newest of this fragment's files that
     /// holds it (a later file supersedes an earlier one's copy of a field).
-    pub fn file_holding(&self, field_id: u32) -> Option<usize> {
+    pub fn file_holding(&self, field_id: FieldId) -> Option<usize> {
         self.files
             .iter()
             .rposition(|f| f.field_ids.contains(&field_id))
     }
 
     /// The statistics of field `field_id`, from the file it is read from.
-    pub fn column_stats(&self, field_id: u32) -> Option<&ColumnStats> {
+    pub fn column_stats(&self, field_id: FieldId) -> Option<&ColumnStats> {
         let file = &self.files[self.file_holding(field_id)?];
         file.column_stats.iter().find(|s| s.field_id == field_id)
     }
@@ -271,7 +271,7 @@ impl Fragment {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DataFile {
     pub path: TablePath,
-    pub field_ids: Vec<u32>,
+    pub field_ids: Vec<FieldId>,
     pub row_count: u64,
     pub file_size_bytes: u64,
     pub column_stats: Vec<ColumnStats>,

@@ -25,7 +25,9 @@ pub use manifest::{
     Manifest, Operation, RowIdFile, SegmentPatch, TransactionSummary, FORMAT_VERSION,
 };
 pub use path::{DerivedName, TablePath, TABLE_FILE_DIRS};
-pub use schema::{field_id_of, Field, Schema, PARQUET_FIELD_ID_META_KEY, RESERVED_COLUMNS};
+pub use schema::{
+    field_id_of, Field, FieldId, Schema, PARQUET_FIELD_ID_META_KEY, RESERVED_COLUMNS,
+};
 pub use stats::{
     truncate_max_binary, truncate_max_utf8, truncate_min_binary, truncate_min_utf8, ColumnStats,
     StatValue, MAX_STAT_BYTES,

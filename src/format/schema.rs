@@ -17,9 +17,13 @@ pub fn field_id_of(field: &ArrowField) -> Option<u32> {
         .and_then(|v| v.parse().ok())
 }
 
+/// A column's stable id: data files store values by it, so a rename or reorder touches only
+/// the manifest. Never reused (the schema's `next_field_id` is the high-water mark).
+pub type FieldId = u32;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Field {
-    pub id: u32,
+    pub id: FieldId,
     pub name: String,
     pub data_type: DataType,
     pub nullable: bool,
@@ -29,7 +33,7 @@ pub struct Field {
 pub struct Schema {
     pub fields: Vec<Field>,
     /// Field ids are never reused: the next column added gets this id.
-    pub next_field_id: u32,
+    pub next_field_id: FieldId,
 }
 
 /// Names natal reserves for its system columns.

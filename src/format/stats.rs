@@ -2,6 +2,8 @@
 //! String and binary bounds are truncated to [`MAX_STAT_BYTES`] bytes: the minimum becomes a
 //! prefix, the maximum is rounded up, so both stay bounds of every value in the file.
 
+use super::FieldId;
+
 /// Longest string/binary bound kept in a manifest.
 pub const MAX_STAT_BYTES: usize = 64;
 
@@ -33,7 +35,7 @@ impl StatValue {
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ColumnStats {
-    pub field_id: u32,
+    pub field_id: FieldId,
     pub min: Option<StatValue>,
     pub max: Option<StatValue>,
     pub null_count: Option<u64>,

@@ -24,7 +24,7 @@ use super::pages::{file_schema_as_table, selected_ranges, PagePruning};
 use super::reader::{page_ranges, ObjectFileReader};
 use super::TableStore;
 use crate::error::{Error, Result};
-use crate::format::{field_id_of, DataFile, Fragment};
+use crate::format::{field_id_of, DataFile, FieldId, Fragment};
 
 /// The most bytes a read of selected rows fetches ahead in one request.
 const PREFETCH_LIMIT_BYTES: u64 = 16 * 1024 * 1024;
@@ -40,7 +40,7 @@ impl TableStore {
     pub fn read_fragment(
         &self,
         fragment: &Fragment,
-        field_ids: &[u32],
+        field_ids: &[FieldId],
         output: SchemaRef,
         offsets: Option<RoaringBitmap>,
         rows: Range<u32>,
@@ -123,7 +123,7 @@ impl TableStore {
     async fn prune_pages(
         &self,
         fragment: &Fragment,
-        field_ids: &[u32],
+        field_ids: &[FieldId],
         output: &SchemaRef,
         pages: &PagePruning,
         mut selected: Selected,
@@ -213,7 +213,7 @@ impl TableStore {
     async fn read_columns(
         &self,
         fragment: &Fragment,
-        field_ids: &[u32],
+        field_ids: &[FieldId],
         output: SchemaRef,
         selection: Option<RowSelection>,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
@@ -271,7 +271,7 @@ impl TableStore {
     async fn read_file(
         &self,
         file: &DataFile,
-        field_ids: &[u32],
+        field_ids: &[FieldId],
         selection: Option<RowSelection>,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         let mut reader = self.file_reader(file);
@@ -349,7 +349,7 @@ fn selection_for(offsets: &[u32], total: u32) -> RowSelection {
 }
 
 /// Which file each of `field_ids` is read from (the newest file holding it), grouped by file.
-fn files_holding(fragment: &Fragment, field_ids: &[u32]) -> Vec<(usize, Vec<u32>)> {
+fn files_holding(fragment: &Fragment, field_ids: &[FieldId]) -> Vec<(usize, Vec<u32>)> {
     let mut per_file: Vec<(usize, Vec<u32>)> = Vec::new();
     for &id in field_ids {
         if let Some(f) = fragment.file_holding(id) {
@@ -533,7 +533,7 @@ impl Selected {
 
 /// Renames file columns to the table's current names, orders them as requested, and casts
 /// losslessly widened types.
-fn conform(batch: RecordBatch, field_ids: &[u32], output: &SchemaRef) -> Result<RecordBatch> {
+fn conform(batch: RecordBatch, field_ids: &[FieldId], output: &SchemaRef) -> Result<RecordBatch> {
     let rows = batch.num_rows();
     let columns = field_ids
         .iter()

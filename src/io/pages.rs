@@ -12,7 +12,7 @@ use arrow::datatypes::{Field, Schema as ArrowSchema, SchemaRef};
 use parquet::arrow::arrow_reader::RowSelection;
 use parquet::file::metadata::ParquetMetaData;
 
-use crate::format::field_id_of;
+use crate::format::{field_id_of, FieldId};
 
 /// Chooses the rows of one data file that may pass a filter, from its page index; `None`
 /// when it cannot tell. The schema is the file's, with the filter's columns under their
@@ -23,7 +23,7 @@ pub type SelectPages = dyn Fn(&ParquetMetaData, &SchemaRef) -> Option<RowSelecti
 #[derive(Clone)]
 pub struct PagePruning {
     /// Only the files holding these fields (as the fragment reads them) are consulted.
-    pub field_ids: Vec<u32>,
+    pub field_ids: Vec<FieldId>,
     pub select: Arc<SelectPages>,
     /// Adds the rows left out of fragment reads by pruning (a scan's metric).
     pub rows_pruned: Option<Arc<AtomicU64>>,

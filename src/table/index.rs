@@ -17,7 +17,7 @@ use tokio::sync::OnceCell;
 use super::commit::Action;
 use super::{ProgressHandle, ScanRequest, Snapshot, Table};
 use crate::error::{Error, Result};
-use crate::format::IndexSegment;
+use crate::format::{FieldId, IndexSegment};
 use crate::io::{indexable, IndexLookup};
 use crate::rowid::FragmentId;
 
@@ -159,7 +159,7 @@ impl Table {
         &self,
         read: &Snapshot,
         name: &str,
-        field_id: u32,
+        field_id: FieldId,
         column: &str,
         chunks: Vec<Vec<FragmentId>>,
         total: u64,

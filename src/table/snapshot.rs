@@ -17,7 +17,7 @@ use tokio::sync::OnceCell;
 use super::filter::{filter_batch, predicate_layout, RowPredicate};
 use super::index::IndexProbe;
 use crate::error::{Error, Result};
-use crate::format::{Fragment, Manifest, Schema};
+use crate::format::{FieldId, Fragment, Manifest, Schema};
 use crate::io::{PagePruning, SelectPages, TableStore};
 use crate::rowid::{
     mask_for_ids, CarriedFragment, FragmentId, FragmentLayout, IdSet, RelocationView, RowAddress,
@@ -457,7 +457,7 @@ impl Snapshot {
     /// requested ones and only the rows that pass are yielded.
     fn fragment_reads(
         &self,
-        field_ids: &[u32],
+        field_ids: &[FieldId],
         output: &SchemaRef,
         request: &ScanRequest,
     ) -> Result<FragmentReads> {
@@ -669,7 +669,7 @@ fn offsets_with_ids_in(fragment: &Fragment, range: &RangeInclusive<u64>) -> Roar
 
 /// How each fragment of one scan is read (see `Snapshot::fragment_reads`).
 struct FragmentReads {
-    field_ids: Vec<u32>,
+    field_ids: Vec<FieldId>,
     schema: SchemaRef,
     request: ScanRequest,
     filter: Option<Arc<ReadFilter>>,
@@ -747,7 +747,7 @@ impl FragmentReads {
 fn read_with_ids(
     store: &TableStore,
     fragment: &Fragment,
-    field_ids: &[u32],
+    field_ids: &[FieldId],
     output: &SchemaRef,
     request: &ScanRequest,
     (offsets, rows): (Option<RoaringBitmap>, std::ops::Range<u32>),
