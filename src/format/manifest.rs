@@ -103,6 +103,12 @@ impl Manifest {
             .map(|i| &self.fragments[i])
     }
 
+    /// The rows a fragment holds at most, as every writer of the table cuts them (fixed at
+    /// create time): appends, updates, merges and compactions aim at it.
+    pub fn fragment_row_target(&self) -> u64 {
+        u64::from(self.max_rows_per_fragment.get())
+    }
+
     /// Live rows: physical rows minus deleted rows.
     pub fn live_rows(&self) -> u64 {
         self.fragments.iter().map(Fragment::live_rows).sum()

@@ -57,7 +57,10 @@ impl TableStore {
                     let mut left_out = RoaringBitmap::new();
                     left_out.insert_range(rows.clone());
                     left_out -= &bitmap;
-                    Selected::RangeExcept(rows.clone(), left_out)
+                    Selected::RangeExcept {
+                        range: rows.clone(),
+                        left_out,
+                    }
                 } else {
                     Selected::Rows(bitmap.range(rows.clone()).collect())
                 }
@@ -97,7 +100,7 @@ impl TableStore {
                 Selected::Rows(list) => (Some(selection_for(&list, total)), Selected::Rows(list)),
                 // Most rows of the range: it is decoded as a run and the rest dropped after;
                 // a selection would have Parquet read page by page and stop at each gap.
-                Selected::RangeExcept(range, left_out) => {
+                Selected::RangeExcept { range, left_out } => {
                     let batches = this
                         .read_columns(
                             &fragment,
@@ -441,8 +444,11 @@ fn attach_offsets(
 enum Selected {
     /// Offsets `start..end`.
     Range(Range<u32>),
-    /// Offsets `start..end` but those in the bitmap (most of the range).
-    RangeExcept(Range<u32>, RoaringBitmap),
+    /// Offsets `start..end` but those in `left_out` (most of the range).
+    RangeExcept {
+        range: Range<u32>,
+        left_out: RoaringBitmap,
+    },
     Rows(Vec<u32>),
 }
 
@@ -450,7 +456,7 @@ impl Selected {
     fn len(&self) -> usize {
         match self {
             Selected::Range(r) => (r.end - r.start) as usize,
-            Selected::RangeExcept(r, left_out) => {
+            Selected::RangeExcept { range: r, left_out } => {
                 (r.end - r.start) as usize - left_out.len() as usize
             }
             Selected::Rows(rows) => rows.len(),
@@ -476,7 +482,10 @@ impl Selected {
                     Selected::Rows(clipped.into_iter().flatten().collect())
                 }
             }
-            Selected::RangeExcept(whole, left_out) => {
+            Selected::RangeExcept {
+                range: whole,
+                left_out,
+            } => {
                 let mut kept = RoaringBitmap::new();
                 for r in ranges {
                     kept.insert_range(r.start.max(whole.start)..r.end.min(whole.end));
@@ -486,7 +495,10 @@ impl Selected {
                     let mut left_out = RoaringBitmap::new();
                     left_out.insert_range(whole.clone());
                     left_out -= &kept;
-                    Selected::RangeExcept(whole, left_out)
+                    Selected::RangeExcept {
+                        range: whole,
+                        left_out,
+                    }
                 } else {
                     Selected::Rows(kept.iter().collect())
                 }
@@ -508,7 +520,7 @@ impl Selected {
     fn into_offsets(self) -> Vec<u32> {
         match self {
             Selected::Range(r) => r.collect(),
-            Selected::RangeExcept(r, left_out) => {
+            Selected::RangeExcept { range: r, left_out } => {
                 range_except(r, &left_out.iter().collect::<Vec<_>>())
             }
             Selected::Rows(rows) => rows,
@@ -522,7 +534,7 @@ impl Selected {
         }
         Some(match self {
             Selected::Range(r) => (r.start + start as u32..r.start + end as u32).collect(),
-            Selected::RangeExcept(r, left_out) => {
+            Selected::RangeExcept { range: r, left_out } => {
                 let gone: Vec<u32> = left_out.iter().collect();
                 range_except(r.clone(), &gone)[start..end].to_vec()
             }

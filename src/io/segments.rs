@@ -28,8 +28,16 @@ use crate::format::{
 /// fragments, an old segment file with a new patch (its encoded bytes and fragment count)
 /// laid over, or fragments that need writing.
 enum Run {
-    Keep(FragmentSegment, Range<usize>),
-    Patch(FragmentSegment, Range<usize>, Vec<u8>, u32),
+    Keep {
+        segment: FragmentSegment,
+        fragments: Range<usize>,
+    },
+    Patch {
+        segment: FragmentSegment,
+        fragments: Range<usize>,
+        patch: Vec<u8>,
+        patched_fragments: u32,
+    },
     Write(Range<usize>),
 }
 
@@ -70,11 +78,17 @@ impl TableStore {
             let mut segments = Vec::new();
             for run in runs {
                 match run {
-                    Run::Keep(segment, _) => segments.push(segment),
-                    Run::Patch(segment, range, bytes, count) => {
-                        let fragments = &manifest.fragments[range];
+                    Run::Keep { segment, .. } => segments.push(segment),
+                    Run::Patch {
+                        segment,
+                        fragments,
+                        patch,
+                        patched_fragments,
+                    } => {
+                        let fragments = &manifest.fragments[fragments];
+                        let patch = (patch, patched_fragments);
                         segments.push(
-                            self.write_segment_patch(segment, fragments, (bytes, count), version)
+                            self.write_segment_patch(segment, fragments, patch, version)
                                 .await?,
                         );
                     }
@@ -111,20 +125,28 @@ impl TableStore {
             let unchanged =
                 stored.len() == now.len() && stored.iter().zip(now).all(|(s, n)| s.stored_eq(n));
             if unchanged {
-                runs.push(Run::Keep(segment, start..at));
+                runs.push(Run::Keep {
+                    segment,
+                    fragments: start..at,
+                });
                 continue;
             }
             let body = self.read_segment_body(&segment).await?;
             runs.push(match patch_over(&segment, &body, now) {
                 // The deletions are back to the segment file's: drop the patch.
-                Some((_, 0)) => Run::Keep(
-                    FragmentSegment {
+                Some((_, 0)) => Run::Keep {
+                    segment: FragmentSegment {
                         patch: None,
                         ..segment
                     },
-                    start..at,
-                ),
-                Some((bytes, count)) => Run::Patch(segment, start..at, bytes, count),
+                    fragments: start..at,
+                },
+                Some((patch, patched_fragments)) => Run::Patch {
+                    segment,
+                    fragments: start..at,
+                    patch,
+                    patched_fragments,
+                },
                 None => Run::Write(start..at),
             });
         }
@@ -138,7 +160,13 @@ impl TableStore {
                 j.and_then(|j| runs.get(j))
                     .is_some_and(|r| matches!(r, Run::Write(_)))
             };
-            if let Run::Keep(_, range) | Run::Patch(_, range, ..) = &runs[i] {
+            if let Run::Keep {
+                fragments: range, ..
+            }
+            | Run::Patch {
+                fragments: range, ..
+            } = &runs[i]
+            {
                 if range.len() * 2 < per_segment
                     && (beside_write(i.checked_sub(1)) || beside_write(Some(i + 1)))
                 {

@@ -111,7 +111,7 @@ impl Table {
         let read = self.read_snapshot().await?;
         let target = options
             .target_rows_per_fragment
-            .unwrap_or(u64::from(read.manifest().max_rows_per_fragment.get()))
+            .unwrap_or(read.manifest().fragment_row_target())
             .clamp(1, u32::MAX as u64);
         let groups = plan_compaction(
             &read.manifest().fragments,

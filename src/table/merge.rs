@@ -21,7 +21,7 @@ use super::maintenance::index_coverage;
 use super::snapshot::Snapshot;
 use super::{Committed, ProgressHandle, Table};
 use crate::error::Result;
-use crate::format::{Fragment, IndexSection, Manifest};
+use crate::format::{Fragment, IndexSection};
 
 /// Merge small fragments after every write that adds rows, `fan_in` of one size tier at a
 /// time. A fragment is small while it has fewer than half the table's rows per fragment.
@@ -63,7 +63,7 @@ impl Table {
         let full = plan_tiers(
             &written.fragments,
             &written.indexes,
-            fragment_target(&written),
+            written.fragment_row_target(),
             fan_in(policy),
         );
         if !full.is_empty() {
@@ -78,7 +78,7 @@ impl Table {
         let mut published = Vec::new();
         for _ in 0..MAX_ROUNDS {
             let read = self.latest().await?;
-            let target = fragment_target(read.manifest());
+            let target = read.manifest().fragment_row_target();
             let groups = plan_tiers(
                 &read.manifest().fragments,
                 &read.manifest().indexes,
@@ -99,11 +99,6 @@ impl Table {
 
 fn fan_in(policy: TieredMerge) -> u64 {
     u64::from(policy.fan_in.max(2))
-}
-
-/// Rows per fragment of the table, as merged fragments are written.
-fn fragment_target(manifest: &Manifest) -> u64 {
-    u64::from(manifest.max_rows_per_fragment.get())
 }
 
 /// The tier of a small fragment: ⌊log_fan_in(live rows)⌋; fragments without live rows

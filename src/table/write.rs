@@ -207,7 +207,12 @@ impl Table {
     ) -> Result<Vec<NewFragment>> {
         read.manifest().check_writable(&self.store.display())?;
         let schema = read.schema();
-        let mut writer = FragmentWriter::new(&self.store, schema, fragment_rows(read), false);
+        let mut writer = FragmentWriter::new(
+            &self.store,
+            schema,
+            read.manifest().fragment_row_target(),
+            false,
+        );
         while let Some(batch) = batches.try_next().await? {
             writer.push(batch, Vec::new()).await?;
         }
@@ -293,7 +298,12 @@ impl Table {
         update: BatchUpdate<'_>,
     ) -> Result<Committed> {
         let schema = read.schema().clone();
-        let mut writer = FragmentWriter::new(&self.store, &schema, fragment_rows(read), true);
+        let mut writer = FragmentWriter::new(
+            &self.store,
+            &schema,
+            read.manifest().fragment_row_target(),
+            true,
+        );
         let mut rows = Vec::new();
         while let Some(batch) = scan.try_next().await? {
             let matched = match predicate {
@@ -348,7 +358,12 @@ impl Table {
                 found.num_rows()
             )));
         }
-        let mut writer = FragmentWriter::new(&self.store, &schema, fragment_rows(&read), true);
+        let mut writer = FragmentWriter::new(
+            &self.store,
+            &schema,
+            read.manifest().fragment_row_target(),
+            true,
+        );
         writer
             .push(updated, found_ids.iter().copied().map(Some).collect())
             .await?;
@@ -395,7 +410,12 @@ impl Table {
                 }
             }
         }
-        let mut writer = FragmentWriter::new(&self.store, &schema, fragment_rows(&read), true);
+        let mut writer = FragmentWriter::new(
+            &self.store,
+            &schema,
+            read.manifest().fragment_row_target(),
+            true,
+        );
         let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
         let mut rows = Vec::new();
         for batch in batches {
@@ -424,11 +444,6 @@ impl Table {
         self.commit_write_then_merge(&read, Action::Update { rows, fragments })
             .await
     }
-}
-
-/// Rows per fragment, as the table was created with.
-fn fragment_rows(read: &Snapshot) -> u64 {
-    u64::from(read.manifest().max_rows_per_fragment.get())
 }
 
 /// Every user column plus both system columns.
