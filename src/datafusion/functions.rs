@@ -147,7 +147,7 @@ impl Operation {
                     Some(r.bytes_written),
                 ]
             }
-            Operation::DropIndex { name } => vec![Some(table.drop_index(&name).await?)],
+            Operation::DropIndex { name } => vec![Some(table.drop_index(&name).await?.version)],
         })
     }
 }

@@ -15,7 +15,7 @@ use roaring::{RoaringBitmap, RoaringTreemap};
 use tokio::sync::OnceCell;
 
 use super::commit::Action;
-use super::{ProgressHandle, ScanRequest, Snapshot, Table};
+use super::{Committed, ProgressHandle, ScanRequest, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::{FieldId, IndexSegment};
 use crate::io::{indexable, IndexLookup};
@@ -200,8 +200,8 @@ impl Table {
     }
 
     /// Removes every segment of index `name`; its sequence numbers are never handed out
-    /// again. Returns the new version.
-    pub async fn drop_index(&self, name: &str) -> Result<u64> {
+    /// again. Returns what it committed, as every operation that publishes a version does.
+    pub async fn drop_index(&self, name: &str) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         if read
             .manifest()
@@ -212,15 +212,13 @@ impl Table {
         {
             return Err(Error::invalid(format!("no index named {name}")));
         }
-        let committed = self
-            .commit(
-                &read,
-                Action::DropIndex {
-                    name: name.to_string(),
-                },
-            )
-            .await?;
-        Ok(committed.version)
+        self.commit(
+            &read,
+            Action::DropIndex {
+                name: name.to_string(),
+            },
+        )
+        .await
     }
 }
 
