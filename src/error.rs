@@ -78,7 +78,7 @@ pub enum Error {
     #[error("parquet: {0}")]
     Parquet(#[from] parquet::errors::ParquetError),
     /// A local file could not be read or written (the CLI's files, a local table root).
-    #[error("{path}: {source}")]
+    #[error("cannot use '{path}': {source}")]
     Io {
         path: String,
         #[source]

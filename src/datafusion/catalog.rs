@@ -343,6 +343,14 @@ pub fn resolve_location(
     Ok((store, path))
 }
 
+/// A local file-system failure at `path`, as natal reports one.
+fn local_io(path: &str, source: std::io::Error) -> DataFusionError {
+    DataFusionError::from(crate::Error::Io {
+        path: path.to_string(),
+        source,
+    })
+}
+
 /// A LOCATION as a URL: URLs as given, plain paths as `file://` URLs (made absolute). A
 /// local directory that does not exist yet is created.
 pub fn url_creating_directory(location: &str) -> Result<url::Url> {
@@ -356,11 +364,10 @@ pub fn url_creating_directory(location: &str) -> Result<url::Url> {
         path.to_path_buf()
     } else {
         std::env::current_dir()
-            .map_err(|e| DataFusionError::Plan(format!("cannot resolve '{location}': {e}")))?
+            .map_err(|source| local_io(location, source))?
             .join(path)
     };
-    std::fs::create_dir_all(&absolute)
-        .map_err(|e| DataFusionError::Plan(format!("cannot create '{location}': {e}")))?;
+    std::fs::create_dir_all(&absolute).map_err(|source| local_io(location, source))?;
     url::Url::from_directory_path(&absolute)
         .map_err(|_| DataFusionError::Plan(format!("'{location}' is not a usable path")))
 }

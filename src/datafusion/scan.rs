@@ -11,7 +11,7 @@
 //! inside the scan as batches decode.
 
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
@@ -219,7 +219,7 @@ impl ExecutionPlan for NatalScanExec {
         let snapshot = self.plan.snapshot.clone();
         let order = self.plan.output_order.clone();
         let schema = self.schema.clone();
-        let remaining = Arc::new(AtomicUsize::new(self.plan.limit.unwrap_or(usize::MAX)));
+        let limit = self.plan.limit.unwrap_or(usize::MAX);
         let stream = futures::stream::once(async move { snapshot.scan(request).await })
             .try_flatten()
             .map_err(DataFusionError::from)
@@ -235,15 +235,17 @@ impl ExecutionPlan for NatalScanExec {
             })
             // The limit is exact (the planner may drop its own limit for it, `with_fetch`):
             // the last batch is cut to the rows still wanted.
-            .try_take_while({
-                let remaining = remaining.clone();
-                move |_| futures::future::ready(Ok(remaining.load(Ordering::Relaxed) > 0))
-            })
-            .map_ok(move |batch| {
-                let left = remaining.load(Ordering::Relaxed);
-                let rows = batch.num_rows().min(left);
-                remaining.store(left - rows, Ordering::Relaxed);
-                batch.slice(0, rows)
+            .scan(limit, |left, batch| {
+                let cut = match batch {
+                    Ok(_) if *left == 0 => None,
+                    Ok(batch) => {
+                        let rows = batch.num_rows().min(*left);
+                        *left -= rows;
+                        Some(Ok(batch.slice(0, rows)))
+                    }
+                    Err(e) => Some(Err(e)),
+                };
+                futures::future::ready(cut)
             })
             .inspect_ok(move |batch| rows_out.add(batch.num_rows()))
             .chain(report);

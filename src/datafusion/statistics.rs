@@ -88,12 +88,10 @@ pub(super) fn scan_statistics(
         .fields()
         .iter()
         .map(|field| {
-            let stored = plan
-                .columns
-                .iter()
-                .any(|c| c == field.name())
-                .then(|| schema.field_by_name(field.name()))
-                .flatten();
+            // A user column the scan reads (system columns have no stored statistics).
+            let stored = schema
+                .field_by_name(field.name())
+                .filter(|_| plan.columns.contains(field.name()));
             let mut column = match stored {
                 Some(stored) => {
                     let fold = fold_column(&read.fragments, stored.id);

@@ -563,6 +563,7 @@ fn stat_to_proto(value: &StatValue) -> proto::StatValue {
 impl From<&Manifest> for proto::Manifest {
     fn from(m: &Manifest) -> Self {
         use proto::transaction::Operation as Op;
+        let flags = m.feature_flags();
         proto::Manifest {
             version: m.version,
             parent_version: m.parent_version,
@@ -618,8 +619,8 @@ impl From<&Manifest> for proto::Manifest {
                 })
                 .collect(),
             max_fragment_id: m.max_fragment_id,
-            reader_feature_flags: m.reader_flags(),
-            writer_feature_flags: m.writer_flags(),
+            reader_feature_flags: flags.0,
+            writer_feature_flags: flags.1,
             format_version: FORMAT_VERSION,
             transaction: Some(proto::Transaction {
                 operation: match m.transaction.operation {

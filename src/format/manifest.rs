@@ -116,12 +116,21 @@ impl Manifest {
 
     /// The reader flags the manifest is encoded with: what its contents use.
     pub fn reader_flags(&self) -> u64 {
-        self.used_flags().0 | self.unknown_reader_flags
+        self.feature_flags().0
     }
 
     /// The writer flags the manifest is encoded with: what its contents use.
     pub fn writer_flags(&self) -> u64 {
-        self.used_flags().1 | self.unknown_writer_flags
+        self.feature_flags().1
+    }
+
+    /// (reader, writer) flags, derived in one pass over the contents (what encoding writes).
+    pub(crate) fn feature_flags(&self) -> (u64, u64) {
+        let (reader, writer) = self.used_flags();
+        (
+            reader | self.unknown_reader_flags,
+            writer | self.unknown_writer_flags,
+        )
     }
 
     /// Adds feature flags this client does not know, as a newer natal's manifest would
