@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use common::{birth_id, bump_val, env, rows, schema, Rng};
 use measure::{dir_bytes, median_of, Figures};
-use natal::table::{Table, TableOptions, TieredMerge};
+use natal::{Table, TableOptions, TieredMerge};
 use object_store::local::LocalFileSystem;
 use object_store::{ObjectStore, ObjectStoreExt};
 use report::{Level, Scale};

@@ -20,9 +20,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use common::{birth_id, bump_val, env, ms, rows, schema, Rng};
-use natal::io::{InstrumentedStore, RequestTally};
-use natal::rowid::RowId;
-use natal::table::{ScanRequest, Table, TableOptions};
+use natal::internals::io::{InstrumentedStore, RequestTally};
+use natal::RowId;
+use natal::{ScanRequest, Table, TableOptions};
 use object_store::local::LocalFileSystem;
 use object_store::{ObjectStore, ObjectStoreExt};
 

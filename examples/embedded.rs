@@ -6,8 +6,8 @@
 //! ```
 
 use datafusion::prelude::SessionContext;
-use natal::rowid::RowId;
-use natal::table::ScanRequest;
+use natal::RowId;
+use natal::ScanRequest;
 
 #[tokio::main]
 async fn main() -> datafusion::error::Result<()> {

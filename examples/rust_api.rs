@@ -11,8 +11,8 @@ use arrow::array::{AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use arrow::util::pretty::pretty_format_batches;
 use futures::TryStreamExt;
-use natal::rowid::RowId;
-use natal::table::{CompactOptions, ScanRequest, Snapshot, Table, TableOptions};
+use natal::RowId;
+use natal::{CompactOptions, ScanRequest, Snapshot, Table, TableOptions};
 use object_store::local::LocalFileSystem;
 
 async fn show(title: &str, snapshot: &Snapshot) -> natal::Result<()> {
@@ -94,14 +94,14 @@ async fn main() -> natal::Result<()> {
                 .collect())
         }
     };
-    table.update_where(&sku_is(2), &relabel).await?;
+    table.update_where(sku_is(2), &relabel).await?;
     show(
         "updated sku 2: same _rowid, new _rowaddr",
         &table.latest().await?,
     )
     .await?;
 
-    table.delete_where(&sku_is(4)).await?;
+    table.delete_where(sku_is(4)).await?;
     table.append(vec![batch(&schema, 6..8)?]).await?;
     let report = table
         .compact(CompactOptions {

@@ -28,23 +28,39 @@ pub enum Error {
         other: Option<Operation>,
         /// The newest version the commit saw.
         other_version: u64,
+        /// What the two touch in common.
         reason: String,
     },
     /// The requested version does not exist (never written, or removed by cleanup).
     #[error("version {version} of the table at '{table}' does not exist")]
-    VersionNotFound { table: String, version: u64 },
+    VersionNotFound {
+        /// The table's location.
+        table: String,
+        /// The version asked for.
+        version: u64,
+    },
     /// No table exists at the location.
     #[error("no natal table at '{table}'")]
-    TableNotFound { table: String },
+    TableNotFound {
+        /// The location looked at.
+        table: String,
+    },
     /// A table already exists at the location.
     #[error("a natal table already exists at '{table}'")]
-    TableAlreadyExists { table: String },
+    TableAlreadyExists {
+        /// The location.
+        table: String,
+    },
     /// The manifest names a feature this client does not implement.
     #[error("unsupported {kind} feature flag {flag:#x} in '{path}': this natal client is too old to {action} the table")]
     UnsupportedFeature {
+        /// The manifest that names the flag.
         path: String,
+        /// Whether reading or writing needs the feature.
         kind: FlagKind,
+        /// The unknown flag bits.
         flag: u64,
+        /// What the client refused to do ("read", "write").
         action: &'static str,
     },
     /// The manifest's format version is newer (or older) than this client understands.
@@ -52,16 +68,27 @@ pub enum Error {
         "unsupported format version {found} in '{path}' (this client understands {supported})"
     )]
     UnsupportedFormatVersion {
+        /// The manifest.
         path: String,
+        /// The version it declares.
         found: u32,
+        /// The version this client reads and writes.
         supported: u32,
     },
     /// A stored file is unreadable, truncated or inconsistent.
     #[error("corrupt file '{path}': {reason}")]
-    Corrupt { path: String, reason: String },
+    Corrupt {
+        /// The damaged file, as stored (table-relative or full).
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A path stored in a manifest points outside the table directory.
     #[error("path '{path}' escapes the table directory")]
-    PathEscapesTable { path: String },
+    PathEscapesTable {
+        /// The stored path.
+        path: String,
+    },
     /// The caller's input cannot be applied (wrong schema, bad arguments, unknown rows).
     #[error("invalid input: {0}")]
     InvalidInput(String),
@@ -80,7 +107,9 @@ pub enum Error {
     /// A local file could not be read or written (the CLI's files, a local table root).
     #[error("cannot use '{path}': {source}")]
     Io {
+        /// The local path.
         path: String,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -102,7 +131,9 @@ fn describe_other(other: &Option<Operation>, version: u64) -> String {
 /// Which side of the feature-flag contract a flag belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlagKind {
+    /// Needed to read the table correctly: an older reader refuses the table.
     Reader,
+    /// Needed to write it correctly: an older writer refuses to commit, but may read.
     Writer,
 }
 

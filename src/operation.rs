@@ -6,15 +6,25 @@
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Operation {
+    /// The table was created (version 1, no rows).
     Create,
+    /// Rows were added as new fragments.
     Append,
+    /// Every row was replaced.
     Overwrite,
+    /// Rows were deleted.
     Delete,
+    /// Rows were rewritten in place of their old copies, keeping their ids.
     Update,
+    /// Fragments were merged; rows moved, keeping their ids.
     Compact,
+    /// The relocation view was stored as a checkpoint.
     Checkpoint,
+    /// An older version was published again as the latest.
     Restore,
+    /// Index segments were added.
     CreateIndex,
+    /// An index was dropped.
     DropIndex,
 }
 

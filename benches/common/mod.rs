@@ -56,8 +56,8 @@ pub fn env(name: &str, default: u64) -> u64 {
 /// The id natal gave the `row`-th row written to a table of `fragment_rows`-row fragments:
 /// its birth address.
 #[allow(dead_code)] // not every bench takes by id
-pub fn birth_id(row: u64, fragment_rows: u64) -> natal::rowid::RowId {
-    natal::rowid::RowAddress::new((row / fragment_rows) as u32, (row % fragment_rows) as u32)
+pub fn birth_id(row: u64, fragment_rows: u64) -> natal::RowId {
+    natal::RowAddress::new((row / fragment_rows) as u32, (row % fragment_rows) as u32)
         .as_native_id()
 }
 
@@ -110,11 +110,11 @@ pub async fn write_table(
     rng: &mut Rng,
 ) -> datafusion::error::Result<()> {
     let (store, path) = natal::datafusion::resolve_location(ctx.runtime_env().as_ref(), location)?;
-    let table = natal::table::Table::create(
+    let table = natal::Table::create(
         store,
         path,
         &schema(),
-        natal::table::TableOptions {
+        natal::TableOptions {
             max_rows_per_fragment: fragment_rows,
             ..Default::default()
         },

@@ -10,10 +10,10 @@ use std::time::Instant;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::ListingOptions;
 use datafusion::prelude::SessionContext;
-use natal::rowid::RowId;
+use natal::RowId;
 
 use crate::common::{birth_id, ms, timed_sql};
-use natal::table::{CompactOptions, ScanRequest, Table};
+use natal::{CompactOptions, ScanRequest, Table};
 use object_store::local::LocalFileSystem;
 use serde_json::{json, Map, Value};
 

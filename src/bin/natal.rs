@@ -25,7 +25,7 @@ use datafusion_cli::object_storage::{
 use datafusion_cli::print_format::PrintFormat;
 use datafusion_cli::print_options::{MaxRows, PrintOptions};
 use natal::datafusion::NatalProgress;
-use natal::table::Progress;
+use natal::Progress;
 use object_store::memory::InMemory;
 use object_store::ObjectStore;
 use url::Url;

@@ -26,17 +26,24 @@ use crate::table::{Table, TableOptions};
 pub enum TableKind {
     /// The rows (`t`, or with `$rows` the rows plus `_rowid` and `_rowaddr`).
     Rows,
+    /// The versions (`t$versions`).
     Versions,
+    /// The fragments of a version (`t$fragments`).
     Fragments,
+    /// The ids that moved and where to (`t$relocations`).
     Relocations,
+    /// The index segments (`t$indexes`).
     Indexes,
 }
 
 /// A table name with its version and suffix taken apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableName {
+    /// The table's own name.
     pub base: String,
+    /// Which version it reads (`@vN`), or the latest.
     pub view: ProviderView,
+    /// Which of the table's faces (`$rows`, `$versions`, ...) is named.
     pub kind: TableKind,
 }
 
@@ -103,6 +110,7 @@ pub struct NatalSchemaProvider {
 }
 
 impl NatalSchemaProvider {
+    /// A schema of the natal tables under `root` in `store`.
     pub fn new(store: Arc<dyn ObjectStore>, root: Path) -> Self {
         Self {
             store,

@@ -34,6 +34,7 @@ pub struct NatalSink {
 }
 
 impl NatalSink {
+    /// A sink appending to `table` (replacing its rows when `overwrite`), taking rows of `schema`.
     pub fn new(table: Table, schema: SchemaRef, overwrite: bool) -> Self {
         Self {
             table,
@@ -96,13 +97,18 @@ impl DataSink for NatalSink {
 /// What a [`DmlExec`] does.
 #[derive(Debug, Clone)]
 pub enum DmlKind {
+    /// Deletes the rows `rows` names.
     Delete {
+        /// The rows.
         rows: RowMatch,
     },
+    /// Sets columns of the rows `rows` names.
     Update {
+        /// The rows.
         rows: RowMatch,
         /// (column index, new value) over the matched rows.
         values: Vec<(usize, Arc<dyn PhysicalExpr>)>,
+        /// The table's user columns, which `values` are evaluated over.
         schema: SchemaRef,
     },
 }
@@ -124,6 +130,7 @@ pub(crate) fn count_schema() -> SchemaRef {
 }
 
 impl DmlExec {
+    /// A DELETE or UPDATE of `table`.
     pub fn new(table: Table, kind: DmlKind) -> Self {
         let properties = leaf_properties(count_schema(), 1, EmissionType::Final);
         Self {

@@ -184,6 +184,7 @@ impl NatalFunction {
         .collect()
     }
 
+    /// The SQL name of the function.
     pub fn name(&self) -> &'static str {
         self.name
     }

@@ -13,6 +13,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{Expr, LogicalPlan, WriteOp};
 use datafusion::optimizer::AnalyzerRule;
 
+/// The analyzer rule that refuses the DML statements natal cannot run yet (see the module).
 #[derive(Debug, Default)]
 pub struct DmlGuard;
 

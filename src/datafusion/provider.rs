@@ -34,6 +34,7 @@ pub struct ProviderView {
     pub system_columns: bool,
 }
 
+/// A natal table (or one of its versions) as a DataFusion table: scans, INSERT, DELETE and UPDATE.
 #[derive(Debug)]
 pub struct NatalTableProvider {
     table: Table,
@@ -51,6 +52,7 @@ fn system_fields() -> [Field; 2] {
 }
 
 impl NatalTableProvider {
+    /// A provider reading `view` of `table` (the version is resolved now, once).
     pub async fn try_new(table: Table, view: ProviderView) -> crate::Result<Self> {
         let snapshot = match view.version {
             Some(v) => table.at_version(v).await?,
@@ -70,6 +72,7 @@ impl NatalTableProvider {
         }
     }
 
+    /// The table the provider reads and writes.
     pub fn table(&self) -> &Table {
         &self.table
     }

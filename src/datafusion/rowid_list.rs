@@ -72,6 +72,7 @@ impl Hash for RowIdIn {
 const NAMED_IN_FULL: usize = 16;
 
 impl RowIdIn {
+    /// The function's name in plans.
     pub const NAME: &'static str = "natal_rowid_in";
 
     /// The function, as a call on `row_id` (the ids in any order, repeats allowed).

@@ -32,6 +32,7 @@ use super::statistics::scan_statistics;
 use crate::rowid::FragmentId;
 use crate::table::{RowPredicate, ScanMetrics, ScanRequest};
 
+/// The scan of a natal snapshot: reads its fragments (pruned, masked, filtered as planned) in partitions, yielding user columns and, when asked, `_rowid` and `_rowaddr`.
 #[derive(Debug)]
 pub struct NatalScanExec {
     plan: ScanPlan,

@@ -15,10 +15,13 @@ use crate::rowid::FragmentId;
 /// One physical segment of a logical index.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexSegment {
+    /// A unique id of the segment.
     pub uuid: String,
+    /// The logical index it belongs to.
     pub name: String,
     /// The indexed column, by field id.
     pub field_id: FieldId,
+    /// Its file.
     pub path: TablePath,
     /// The fragments whose rows (as of `dataset_version`, or moved since by compaction) the
     /// segment holds.
@@ -26,8 +29,11 @@ pub struct IndexSegment {
     /// `None` only for segments written without sequence numbers (backfilled on the next
     /// segment commit, [`IndexSection::backfill`]).
     pub segment_seq: Option<u64>,
+    /// The version it was built at.
     pub dataset_version: u64,
+    /// Entries (rows) it holds.
     pub row_count: u64,
+    /// Its file's size.
     pub file_size_bytes: u64,
 }
 
@@ -35,14 +41,18 @@ pub struct IndexSegment {
 /// kept after its segments are removed so no number is handed out twice.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogicalIndex {
+    /// The index name.
     pub name: String,
+    /// `None` for an index that predates sequence numbers.
     pub max_segment_seq: Option<u64>,
 }
 
 /// Every index segment of a version, in manifest order, and the logical high-water marks.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct IndexSection {
+    /// The segments.
     pub segments: Vec<IndexSegment>,
+    /// One mark per index name ever used.
     pub logical: Vec<LogicalIndex>,
 }
 
@@ -54,6 +64,7 @@ impl IndexSection {
             || self.logical.iter().any(|l| l.max_segment_seq.is_some())
     }
 
+    /// The segments of the index `name`.
     pub fn segments_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a IndexSegment> {
         self.segments.iter().filter(move |s| s.name == name)
     }

@@ -53,10 +53,15 @@ pub mod flags {
 /// One version of a table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
+    /// This version's number (1 for the version that created the table).
     pub version: u64,
+    /// The version it was planned on; `None` for the first.
     pub parent_version: Option<u64>,
+    /// When it was committed, in microseconds since the Unix epoch.
     pub timestamp_micros: i64,
+    /// The table's id, the same in every version: caches are keyed by it.
     pub table_uuid: String,
+    /// The schema, with field ids.
     pub schema: Schema,
     /// Every fragment, in id order, wherever it is stored (loaded by `io/` on read).
     pub fragments: Vec<Fragment>,
@@ -73,7 +78,9 @@ pub struct Manifest {
     /// Reader flags this client does not know; only [`Manifest::claim_unknown_flags`] sets
     /// them (a decode refuses them).
     pub(crate) unknown_reader_flags: u64,
+    /// What produced the version.
     pub transaction: TransactionSummary,
+    /// The stored relocation view, if a checkpoint covers some carried fragments.
     pub relocation_checkpoint: Option<CheckpointRef>,
     /// Rows per fragment the table's writers aim for; never 0 (checked on decode).
     pub max_rows_per_fragment: std::num::NonZeroU32,
@@ -95,6 +102,7 @@ impl Manifest {
         Ok(id)
     }
 
+    /// The fragment with id `id`, if this version has it.
     pub fn fragment(&self, id: FragmentId) -> Option<&Fragment> {
         // Fragments are kept sorted by id.
         self.fragments
@@ -200,9 +208,13 @@ impl Manifest {
 /// A group of rows with one or more data files of equal row counts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fragment {
+    /// Its id: the high 32 bits of its rows' addresses, never reused.
     pub id: FragmentId,
+    /// Its data files, oldest first; a later one supersedes an earlier one's fields.
     pub files: Vec<DataFile>,
+    /// Its deleted offsets; `None` when none are.
     pub deletion: Option<DeletionVector>,
+    /// Rows stored, deleted or not.
     pub physical_rows: u32,
     /// The ids of the rows by offset; `None` for a native fragment (ids are addresses).
     /// Always loaded once a manifest leaves `io/`, wherever it is stored.
@@ -215,10 +227,15 @@ pub struct Fragment {
 /// whose fragments changed, so the bytes it writes follow its change, not the table's size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FragmentSegment {
+    /// The segment file.
     pub path: TablePath,
+    /// The id of its first fragment.
     pub first_fragment_id: FragmentId,
+    /// The id of its last fragment.
     pub last_fragment_id: FragmentId,
+    /// Fragments it holds.
     pub fragment_count: u32,
+    /// The file's size.
     pub size_bytes: u64,
     /// The newer deletions of some of its fragments, when only those changed.
     pub patch: Option<SegmentPatch>,
@@ -230,8 +247,11 @@ pub struct FragmentSegment {
 /// statistics and row ids.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentPatch {
+    /// The patch file.
     pub path: TablePath,
+    /// Fragments it holds deletions of.
     pub fragment_count: u32,
+    /// The file's size.
     pub size_bytes: u64,
 }
 
@@ -239,7 +259,9 @@ pub struct SegmentPatch {
 /// writes their ids once instead of in every later manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RowIdFile {
+    /// The file.
     pub path: TablePath,
+    /// Its size.
     pub size_bytes: u64,
 }
 
@@ -273,6 +295,7 @@ impl Fragment {
         file.column_stats.iter().find(|s| s.field_id == field_id)
     }
 
+    /// Rows not deleted.
     pub fn live_rows(&self) -> u64 {
         self.physical_rows as u64
             - self
@@ -285,10 +308,15 @@ impl Fragment {
 /// One Parquet file of a fragment, covering some field ids.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DataFile {
+    /// The file.
     pub path: TablePath,
+    /// The fields it holds, by id.
     pub field_ids: Vec<FieldId>,
+    /// Rows it holds (the fragment's physical rows).
     pub row_count: u64,
+    /// Its size.
     pub file_size_bytes: u64,
+    /// Per-column statistics, from its footer.
     pub column_stats: Vec<ColumnStats>,
 }
 
@@ -304,6 +332,7 @@ pub struct DeletionVector {
 }
 
 impl DeletionVector {
+    /// The vector of one file.
     pub fn single(file: DeletionFile) -> Self {
         Self {
             first: file,
@@ -353,6 +382,7 @@ impl DeletionVector {
         1 + self.deltas.len()
     }
 
+    /// Rows deleted, over every file.
     pub fn deleted_rows(&self) -> u64 {
         self.files().map(|f| f.deleted_rows).sum()
     }
@@ -375,7 +405,9 @@ impl DeletionVector {
 /// A roaring bitmap of deleted offsets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeletionFile {
+    /// The bitmap's file.
     pub path: TablePath,
+    /// Offsets it holds.
     pub deleted_rows: u64,
     /// Of `deleted_rows`, the rows deleted because an update rewrote them elsewhere with the
     /// same id. 0 when not known.
@@ -385,10 +417,13 @@ pub struct DeletionFile {
 /// A snapshot of the relocation view stored as a Parquet file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckpointRef {
+    /// The checkpoint file.
     pub path: TablePath,
     /// Carried fragments with ids up to and including this one are in the checkpoint.
     pub covers_fragments_through: FragmentId,
+    /// Moved ids it holds.
     pub entry_count: u64,
+    /// Its size.
     pub file_size_bytes: u64,
 }
 
@@ -397,10 +432,16 @@ pub use crate::operation::Operation;
 /// A summary of the transaction that produced a version: enough to decide conflicts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransactionSummary {
+    /// What kind of operation it was.
     pub operation: Operation,
+    /// The version it was planned on.
     pub read_version: u64,
+    /// Rows it added.
     pub rows_added: u64,
+    /// Rows it removed.
     pub rows_removed: u64,
+    /// Fragments it removed.
     pub fragments_removed: Vec<FragmentId>,
+    /// Fragments it added.
     pub fragments_added: Vec<FragmentId>,
 }

@@ -16,6 +16,7 @@ pub const TABLE_FILE_DIRS: [&str; 6] = [
     "_indices",
 ];
 
+/// A path relative to the table root, under one of [`TABLE_FILE_DIRS`], that cannot reach outside it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TablePath(String);
 
@@ -53,6 +54,7 @@ impl TablePath {
         Ok(Self(path.to_string()))
     }
 
+    /// The path as stored.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -70,19 +72,23 @@ pub struct DerivedName {
 }
 
 impl DerivedName {
+    /// Deletion files: `_deletions/<fragment>-<version>.bin`.
     pub const DELETION: Self = Self {
         dir: "_deletions",
         ext: "bin",
     };
+    /// Fragment segment files: `_fragments/<first fragment>-<version>.bin`.
     pub const SEGMENT: Self = Self {
         dir: "_fragments",
         ext: "bin",
     };
+    /// Segment patch files: `_fragments/<first fragment>-<version>.patch`.
     pub const PATCH: Self = Self {
         dir: "_fragments",
         ext: "patch",
     };
 
+    /// The name for `owner` written at `version`, on the writer's `attempt`th try (0 first).
     pub fn path(self, owner: u32, version: u64, attempt: u32) -> TablePath {
         let Self { dir, ext } = self;
         // Digits and dashes under a known root: always a valid table path.

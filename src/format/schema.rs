@@ -21,16 +21,23 @@ pub fn field_id_of(field: &ArrowField) -> Option<u32> {
 /// the manifest. Never reused (the schema's `next_field_id` is the high-water mark).
 pub type FieldId = u32;
 
+/// A column of a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Field {
+    /// Its stable id.
     pub id: FieldId,
+    /// Its current name.
     pub name: String,
+    /// Its Arrow type.
     pub data_type: DataType,
+    /// Whether it may hold nulls.
     pub nullable: bool,
 }
 
+/// A table's columns, with field ids.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schema {
+    /// The columns, in table order.
     pub fields: Vec<Field>,
     /// Field ids are never reused: the next column added gets this id.
     pub next_field_id: FieldId,
@@ -96,14 +103,17 @@ impl Schema {
         ))
     }
 
+    /// The column named `name`.
     pub fn field_by_name(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
     }
 
+    /// The column with field id `id`.
     pub fn field_by_id(&self, id: u32) -> Option<&Field> {
         self.fields.iter().find(|f| f.id == id)
     }
 
+    /// Every field id, in table order.
     pub fn field_ids(&self) -> Vec<u32> {
         self.fields.iter().map(|f| f.id).collect()
     }

@@ -10,11 +10,17 @@ pub const MAX_STAT_BYTES: usize = 64;
 /// One statistic value, in the widest type of its family.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StatValue {
+    /// A boolean.
     Boolean(bool),
+    /// A signed integer, date, time, timestamp or duration (as its integer value).
     Int(i64),
+    /// An unsigned integer.
     UInt(u64),
+    /// A float.
     Float(f64),
+    /// A string, maybe truncated (`ColumnStats::bounds_only`).
     Utf8(String),
+    /// Bytes, maybe truncated.
     Binary(Vec<u8>),
 }
 
@@ -33,11 +39,16 @@ impl StatValue {
     }
 }
 
+/// Statistics of one column of one data file.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ColumnStats {
+    /// The column.
     pub field_id: FieldId,
+    /// The smallest value (a lower bound if `bounds_only`); `None`: unknown or all null.
     pub min: Option<StatValue>,
+    /// The largest value (an upper bound if `bounds_only`).
     pub max: Option<StatValue>,
+    /// Nulls; `None`: unknown.
     pub null_count: Option<u64>,
     /// Floats only. Min and max skip NaN, so pruning by them is sound only when this is 0.
     pub nan_count: Option<u64>,

@@ -89,12 +89,15 @@ pub enum IndexLookup {
     /// Rows whose value lies within the bounds: each a one-value array and whether it is
     /// included; `None` leaves that side open.
     Range {
+        /// The lower bound.
         low: Option<(ArrayRef, bool)>,
+        /// The upper bound.
         high: Option<(ArrayRef, bool)>,
     },
 }
 
 impl IndexLookup {
+    /// The type of the values asked for (the indexed column's).
     pub fn data_type(&self) -> &DataType {
         match self {
             IndexLookup::Values(values) => values.data_type(),

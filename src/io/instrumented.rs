@@ -27,17 +27,23 @@ pub struct RequestCounts {
     pub other: AtomicU64,
 }
 
-/// A plain copy of [`RequestCounts`].
+/// The counts of an [`InstrumentedStore`] at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RequestTally {
+    /// GET and ranged GET requests.
     pub get: u64,
+    /// PUT requests (conditional or not).
     pub put: u64,
+    /// LIST requests.
     pub list: u64,
+    /// DELETE requests.
     pub delete: u64,
+    /// Anything else (HEAD, copy, rename).
     pub other: u64,
 }
 
 impl RequestTally {
+    /// Every request.
     pub fn total(&self) -> u64 {
         self.get + self.put + self.list + self.delete + self.other
     }
@@ -73,6 +79,7 @@ impl State {
 }
 
 impl InstrumentedStore {
+    /// Counts the requests sent to `inner`.
     pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
         Self {
             inner,
@@ -95,6 +102,7 @@ impl InstrumentedStore {
         self.state.fail_at.store(u64::MAX, Ordering::SeqCst);
     }
 
+    /// The counts so far.
     pub fn tally(&self) -> RequestTally {
         let c = &self.state.counts;
         RequestTally {
@@ -106,6 +114,7 @@ impl InstrumentedStore {
         }
     }
 
+    /// Sets every count to 0.
     pub fn reset(&self) {
         let c = &self.state.counts;
         for c in [&c.get, &c.put, &c.list, &c.delete, &c.other] {

@@ -16,7 +16,7 @@ use crate::format::{field_id_of, FieldId};
 
 /// Chooses the rows of one data file that may pass a filter, from its page index; `None`
 /// when it cannot tell. The schema is the file's, with the filter's columns under their
-/// table names (see [`file_schema_as_table`]).
+/// table names (see `file_schema_as_table`).
 pub type SelectPages = dyn Fn(&ParquetMetaData, &SchemaRef) -> Option<RowSelection> + Send + Sync;
 
 /// A scan's page pruning: the table fields its filter reads, and the filter's judgement.
@@ -24,6 +24,7 @@ pub type SelectPages = dyn Fn(&ParquetMetaData, &SchemaRef) -> Option<RowSelecti
 pub struct PagePruning {
     /// Only the files holding these fields (as the fragment reads them) are consulted.
     pub field_ids: Vec<FieldId>,
+    /// Which rows of a file may pass, from its page index.
     pub select: Arc<SelectPages>,
     /// Adds the rows left out of fragment reads by pruning (a scan's metric).
     pub rows_pruned: Option<Arc<AtomicU64>>,

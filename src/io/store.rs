@@ -16,7 +16,9 @@ use crate::error::{Error, Result};
 use crate::format::{DerivedName, Fragment, Manifest, TablePath};
 use crate::rowid::RowIdSequence;
 
+/// The directory under a table root holding its manifests.
 pub const VERSIONS_DIR: &str = "_versions";
+/// How a manifest's file name ends (`<version>.manifest`).
 pub const MANIFEST_SUFFIX: &str = ".manifest";
 
 /// Files a manifest names (row-id files, fragment segments) fetched at once when it is loaded.
@@ -106,6 +108,7 @@ impl TableStore {
         Ok(metadata)
     }
 
+    /// The table at `root` of `store`, with empty caches.
     pub fn new(store: Arc<dyn ObjectStore>, root: Path) -> Self {
         Self {
             store,
@@ -148,10 +151,12 @@ impl TableStore {
         *seen = Some(table_uuid.to_string());
     }
 
+    /// The object store the table is in.
     pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
         &self.store
     }
 
+    /// The table's root in the store.
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -188,10 +193,12 @@ impl TableStore {
             .map(|inverted| u64::MAX - inverted)
     }
 
+    /// The table's location, for messages.
     pub fn display(&self) -> String {
         self.root.to_string()
     }
 
+    /// Reads the file at `path` (a full store path).
     pub async fn get(&self, path: &Path) -> Result<Bytes> {
         Ok(self.store.get(path).await?.bytes().await?)
     }
@@ -215,6 +222,7 @@ impl TableStore {
         }
     }
 
+    /// Writes `bytes` to `path`, replacing any file there.
     pub async fn put(&self, path: &Path, bytes: Bytes) -> Result<()> {
         self.store.put(path, PutPayload::from(bytes)).await?;
         Ok(())

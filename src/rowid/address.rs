@@ -13,22 +13,27 @@ pub type FragmentId = u32;
 pub struct RowAddress(u64);
 
 impl RowAddress {
+    /// The address of row `offset` of `fragment`.
     pub const fn new(fragment: FragmentId, offset: u32) -> Self {
         Self(((fragment as u64) << 32) | offset as u64)
     }
 
+    /// An address from its `_rowaddr` value.
     pub const fn from_u64(raw: u64) -> Self {
         Self(raw)
     }
 
+    /// Its `_rowaddr` value.
     pub const fn as_u64(self) -> u64 {
         self.0
     }
 
+    /// The fragment it is in.
     pub const fn fragment_id(self) -> FragmentId {
         (self.0 >> 32) as FragmentId
     }
 
+    /// Its row within the fragment.
     pub const fn offset(self) -> u32 {
         self.0 as u32
     }
@@ -50,10 +55,12 @@ impl fmt::Display for RowAddress {
 pub struct RowId(u64);
 
 impl RowId {
+    /// An id from its `_rowid` value.
     pub const fn from_u64(raw: u64) -> Self {
         Self(raw)
     }
 
+    /// Its `_rowid` value.
     pub const fn as_u64(self) -> u64 {
         self.0
     }
@@ -64,6 +71,7 @@ impl RowId {
         RowAddress(self.0)
     }
 
+    /// The fragment the row was born in.
     pub const fn birth_fragment(self) -> FragmentId {
         (self.0 >> 32) as FragmentId
     }

@@ -17,6 +17,7 @@ pub struct IdSet {
 }
 
 impl IdSet {
+    /// A set of `ids`.
     pub fn new(ids: impl IntoIterator<Item = RowId>) -> Self {
         let mut sorted: Vec<u64> = ids.into_iter().map(RowId::as_u64).collect();
         sorted.sort_unstable();
@@ -40,15 +41,18 @@ impl IdSet {
         (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
     }
 
+    /// Whether `id` (a raw `_rowid` value) is in the set.
     pub fn contains(&self, id: u64) -> bool {
         let slot = self.slot(id);
         self.bits[slot / 64] & (1 << (slot % 64)) != 0 && self.sorted.binary_search(&id).is_ok()
     }
 
+    /// Ids in the set.
     pub fn len(&self) -> usize {
         self.sorted.len()
     }
 
+    /// True when the set holds no id.
     pub fn is_empty(&self) -> bool {
         self.sorted.is_empty()
     }

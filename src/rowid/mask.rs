@@ -13,7 +13,9 @@ use super::{FragmentId, RelocationView, RowAddress, RowId, RowIdSequence};
 /// What a mask needs to know of a fragment.
 #[derive(Debug, Clone, Copy)]
 pub struct FragmentLayout<'a> {
+    /// The fragment.
     pub id: FragmentId,
+    /// Rows stored in it, deleted or not.
     pub physical_rows: u32,
     /// Present for carried fragments.
     pub sequence: Option<&'a RowIdSequence>,

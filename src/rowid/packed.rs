@@ -10,6 +10,7 @@ pub struct PackedInts {
 }
 
 impl PackedInts {
+    /// `values` packed at the width of their largest offset from the smallest.
     pub fn from_values(values: &[u64]) -> Self {
         let max = values.iter().copied().max().unwrap_or(0);
         let width = (u64::BITS - max.leading_zeros()).max(1);
@@ -46,14 +47,17 @@ impl PackedInts {
         }
     }
 
+    /// Values held.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// True when no value is held.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// Bytes held on the heap.
     pub fn heap_size(&self) -> usize {
         self.words.capacity() * 8
     }

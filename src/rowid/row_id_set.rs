@@ -32,6 +32,7 @@ impl RowIdSet {
         self.0.insert(id.as_u64())
     }
 
+    /// Whether `id` is in the set.
     pub fn contains(&self, id: RowId) -> bool {
         self.0.contains(id.as_u64())
     }
@@ -41,6 +42,7 @@ impl RowIdSet {
         self.0.len()
     }
 
+    /// True when the set holds no id.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

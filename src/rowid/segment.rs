@@ -16,12 +16,26 @@ use std::ops::Range;
 /// Unsigned integers stored as offsets from a base, in the narrowest width that fits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EncodedU64Array {
-    U16 { base: u64, offsets: Vec<u16> },
-    U32 { base: u64, offsets: Vec<u32> },
+    /// Values within `u16::MAX` of the smallest.
+    U16 {
+        /// The smallest value.
+        base: u64,
+        /// Each value minus `base`.
+        offsets: Vec<u16>,
+    },
+    /// Values within `u32::MAX` of the smallest.
+    U32 {
+        /// The smallest value.
+        base: u64,
+        /// Each value minus `base`.
+        offsets: Vec<u32>,
+    },
+    /// Any values, at full width.
     U64(Vec<u64>),
 }
 
 impl EncodedU64Array {
+    /// The smallest encoding of `values`, in their order.
     pub fn from_values(values: &[u64]) -> Self {
         let (Some(&min), Some(&max)) = (values.iter().min(), values.iter().max()) else {
             return Self::U16 {
@@ -56,6 +70,7 @@ impl EncodedU64Array {
         }
     }
 
+    /// Values held.
     pub fn len(&self) -> usize {
         match self {
             Self::U16 { offsets, .. } => offsets.len(),
@@ -64,10 +79,12 @@ impl EncodedU64Array {
         }
     }
 
+    /// True when no value is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// The value at `index`, if there is one.
     pub fn get(&self, index: usize) -> Option<u64> {
         match self {
             Self::U16 { base, offsets } => offsets.get(index).map(|&o| base + o as u64),
@@ -76,6 +93,7 @@ impl EncodedU64Array {
         }
     }
 
+    /// The values in order.
     pub fn iter(&self) -> Box<dyn Iterator<Item = u64> + '_> {
         match self {
             Self::U16 { base, offsets } => Box::new(offsets.iter().map(move |&o| base + o as u64)),
@@ -84,6 +102,7 @@ impl EncodedU64Array {
         }
     }
 
+    /// Bytes held on the heap.
     pub fn heap_size(&self) -> usize {
         match self {
             Self::U16 { offsets, .. } => offsets.capacity() * 2,
@@ -139,13 +158,18 @@ pub enum U64Segment {
     Range(Range<u64>),
     /// `start..end` minus a few sorted holes.
     RangeWithHoles {
+        /// The values around the holes.
         range: Range<u64>,
+        /// The values left out, ascending.
         holes: EncodedU64Array,
     },
     /// `start..end` filtered by a bitmap (bit i set: `start + i` present); for dense gaps.
     RangeWithBitmap {
+        /// The values the bitmap picks from.
         range: Range<u64>,
+        /// Bit `i` set: `range.start + i` is present.
         bitmap: Vec<u8>,
+        /// Values present (the bitmap's set bits).
         len: usize,
     },
     /// Strictly increasing values with wide gaps.
@@ -200,6 +224,7 @@ impl U64Segment {
         }
     }
 
+    /// Values held.
     pub fn len(&self) -> usize {
         match self {
             Self::Range(r) => (r.end - r.start) as usize,
@@ -211,6 +236,7 @@ impl U64Segment {
         }
     }
 
+    /// True when no value is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -316,6 +342,7 @@ impl U64Segment {
         }
     }
 
+    /// Bytes held on the heap.
     pub fn heap_size(&self) -> usize {
         match self {
             Self::Range(_) => 0,

@@ -8,6 +8,7 @@ use super::{FragmentId, RowAddress, RowId};
 /// Gaps wider than this start a new segment: a new `Range` costs less than encoding the gap.
 const SPLIT_GAP: u64 = 256;
 
+/// The ids of a fragment's rows by offset, as compressed segments (ranges, ranges with holes, bit-packed arrays).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RowIdSequence {
     segments: Vec<U64Segment>,
@@ -27,6 +28,7 @@ pub struct SequenceCursor {
 }
 
 impl RowIdSequence {
+    /// A sequence of `segments`, one after another.
     pub fn from_segments(segments: Vec<U64Segment>) -> Self {
         let mut starts = Vec::with_capacity(segments.len());
         let mut start = 0;
@@ -64,18 +66,22 @@ impl RowIdSequence {
         Self::from_segments(segments)
     }
 
+    /// Its segments, in offset order.
     pub fn segments(&self) -> &[U64Segment] {
         &self.segments
     }
 
+    /// Ids held (the fragment's physical rows).
     pub fn len(&self) -> usize {
         self.segments.iter().map(U64Segment::len).sum()
     }
 
+    /// True when no id is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// The ids by offset.
     pub fn iter(&self) -> impl Iterator<Item = RowId> + '_ {
         self.segments
             .iter()
@@ -149,6 +155,7 @@ impl RowIdSequence {
         Self::from_segments(vec![U64Segment::Range(start..start + rows as u64)])
     }
 
+    /// Bytes held on the heap.
     pub fn heap_size(&self) -> usize {
         self.segments.capacity() * std::mem::size_of::<U64Segment>()
             + self.starts.capacity() * std::mem::size_of::<usize>()

@@ -31,8 +31,11 @@ const MIN_RANGE_LEN: u64 = 3;
 /// A run of `len` consecutive ids that moved to `len` consecutive addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RangeEntry {
+    /// The first id of the run.
     pub id_start: RowId,
+    /// Where the first id is now.
     pub addr_start: RowAddress,
+    /// Ids in the run.
     pub len: u32,
 }
 
@@ -45,7 +48,9 @@ impl RangeEntry {
 /// A carried fragment, as the view needs it: its id and physical row count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CarriedFragment {
+    /// The fragment.
     pub id: FragmentId,
+    /// Rows stored in it, deleted or not.
     pub physical_rows: u32,
 }
 
@@ -275,10 +280,12 @@ impl RelocationView {
         })
     }
 
+    /// The runs of moved ids, by first id.
     pub fn range_entries(&self) -> &[RangeEntry] {
         &self.ranges
     }
 
+    /// Moved ids held one by one (outside runs).
     pub fn point_count(&self) -> usize {
         self.point_slots.len()
     }
@@ -314,6 +321,7 @@ impl RelocationView {
         self.point_slots.len() as u64 + self.ranges.iter().map(|r| r.len as u64).sum::<u64>()
     }
 
+    /// True when no id has moved.
     pub fn is_empty(&self) -> bool {
         self.point_slots.is_empty() && self.ranges.is_empty()
     }

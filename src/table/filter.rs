@@ -74,3 +74,50 @@ pub(super) fn filter_batch(
     let kept = filter_record_batch(&batch.project(output)?, &keep)?;
     Ok(kept.with_schema(schema.clone())?)
 }
+
+/// A Rust closure as a [`RowPredicate`] over whole rows: it sees every user column, then
+/// `_rowid` and `_rowaddr` (what [`super::Table::delete_where`] hands it).
+pub(super) struct WholeRowPredicate<F> {
+    columns: Vec<String>,
+    evaluate: F,
+}
+
+impl<F> WholeRowPredicate<F> {
+    /// The predicate `evaluate` over the columns of `schema`.
+    pub(super) fn new(schema: &crate::format::Schema, evaluate: F) -> Self {
+        let columns = schema.fields.iter().map(|f| f.name.clone()).collect();
+        Self { columns, evaluate }
+    }
+}
+
+impl<F> fmt::Debug for WholeRowPredicate<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WholeRowPredicate")
+            .field("columns", &self.columns)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> fmt::Display for WholeRowPredicate<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Rust predicate over whole rows")
+    }
+}
+
+impl<F> RowPredicate for WholeRowPredicate<F>
+where
+    F: Fn(&RecordBatch) -> Result<BooleanArray> + Send + Sync,
+{
+    fn columns(&self) -> &[String] {
+        &self.columns
+    }
+    fn needs_row_id(&self) -> bool {
+        true
+    }
+    fn needs_row_addr(&self) -> bool {
+        true
+    }
+    fn evaluate(&self, batch: &RecordBatch) -> Result<BooleanArray> {
+        (self.evaluate)(batch)
+    }
+}

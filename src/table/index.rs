@@ -31,9 +31,13 @@ pub struct IndexReport {
     pub version: Option<u64>,
     /// The sequence number of the newest segment added.
     pub segment_seq: Option<u64>,
+    /// Index segments the version added.
     pub segments_added: u64,
+    /// Fragments the new segments cover.
     pub fragments_indexed: u64,
+    /// Rows the new segments hold.
     pub rows_indexed: u64,
+    /// Bytes of segment files written.
     pub bytes_written: u64,
 }
 
@@ -226,7 +230,9 @@ impl Table {
 /// once per scan however many partitions read it.
 #[derive(Debug)]
 pub struct IndexProbe {
+    /// The index asked.
     pub name: String,
+    /// The values asked for.
     pub lookup: IndexLookup,
     answer: OnceCell<Arc<IndexAnswer>>,
 }
@@ -240,6 +246,7 @@ pub(crate) struct IndexAnswer {
 }
 
 impl IndexProbe {
+    /// A probe of the index `name` for `lookup`.
     pub fn new(name: impl Into<String>, lookup: IndexLookup) -> Self {
         Self {
             name: name.into(),

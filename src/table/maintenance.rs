@@ -42,9 +42,13 @@ impl Default for CompactOptions {
 pub struct CompactionReport {
     /// The version published, or `None` if there was nothing to compact.
     pub version: Option<u64>,
+    /// Fragments merged away.
     pub fragments_removed: usize,
+    /// Fragments written in their place.
     pub fragments_added: usize,
+    /// Live rows copied into the new fragments (with their ids).
     pub rows_rewritten: u64,
+    /// Deleted rows the merged fragments held, gone from storage now.
     pub deleted_rows_dropped: u64,
 }
 
@@ -72,8 +76,11 @@ impl Default for CleanupPolicy {
 /// What a cleanup removed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CleanupReport {
+    /// Manifests deleted.
     pub versions_removed: u64,
+    /// Files deleted: data, deletion, row-id, segment, index and manifest files.
     pub files_removed: u64,
+    /// Their bytes.
     pub bytes_removed: u64,
 }
 

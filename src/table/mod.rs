@@ -7,7 +7,7 @@
 //! use std::sync::Arc;
 //! use arrow::array::{Int64Array, RecordBatch};
 //! use arrow::datatypes::{DataType, Field, Schema};
-//! use natal::table::{Table, TableOptions};
+//! use natal::{Table, TableOptions};
 //!
 //! let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
 //! let store = Arc::new(object_store::memory::InMemory::new());
@@ -43,7 +43,7 @@ pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, CompactionRe
 pub use merge::TieredMerge;
 pub use progress::{Progress, ProgressHandle};
 pub use snapshot::{ScanMetrics, ScanRequest, Snapshot, ROW_ADDR, ROW_ID};
-pub use write::{BatchPredicate, BatchUpdate, RowMatch};
+pub use write::{BatchUpdate, RowMatch};
 
 /// Options of a table handle.
 #[derive(Debug, Clone)]
@@ -75,8 +75,11 @@ impl Default for TableOptions {
 /// What a commit published.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Committed {
+    /// The version published.
     pub version: u64,
+    /// Rows the version added (an update counts its new copies).
     pub rows_added: u64,
+    /// Rows the version removed (an update counts the copies it replaced).
     pub rows_removed: u64,
 }
 
@@ -173,10 +176,12 @@ impl Table {
         }
     }
 
+    /// The table's store (internals: paths, caches, request counters).
     pub fn store(&self) -> &TableStore {
         &self.store
     }
 
+    /// The options this handle was opened with.
     pub fn options(&self) -> &TableOptions {
         &self.options
     }

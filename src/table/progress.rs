@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 /// Told the rows an operation has done so far and, when known, how many it will do.
 pub trait Progress: Send + Sync {
+    /// `operation` has done `rows_done` rows of `rows_total` (when known).
     fn update(&self, operation: &'static str, rows_done: u64, rows_total: Option<u64>);
     /// The operation ended (successfully or not).
     fn finish(&self, operation: &'static str);
@@ -17,12 +18,14 @@ pub trait Progress: Send + Sync {
 pub struct ProgressHandle(pub Option<Arc<dyn Progress>>);
 
 impl ProgressHandle {
+    /// Reports `rows_done` of `rows_total` (when known) for `operation`.
     pub fn update(&self, operation: &'static str, rows_done: u64, rows_total: Option<u64>) {
         if let Some(p) = &self.0 {
             p.update(operation, rows_done, rows_total);
         }
     }
 
+    /// Reports that `operation` is done.
     pub fn finish(&self, operation: &'static str) {
         if let Some(p) = &self.0 {
             p.finish(operation);

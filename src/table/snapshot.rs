@@ -24,8 +24,9 @@ use crate::rowid::{
     RowId, RowIdSet, SequenceCursor,
 };
 
-/// Column names of the system columns.
+/// The name of the system column holding a row's id.
 pub const ROW_ID: &str = "_rowid";
+/// The name of the system column holding a row's current address.
 pub const ROW_ADDR: &str = "_rowaddr";
 
 /// What a scan reads.
@@ -33,7 +34,9 @@ pub const ROW_ADDR: &str = "_rowaddr";
 pub struct ScanRequest {
     /// User columns to read, by name; `None` reads every column.
     pub columns: Option<Vec<String>>,
+    /// Adds the `_rowid` column.
     pub with_row_id: bool,
+    /// Adds the `_rowaddr` column.
     pub with_row_addr: bool,
     /// Only rows whose ids are in this set (a mask: native ranges − tombstones + moves).
     pub row_ids: Option<RowIdSet>,
@@ -58,7 +61,7 @@ impl ScanRequest {
     /// Every row of every column, no system columns: add to it with the methods below.
     ///
     /// ```
-    /// # use natal::table::ScanRequest;
+    /// # use natal::ScanRequest;
     /// let request = ScanRequest::new()
     ///     .columns(["key", "name"])
     ///     .with_row_id()
@@ -157,18 +160,22 @@ impl Snapshot {
         }
     }
 
+    /// The version this snapshot reads.
     pub fn version(&self) -> u64 {
         self.manifest.version
     }
 
+    /// The version's manifest (internals: its fragments, files, statistics and flags).
     pub fn manifest(&self) -> &Arc<Manifest> {
         &self.manifest
     }
 
+    /// The version's schema, with field ids.
     pub fn schema(&self) -> &Schema {
         &self.manifest.schema
     }
 
+    /// The table's store (internals).
     pub fn store(&self) -> &TableStore {
         &self.store
     }

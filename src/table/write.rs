@@ -6,24 +6,19 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
-use arrow::compute::filter_record_batch;
 use arrow::datatypes::UInt64Type;
 use arrow::row::{RowConverter, SortField};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
 use super::commit::{Action, NewFragment};
-use super::filter::RowPredicate;
+use super::filter::{RowPredicate, WholeRowPredicate};
 use super::snapshot::{ScanRequest, ROW_ADDR, ROW_ID};
 use super::{Committed, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::Schema;
 use crate::io::TableStore;
 use crate::rowid::{RowAddress, RowId, RowIdSet};
-
-/// Chooses rows: given a batch of user columns followed by `_rowid` and `_rowaddr`, returns
-/// which rows match (a null counts as no match).
-pub type BatchPredicate<'a> = &'a (dyn Fn(&RecordBatch) -> Result<BooleanArray> + Send + Sync);
 
 /// Computes new values: given matched rows (user columns), returns their replacement with
 /// the same schema and row count.
@@ -34,8 +29,11 @@ pub type BatchUpdate<'a> = &'a (dyn Fn(&RecordBatch) -> Result<RecordBatch> + Se
 /// as a SELECT's). Nothing set names every live row.
 #[derive(Debug, Clone, Default)]
 pub struct RowMatch {
+    /// Rows passing this predicate.
     pub filter: Option<Arc<dyn RowPredicate>>,
+    /// Among these ids.
     pub row_ids: Option<RowIdSet>,
+    /// Among the ids in this range.
     pub row_id_range: Option<RangeInclusive<u64>>,
 }
 
@@ -219,30 +217,33 @@ impl Table {
         writer.finish().await
     }
 
-    /// Deletes the rows the predicate matches.
-    pub async fn delete_where(&self, predicate: BatchPredicate<'_>) -> Result<Committed> {
+    /// Deletes the rows `predicate` matches. It is handed batches of every user column,
+    /// then `_rowid` and `_rowaddr`, and answers which rows match (a null: no match); a
+    /// [`RowPredicate`] in [`Self::delete_matching`] reads only the columns it names.
+    pub async fn delete_where(
+        &self,
+        predicate: impl Fn(&RecordBatch) -> Result<BooleanArray> + Send + Sync + 'static,
+    ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
-        let mut rows = Vec::new();
-        let mut scan = read.scan(scan_all()).await?;
-        while let Some(batch) = scan.try_next().await? {
-            let matched = filter_record_batch(&batch, &predicate(&batch)?)?;
-            let (ids, addrs) = system_columns(&matched)?;
-            rows.extend(ids.into_iter().zip(addrs));
-        }
-        self.commit(&read, Action::Delete { rows }).await
+        let rows = whole_rows_matching(&read, predicate);
+        self.delete_matched(&read, rows).await
     }
 
     /// Deletes the rows `rows` names, reading only what naming them needs: the filter's
     /// columns (pages its page index rules out not at all), or no column for a mask by id.
     pub async fn delete_matching(&self, rows: RowMatch) -> Result<Committed> {
         let read = self.read_snapshot().await?;
+        self.delete_matched(&read, rows).await
+    }
+
+    async fn delete_matched(&self, read: &Snapshot, rows: RowMatch) -> Result<Committed> {
         let mut found = Vec::new();
         let mut scan = read.scan(rows.scan(Some(Vec::new()))).await?;
         while let Some(batch) = scan.try_next().await? {
             let (ids, addrs) = system_columns(&batch)?;
             found.extend(ids.into_iter().zip(addrs));
         }
-        self.commit(&read, Action::Delete { rows: found }).await
+        self.commit(read, Action::Delete { rows: found }).await
     }
 
     /// Rewrites the rows `rows` names with the values `update` computes, as
@@ -253,9 +254,7 @@ impl Table {
         update: BatchUpdate<'_>,
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
-        let scan = read.scan(rows.scan(None)).await?;
-        // The scan passed only the named rows: nothing left to match.
-        self.update_scanned(&read, scan, None, update).await
+        self.update_scanned(&read, rows, update).await
     }
 
     /// Deletes rows by id.
@@ -274,29 +273,29 @@ impl Table {
         self.commit(&read, Action::Delete { rows }).await
     }
 
-    /// Rewrites the rows the predicate matches with the values `update` computes. Updated
-    /// rows keep their ids and move to a new fragment.
+    /// Rewrites the rows `predicate` matches (it sees what [`Self::delete_where`]'s does)
+    /// with the values `update` computes. Updated rows keep their ids and move to a new
+    /// fragment.
     pub async fn update_where(
         &self,
-        predicate: BatchPredicate<'_>,
+        predicate: impl Fn(&RecordBatch) -> Result<BooleanArray> + Send + Sync + 'static,
         update: BatchUpdate<'_>,
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
-        let scan = read.scan(scan_all()).await?;
-        self.update_scanned(&read, scan, Some(predicate), update)
-            .await
+        let rows = whole_rows_matching(&read, predicate);
+        self.update_scanned(&read, rows, update).await
     }
 
-    /// Writes the rows of `scan` (every user column, then both system columns) that
-    /// `predicate` matches (all, if `None`) again with the values `update` computes, and
-    /// commits the update.
+    /// Writes the rows `rows` names again with the values `update` computes, and commits
+    /// the update.
     async fn update_scanned(
         &self,
         read: &Snapshot,
-        mut scan: BoxStream<'static, Result<RecordBatch>>,
-        predicate: Option<BatchPredicate<'_>>,
+        rows: RowMatch,
         update: BatchUpdate<'_>,
     ) -> Result<Committed> {
+        // Every user column, then both system columns, of only the named rows.
+        let mut scan = read.scan(rows.scan(None)).await?;
         let schema = read.schema().clone();
         let mut writer = FragmentWriter::new(
             &self.store,
@@ -305,11 +304,7 @@ impl Table {
             true,
         );
         let mut rows = Vec::new();
-        while let Some(batch) = scan.try_next().await? {
-            let matched = match predicate {
-                Some(predicate) => filter_record_batch(&batch, &predicate(&batch)?)?,
-                None => batch,
-            };
+        while let Some(matched) = scan.try_next().await? {
             if matched.num_rows() == 0 {
                 continue;
             }
@@ -447,6 +442,17 @@ impl Table {
 }
 
 /// Every user column plus both system columns.
+/// The rows a closure over whole rows matches, found as a [`RowPredicate`] is.
+fn whole_rows_matching(
+    read: &Snapshot,
+    predicate: impl Fn(&RecordBatch) -> Result<BooleanArray> + Send + Sync + 'static,
+) -> RowMatch {
+    RowMatch {
+        filter: Some(Arc::new(WholeRowPredicate::new(read.schema(), predicate))),
+        ..Default::default()
+    }
+}
+
 fn scan_all() -> ScanRequest {
     ScanRequest {
         columns: None,

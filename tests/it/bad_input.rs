@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use natal::error::FlagKind;
-use natal::format::Manifest;
-use natal::rowid::RowId;
-use natal::table::{Table, TableOptions};
+use natal::internals::format::Manifest;
 use natal::Error;
+use natal::FlagKind;
+use natal::RowId;
+use natal::{Table, TableOptions};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
@@ -40,7 +40,7 @@ async fn populated() -> (Table, Arc<dyn ObjectStore>) {
         .await
         .unwrap();
     table
-        .update_where(&key_matches(|k| k == 1), &add_to_val(1))
+        .update_where(key_matches(|k| k == 1), &add_to_val(1))
         .await
         .unwrap();
     table.checkpoint().await.unwrap();
@@ -337,7 +337,7 @@ async fn schema_mismatches_and_bad_rows_commit_nothing() {
 #[tokio::test]
 async fn opens_cost_one_list_and_one_get() {
     let inner: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
-    let counted = Arc::new(natal::io::InstrumentedStore::new(inner));
+    let counted = Arc::new(natal::internals::io::InstrumentedStore::new(inner));
     let table = Table::create(
         counted.clone(),
         "t".into(),
@@ -392,7 +392,12 @@ async fn overlapping_deletion_deltas_are_corrupt() {
     // Same count as the manifest records, but an offset the older file already deletes.
     let overlapping: roaring::RoaringBitmap = [3u32].into_iter().collect();
     let path = table.store().path(&files[1].path);
-    put(&store, &path, natal::io::encode_deletions(&overlapping)).await;
+    put(
+        &store,
+        &path,
+        natal::internals::io::encode_deletions(&overlapping),
+    )
+    .await;
     let err = Table::open(store.clone(), "t".into())
         .latest()
         .await

@@ -9,7 +9,7 @@ use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, UInt64Type
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 use futures::TryStreamExt;
-use natal::table::{ScanRequest, Snapshot, Table, TableOptions};
+use natal::{ScanRequest, Snapshot, Table, TableOptions};
 use object_store::memory::InMemory;
 use object_store::ObjectStore;
 
@@ -138,7 +138,7 @@ impl std::fmt::Display for KeyModulo {
     }
 }
 
-impl natal::table::RowPredicate for KeyModulo {
+impl natal::RowPredicate for KeyModulo {
     fn columns(&self) -> &[String] {
         &self.columns
     }

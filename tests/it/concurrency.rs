@@ -7,9 +7,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use natal::rowid::RowId;
-use natal::table::{CleanupPolicy, CompactOptions, Table};
 use natal::Error;
+use natal::RowId;
+use natal::{CleanupPolicy, CompactOptions, Table};
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
@@ -18,7 +18,7 @@ use object_store::{
 
 use crate::common::*;
 
-fn data_paths(snapshot: &natal::table::Snapshot) -> HashSet<String> {
+fn data_paths(snapshot: &natal::Snapshot) -> HashSet<String> {
     snapshot
         .manifest()
         .fragments
@@ -92,12 +92,12 @@ async fn deletes_of_disjoint_rows_rebase_and_of_the_same_row_conflict() {
     let v = base.version();
     table
         .planned_at(base)
-        .delete_where(&key_matches(|k| k == 1))
+        .delete_where(key_matches(|k| k == 1))
         .await
         .unwrap();
     table
         .planned_at(table.at_version(v).await.unwrap())
-        .delete_where(&key_matches(|k| k == 2))
+        .delete_where(key_matches(|k| k == 2))
         .await
         .unwrap();
     let rows = read_rows(&table.latest().await.unwrap()).await.unwrap();
@@ -106,7 +106,7 @@ async fn deletes_of_disjoint_rows_rebase_and_of_the_same_row_conflict() {
     let before = table.latest().await.unwrap().version();
     let err = table
         .planned_at(table.at_version(v).await.unwrap())
-        .update_where(&key_matches(|k| k == 1), &add_to_val(5))
+        .update_where(key_matches(|k| k == 1), &add_to_val(5))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Conflict { .. }), "{err}");
@@ -134,11 +134,11 @@ async fn a_delete_planned_before_compaction_lands_on_the_compacted_rows() {
         .unwrap();
     assert!(compacted.version.is_some());
     planned
-        .delete_where(&key_matches(|k| k == 2 || k == 5))
+        .delete_where(key_matches(|k| k == 2 || k == 5))
         .await
         .unwrap();
     planned
-        .update_where(&key_matches(|k| k == 3), &add_to_val(30))
+        .update_where(key_matches(|k| k == 3), &add_to_val(30))
         .await
         .unwrap();
     let rows = read_rows(&table.latest().await.unwrap()).await.unwrap();
@@ -157,7 +157,7 @@ async fn a_compaction_planned_before_a_delete_keeps_the_delete() {
         .await
         .unwrap();
     let planned = table.planned_at(table.latest().await.unwrap());
-    table.delete_where(&key_matches(|k| k == 3)).await.unwrap();
+    table.delete_where(key_matches(|k| k == 3)).await.unwrap();
     let report = planned
         .compact(CompactOptions {
             target_rows_per_fragment: Some(10),
@@ -182,7 +182,7 @@ async fn a_compaction_planned_before_an_update_of_its_rows_conflicts() {
         .unwrap();
     let planned = table.planned_at(table.latest().await.unwrap());
     table
-        .update_where(&key_matches(|k| k == 3), &add_to_val(1))
+        .update_where(key_matches(|k| k == 3), &add_to_val(1))
         .await
         .unwrap();
     let err = planned
@@ -212,7 +212,7 @@ async fn writes_planned_before_an_overwrite_conflict() {
         .unwrap_err()
         .is_conflict());
     assert!(planned
-        .delete_where(&key_matches(|_| true))
+        .delete_where(key_matches(|_| true))
         .await
         .unwrap_err()
         .is_conflict());

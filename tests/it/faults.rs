@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use natal::io::InstrumentedStore;
-use natal::rowid::RowId;
-use natal::table::{CleanupPolicy, CompactOptions, Table, TableOptions};
+use natal::internals::io::InstrumentedStore;
+use natal::RowId;
+use natal::{CleanupPolicy, CompactOptions, Table, TableOptions};
 use object_store::memory::InMemory;
 use object_store::ObjectStore;
 
@@ -20,10 +20,10 @@ async fn workload_step(table: &Table, step: usize) -> natal::Result<()> {
             .await
             .map(drop),
         1 => table
-            .update_where(&key_matches(|k| k == 2), &add_to_val(10))
+            .update_where(key_matches(|k| k == 2), &add_to_val(10))
             .await
             .map(drop),
-        2 => table.delete_where(&key_matches(|k| k == 1)).await.map(drop),
+        2 => table.delete_where(key_matches(|k| k == 1)).await.map(drop),
         3 => table.append(vec![batch(&[(4, 4), (5, 5)])]).await.map(drop),
         4 => table
             .compact(CompactOptions {
@@ -67,7 +67,7 @@ async fn every_failed_request_leaves_the_last_committed_version_whole() {
             max_rows_per_fragment: 2,
             // Every carried sequence and the fragment list get files, so failures hit
             // those writes too.
-            layout: natal::io::ManifestLayout {
+            layout: natal::ManifestLayout {
                 row_ids_inline_limit: 0,
                 fragments_per_segment: 2,
             },

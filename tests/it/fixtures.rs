@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use arrow::array::AsArray;
 use arrow::datatypes::Int64Type;
-use natal::io::ManifestLayout;
-use natal::table::{CompactOptions, Table, TableOptions};
+use natal::ManifestLayout;
+use natal::{CompactOptions, Table, TableOptions};
 use object_store::local::LocalFileSystem;
 use object_store::ObjectStore;
 
@@ -41,17 +41,17 @@ async fn write_history(table: &Table) -> natal::Result<()> {
         |keys: std::ops::Range<i64>| -> Vec<(i64, i64)> { keys.map(|k| (k, k * 10)).collect() };
     table.append(vec![batch(&rows(0..90))]).await?;
     table.append(vec![batch(&rows(90..120))]).await?;
-    table.delete_where(&key_matches(|k| k % 7 == 0)).await?;
+    table.delete_where(key_matches(|k| k % 7 == 0)).await?;
     table
-        .update_where(&key_matches(|k| k % 5 == 1), &add_to_val(1000))
+        .update_where(key_matches(|k| k % 5 == 1), &add_to_val(1000))
         .await?;
     table.create_index("by_key", "key").await?;
     table.checkpoint().await?;
     table.append(vec![batch(&rows(120..150))]).await?;
     table
-        .update_where(&key_matches(|k| k % 9 == 2), &add_to_val(7))
+        .update_where(key_matches(|k| k % 9 == 2), &add_to_val(7))
         .await?;
-    table.delete_where(&key_matches(|k| k % 11 == 3)).await?;
+    table.delete_where(key_matches(|k| k % 11 == 3)).await?;
     table.create_index("by_key", "key").await?;
     table
         .compact(CompactOptions {
@@ -60,9 +60,9 @@ async fn write_history(table: &Table) -> natal::Result<()> {
         })
         .await?;
     table
-        .update_where(&key_matches(|k| k % 13 == 4), &add_to_val(3))
+        .update_where(key_matches(|k| k % 13 == 4), &add_to_val(3))
         .await?;
-    table.delete_where(&key_matches(|k| k == 60)).await?;
+    table.delete_where(key_matches(|k| k == 60)).await?;
     Ok(())
 }
 
@@ -207,7 +207,7 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
             .unwrap();
         model.extend([(1000, 1), (1001, 2)]);
         table
-            .update_where(&key_matches(|k| k % 4 == 0), &add_to_val(5))
+            .update_where(key_matches(|k| k % 4 == 0), &add_to_val(5))
             .await
             .unwrap();
         for (k, v) in model.iter_mut() {
@@ -216,7 +216,7 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
             }
         }
         table
-            .delete_where(&key_matches(|k| k % 6 == 1))
+            .delete_where(key_matches(|k| k % 6 == 1))
             .await
             .unwrap();
         model.retain(|k, _| k % 6 != 1);

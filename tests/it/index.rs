@@ -9,7 +9,7 @@ use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::{Int64Type, UInt64Type};
 use datafusion::physical_plan::collect;
 use datafusion::prelude::SessionContext;
-use natal::table::{CleanupPolicy, Table};
+use natal::{CleanupPolicy, Table};
 use object_store::path::Path;
 use object_store::ObjectStoreExt;
 
@@ -42,9 +42,9 @@ fn sorted_keys(batches: &[RecordBatch]) -> Vec<i64> {
 }
 
 /// A scan of every column narrowed by `lookup` on index `val_idx`.
-fn probe_request(lookup: natal::io::IndexLookup) -> natal::table::ScanRequest {
-    natal::table::ScanRequest {
-        index: Some(Arc::new(natal::table::IndexProbe::new("val_idx", lookup))),
+fn probe_request(lookup: natal::IndexLookup) -> natal::ScanRequest {
+    natal::ScanRequest {
+        index: Some(Arc::new(natal::IndexProbe::new("val_idx", lookup))),
         ..Default::default()
     }
 }
@@ -215,7 +215,10 @@ async fn segment_numbers_are_per_name_never_reused_and_recomputed_on_rebase() {
         "a dropped index's numbers stay taken"
     );
     let flags = table.latest().await.unwrap().manifest().writer_flags();
-    assert_ne!(flags & natal::format::flags::INDEX_SEGMENT_SEQ, 0);
+    assert_ne!(
+        flags & natal::internals::format::flags::INDEX_SEGMENT_SEQ,
+        0
+    );
     // One name, one column.
     let err = table.create_index("val_idx", "key").await.unwrap_err();
     assert!(err.to_string().contains("another column"), "{err}");
@@ -230,7 +233,7 @@ async fn cleanup_keeps_live_segments_and_removes_dropped_ones() {
         .unwrap();
     table.create_index("a", "val").await.unwrap();
     table.create_index("b", "key").await.unwrap();
-    let paths = |name: &str, snapshot: &natal::table::Snapshot| -> Vec<String> {
+    let paths = |name: &str, snapshot: &natal::Snapshot| -> Vec<String> {
         snapshot
             .manifest()
             .indexes
@@ -335,7 +338,7 @@ async fn large_builds_split_into_bounded_segments() {
     let (table, _) = memory_table(2).await;
     let rows: Vec<(i64, i64)> = (0..7).map(|k| (k, k % 3)).collect();
     table.append(vec![batch(&rows)]).await.unwrap();
-    let options = natal::table::IndexOptions {
+    let options = natal::IndexOptions {
         max_rows_per_segment: 3,
         ..Default::default()
     };
@@ -362,7 +365,7 @@ async fn large_builds_split_into_bounded_segments() {
         .collect();
     assert_eq!(seqs, vec![Some(1), Some(2), Some(3)]);
     let values = Arc::new(arrow::array::Int64Array::from(vec![1])) as _;
-    let request = probe_request(natal::io::IndexLookup::Values(values));
+    let request = probe_request(natal::IndexLookup::Values(values));
     let batches: Vec<RecordBatch> =
         futures::TryStreamExt::try_collect(snapshot.scan(request).await.unwrap())
             .await
@@ -371,7 +374,7 @@ async fn large_builds_split_into_bounded_segments() {
     // Every fragment is covered: only the rows the segments hold for 1 are read.
     assert_eq!(keys, vec![1, 4]);
     // A range must be bounded somewhere: an open one is an error, not every row.
-    let open = probe_request(natal::io::IndexLookup::Range {
+    let open = probe_request(natal::IndexLookup::Range {
         low: None,
         high: None,
     });

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use natal::rowid::RowId;
-use natal::table::{Table, TableOptions, TieredMerge};
+use natal::RowId;
+use natal::{Table, TableOptions, TieredMerge};
 
 use crate::common::*;
 
@@ -24,7 +24,7 @@ async fn small_fragments(table: &Table) -> usize {
 }
 
 /// Every live row of `snapshot`: id → (key, val).
-async fn values(snapshot: &natal::table::Snapshot) -> BTreeMap<u64, (i64, i64)> {
+async fn values(snapshot: &natal::Snapshot) -> BTreeMap<u64, (i64, i64)> {
     read_rows(snapshot)
         .await
         .unwrap()
@@ -113,7 +113,7 @@ async fn merges_publish_their_own_versions_after_a_write() {
 async fn a_failed_merge_leaves_the_write_committed() {
     use std::sync::Arc;
 
-    use natal::io::InstrumentedStore;
+    use natal::internals::io::InstrumentedStore;
     use object_store::memory::InMemory;
     use object_store::ObjectStore;
 

@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use arrow::array::{AsArray, Int64Array};
 use arrow::datatypes::{Int64Type, UInt64Type};
-use natal::io::ManifestLayout;
-use natal::rowid::RowId;
-use natal::table::{
+use natal::Error;
+use natal::ManifestLayout;
+use natal::RowId;
+use natal::{
     CleanupPolicy, CompactOptions, RowMatch, ScanRequest, Table, TableOptions, TieredMerge,
 };
-use natal::Error;
 use proptest::prelude::*;
 use proptest::sample::Index;
 
@@ -284,7 +284,7 @@ async fn run(table: &Table, action: &Action) -> natal::Result<u64> {
     let modulo = |m: u8, r: u8| key_matches(move |k| k.rem_euclid(m as i64) == r as i64);
     Ok(match action {
         Action::Append(rows) => table.append(vec![batch(rows)]).await?.version,
-        Action::DeleteWhere(m, r, false) => table.delete_where(&modulo(*m, *r)).await?.version,
+        Action::DeleteWhere(m, r, false) => table.delete_where(modulo(*m, *r)).await?.version,
         Action::DeleteWhere(m, r, true) => {
             let rows = RowMatch {
                 filter: Some(KeyModulo::new(*m as i64, *r as i64)),
@@ -298,7 +298,7 @@ async fn run(table: &Table, action: &Action) -> natal::Result<u64> {
         }
         Action::Update(m, r, d, false) => {
             table
-                .update_where(&modulo(*m, *r), &add_to_val(*d))
+                .update_where(modulo(*m, *r), &add_to_val(*d))
                 .await?
                 .version
         }
@@ -485,8 +485,8 @@ const INDEX: &str = "val_idx";
 
 /// A probe of the `val` index finds every live row holding the probed values (it may find
 /// more; a scan's filter decides), however the rows were updated, moved or deleted since.
-async fn check_index(model: &Model, snapshot: &natal::table::Snapshot) {
-    use natal::io::IndexLookup;
+async fn check_index(model: &Model, snapshot: &natal::Snapshot) {
+    use natal::IndexLookup;
     if snapshot.manifest().indexes.field_of(INDEX).is_none() {
         return;
     }
@@ -539,14 +539,14 @@ type ValueTest = Box<dyn Fn(i64) -> bool>;
 /// A scan narrowed by `lookup` holds every live row whose `val` passes `wanted`.
 async fn probe_matches(
     model: &Model,
-    snapshot: &natal::table::Snapshot,
-    lookup: natal::io::IndexLookup,
+    snapshot: &natal::Snapshot,
+    lookup: natal::IndexLookup,
     wanted: impl Fn(i64) -> bool,
 ) {
     let described = format!("{lookup:?}");
     let request = ScanRequest {
         with_row_id: true,
-        index: Some(Arc::new(natal::table::IndexProbe::new(INDEX, lookup))),
+        index: Some(Arc::new(natal::IndexProbe::new(INDEX, lookup))),
         ..Default::default()
     };
     let batches: Vec<arrow::array::RecordBatch> =

@@ -1,8 +1,8 @@
 //! Row identity end to end: birth addresses, moves, the relocation view's shape (seed 000's
 //! three notes) and time travel.
 
-use natal::rowid::RowId;
-use natal::table::CompactOptions;
+use natal::CompactOptions;
+use natal::RowId;
 
 use crate::common::*;
 
@@ -29,11 +29,11 @@ async fn updating_a_row_twice_leaves_one_point_entry() {
         .await
         .unwrap();
     table
-        .update_where(&key_matches(|k| k == 2), &add_to_val(1))
+        .update_where(key_matches(|k| k == 2), &add_to_val(1))
         .await
         .unwrap();
     table
-        .update_where(&key_matches(|k| k == 2), &add_to_val(1))
+        .update_where(key_matches(|k| k == 2), &add_to_val(1))
         .await
         .unwrap();
     let snapshot = table.latest().await.unwrap();
@@ -58,11 +58,11 @@ async fn compaction_keeps_ids_and_makes_range_entries() {
         table.append(vec![batch(&rows)]).await.unwrap();
     }
     table
-        .delete_where(&key_matches(|k| k % 7 == 3))
+        .delete_where(key_matches(|k| k % 7 == 3))
         .await
         .unwrap();
     table
-        .update_where(&key_matches(|k| k == 15), &add_to_val(100))
+        .update_where(key_matches(|k| k == 15), &add_to_val(100))
         .await
         .unwrap();
     let before = read_rows(&table.latest().await.unwrap()).await.unwrap();
@@ -137,17 +137,17 @@ async fn take_returns_rows_in_the_order_asked_and_skips_dead_ids() {
         .await
         .unwrap();
     table
-        .update_where(&key_matches(|k| k == 4), &add_to_val(10))
+        .update_where(key_matches(|k| k == 4), &add_to_val(10))
         .await
         .unwrap();
-    table.delete_where(&key_matches(|k| k == 2)).await.unwrap();
+    table.delete_where(key_matches(|k| k == 2)).await.unwrap();
     let snapshot = table.latest().await.unwrap();
     let ids = [addr(1, 0), addr(0, 0), addr(0, 1), addr(9, 9), addr(0, 2)];
     let ids: Vec<RowId> = ids.iter().map(|&v| RowId::from_u64(v)).collect();
     let batch = snapshot
         .take(
             &ids,
-            natal::table::ScanRequest {
+            natal::ScanRequest {
                 with_row_id: true,
                 ..Default::default()
             },
@@ -174,7 +174,7 @@ async fn restore_brings_back_old_rows_with_their_ids() {
     let (table, _) = memory_table(10).await;
     table.append(vec![batch(&[(1, 1), (2, 2)])]).await.unwrap();
     let v2 = read_rows(&table.latest().await.unwrap()).await.unwrap();
-    table.delete_where(&key_matches(|_| true)).await.unwrap();
+    table.delete_where(key_matches(|_| true)).await.unwrap();
     table.append(vec![batch(&[(3, 3)])]).await.unwrap();
     let restored = table.restore(2).await.unwrap();
     assert_eq!(restored.version, 5);
@@ -193,7 +193,7 @@ async fn checkpoint_answers_like_a_full_transpose() {
     let rows: Vec<(i64, i64)> = (0..200).map(|k| (k, k)).collect();
     table.append(vec![batch(&rows)]).await.unwrap();
     table
-        .update_where(&key_matches(|k| k % 9 == 0), &add_to_val(1))
+        .update_where(key_matches(|k| k % 9 == 0), &add_to_val(1))
         .await
         .unwrap();
     table
@@ -206,15 +206,15 @@ async fn checkpoint_answers_like_a_full_transpose() {
         .unwrap();
     table.checkpoint().await.unwrap();
     table
-        .update_where(&key_matches(|k| k % 10 == 1), &add_to_val(1))
+        .update_where(key_matches(|k| k % 10 == 1), &add_to_val(1))
         .await
         .unwrap();
-    table.delete_where(&key_matches(|k| k == 11)).await.unwrap();
+    table.delete_where(key_matches(|k| k == 11)).await.unwrap();
     let with_checkpoint = table.latest().await.unwrap();
     assert!(with_checkpoint.manifest().relocation_checkpoint.is_some());
     let rows = read_rows(&with_checkpoint).await.unwrap();
     // A fresh handle, as a cold process would open it.
-    let cold = natal::table::Table::open(store, "t".into());
+    let cold = natal::Table::open(store, "t".into());
     let cold = cold.latest().await.unwrap();
     for (id, row) in &rows {
         let found = cold.resolve(RowId::from_u64(*id)).await.unwrap();
@@ -232,10 +232,10 @@ async fn scans_masked_by_ids_follow_moves_and_skip_deleted_rows() {
     let rows: Vec<(i64, i64)> = (0..10).map(|k| (k, k)).collect();
     table.append(vec![batch(&rows)]).await.unwrap();
     table
-        .update_where(&key_matches(|k| k == 1 || k == 5), &add_to_val(100))
+        .update_where(key_matches(|k| k == 1 || k == 5), &add_to_val(100))
         .await
         .unwrap();
-    table.delete_where(&key_matches(|k| k == 2)).await.unwrap();
+    table.delete_where(key_matches(|k| k == 2)).await.unwrap();
     table
         .compact(CompactOptions {
             target_rows_per_fragment: Some(3),
@@ -251,7 +251,7 @@ async fn scans_masked_by_ids_follow_moves_and_skip_deleted_rows() {
     let mut wanted = natal::RowIdSet::range(id(addr(0, 0)), id(addr(0, 3)));
     wanted.insert(id(addr(1, 1)));
     wanted.insert(id(addr(7, 7)));
-    let request = natal::table::ScanRequest {
+    let request = natal::ScanRequest {
         with_row_id: true,
         with_row_addr: true,
         row_ids: Some(wanted),
@@ -277,7 +277,7 @@ async fn scans_masked_by_ids_follow_moves_and_skip_deleted_rows() {
 }
 
 /// Keys and vals of a take, in the order returned.
-async fn take_pairs(snapshot: &natal::table::Snapshot, ids: &[u64]) -> Vec<(i64, i64)> {
+async fn take_pairs(snapshot: &natal::Snapshot, ids: &[u64]) -> Vec<(i64, i64)> {
     use arrow::array::AsArray;
     use arrow::datatypes::Int64Type;
     let ids: Vec<RowId> = ids.iter().map(|&id| RowId::from_u64(id)).collect();
@@ -303,13 +303,13 @@ async fn takes_after_updates_read_no_deletion_files() {
     table.append(vec![batch(&rows)]).await.unwrap();
     for keys in [[5, 1500], [2999, 5]] {
         table
-            .update_where(&key_matches(move |k| keys.contains(&k)), &add_to_val(1000))
+            .update_where(key_matches(move |k| keys.contains(&k)), &add_to_val(1000))
             .await
             .unwrap();
     }
     let latest = table.latest().await.unwrap();
     let manifest = latest.manifest();
-    assert!(manifest.writer_flags() & natal::format::flags::MOVE_TALLIES != 0);
+    assert!(manifest.writer_flags() & natal::internals::format::flags::MOVE_TALLIES != 0);
     for fragment in &manifest.fragments {
         if let Some(vector) = &fragment.deletion {
             assert!(vector.only_moves(), "fragment {}", fragment.id);
@@ -324,7 +324,7 @@ async fn takes_after_updates_read_no_deletion_files() {
     for file in deletion_files {
         store.delete(&file.location).await.unwrap();
     }
-    let fresh = natal::table::Table::open(store.clone(), "t".into());
+    let fresh = natal::Table::open(store.clone(), "t".into());
     let snapshot = fresh.latest().await.unwrap();
     let ids = [addr(0, 5), addr(1, 500), addr(2, 999), addr(0, 7)];
     assert_eq!(
@@ -339,7 +339,7 @@ async fn takes_after_updates_read_no_deletion_files() {
             .map(|a| a.fragment_id()),
         Some(4)
     );
-    let request = natal::table::ScanRequest {
+    let request = natal::ScanRequest {
         row_ids: Some(ids.iter().map(|&v| RowId::from_u64(v)).collect()),
         ..Default::default()
     };
@@ -366,12 +366,12 @@ async fn compaction_of_an_outright_delete_keeps_older_copies_deleted() {
     table.append(vec![batch(&rows)]).await.unwrap();
     for _ in 0..2 {
         table
-            .update_where(&key_matches(|k| k == 1500 || k == 10), &add_to_val(1))
+            .update_where(key_matches(|k| k == 1500 || k == 10), &add_to_val(1))
             .await
             .unwrap();
     }
     table
-        .delete_where(&key_matches(|k| k == 1500))
+        .delete_where(key_matches(|k| k == 1500))
         .await
         .unwrap();
     let report = table.compact(CompactOptions::default()).await.unwrap();

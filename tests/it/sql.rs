@@ -55,7 +55,7 @@ type Report = (&'static str, u64, Option<u64>, bool);
 #[derive(Default)]
 struct Recorder(std::sync::Mutex<Vec<Report>>);
 
-impl natal::table::Progress for Recorder {
+impl natal::Progress for Recorder {
     fn update(&self, operation: &'static str, done: u64, total: Option<u64>) {
         self.0.lock().unwrap().push((operation, done, total, false));
     }
@@ -216,7 +216,7 @@ async fn pages_ruled_out_by_their_min_max_are_not_read() {
     )
     .await;
     // One fragment of 20,000 rows in key order: pages of PAGE_ROWS rows, each a narrow key range.
-    let page = natal::io::PAGE_ROWS;
+    let page = natal::internals::io::PAGE_ROWS;
     assert!(5000 / page == 5010 / page, "the keys asked share a page");
     run(
         &ctx,

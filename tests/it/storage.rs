@@ -4,18 +4,78 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{AsArray, Float64Array, Int32Array, RecordBatch, StringArray};
+use arrow::array::{
+    Array, AsArray, BinaryViewArray, Float64Array, Int32Array, RecordBatch, StringArray,
+    StringViewArray,
+};
 use arrow::datatypes::{DataType, Field, Schema};
 use bytes::Bytes;
 use futures::TryStreamExt;
-use natal::format::{StatValue, MAX_STAT_BYTES};
-use natal::table::{CleanupPolicy, Table, TableOptions};
+use natal::internals::format::{StatValue, MAX_STAT_BYTES};
 use natal::Error;
+use natal::{CleanupPolicy, Table, TableOptions};
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use crate::common::*;
+
+/// Parquet's reader gives a view column one buffer per page decoded; natal's scan hands each
+/// batch its long values in one buffer, or operators that concatenate batches (a hash join's
+/// build side) drag every page's buffer into each batch they emit (TPC-H q18 at SF 10).
+#[tokio::test]
+async fn scanned_view_columns_hold_their_values_in_one_buffer() {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("s", DataType::Utf8View, false),
+        Field::new("b", DataType::BinaryView, true),
+    ]));
+    let rows = 20_000;
+    let names: Vec<String> = (0..rows).map(|i| format!("Customer#{i:012}")).collect();
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringViewArray::from_iter_values(names.iter())),
+            Arc::new(BinaryViewArray::from_iter(
+                names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (i % 3 != 0).then_some(n.as_bytes())),
+            )),
+        ],
+    )
+    .unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = Table::create(store, "v".into(), &schema, TableOptions::default())
+        .await
+        .unwrap();
+
+    table.append(vec![batch]).await.unwrap();
+    let snapshot = table.latest().await.unwrap();
+    let batches: Vec<RecordBatch> = snapshot
+        .scan(natal::ScanRequest::new())
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut row = 0;
+    for batch in &batches {
+        // Several pages per batch, or the test shows nothing.
+        assert!(batch.num_rows() > 2 * natal::internals::io::PAGE_ROWS);
+        let strings = batch.column(0).as_string_view();
+        let binaries = batch.column(1).as_binary_view();
+        assert_eq!(strings.data_buffers().len(), 1);
+        assert_eq!(binaries.data_buffers().len(), 1);
+        for i in 0..batch.num_rows() {
+            seen.push(strings.value(i).to_string());
+            let expected = (row % 3 != 0).then_some(strings.value(i).as_bytes());
+            assert_eq!(binaries.is_valid(i).then(|| binaries.value(i)), expected);
+            row += 1;
+        }
+    }
+    assert_eq!(seen, names);
+}
 
 #[tokio::test]
 async fn data_files_carry_footer_statistics() {
@@ -80,7 +140,7 @@ async fn cleanup_removes_only_what_no_kept_version_needs() {
         .await
         .unwrap();
     table
-        .update_where(&key_matches(|k| k == 1), &add_to_val(1))
+        .update_where(key_matches(|k| k == 1), &add_to_val(1))
         .await
         .unwrap();
     table.checkpoint().await.unwrap();
@@ -153,12 +213,12 @@ async fn large_row_id_sequences_live_in_files_and_commits_stay_small() {
     let mut state = 17u64;
     let mut manifest_sizes = Vec::new();
     for _ in 0..5 {
-        let ids: Vec<natal::rowid::RowId> = (0..6_000)
+        let ids: Vec<natal::RowId> = (0..6_000)
             .map(|_| {
                 state = state
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
-                natal::rowid::RowId::from_u64(addr(0, ((state >> 33) % 50_000) as u32))
+                natal::RowId::from_u64(addr(0, ((state >> 33) % 50_000) as u32))
             })
             .collect();
         let committed = table.update_rows(&ids, &add_to_val(1)).await.unwrap();
@@ -179,7 +239,7 @@ async fn large_row_id_sequences_live_in_files_and_commits_stay_small() {
     }
     let latest = table.latest().await.unwrap();
     assert_ne!(
-        latest.manifest().reader_flags() & natal::format::flags::ROW_ID_FILES,
+        latest.manifest().reader_flags() & natal::internals::format::flags::ROW_ID_FILES,
         0
     );
     let expected = read_rows(&latest).await.unwrap();
@@ -189,10 +249,7 @@ async fn large_row_id_sequences_live_in_files_and_commits_stay_small() {
         .unwrap();
     assert_eq!(read_rows(&fresh).await.unwrap(), expected);
     for (id, row) in expected.iter().step_by(997) {
-        let found = fresh
-            .resolve(natal::rowid::RowId::from_u64(*id))
-            .await
-            .unwrap();
+        let found = fresh.resolve(natal::RowId::from_u64(*id)).await.unwrap();
         assert_eq!(found.map(|a| a.as_u64()), Some(row.addr));
     }
 
@@ -226,8 +283,8 @@ async fn deletions_are_written_as_folding_deltas() {
     let mut known = HashSet::new();
     let commits = 64u32;
     for commit in 0..commits {
-        let ids: Vec<natal::rowid::RowId> = (0..10)
-            .map(|i| natal::rowid::RowId::from_u64(addr(0, (i * commits + commit) * 13 % 10_000)))
+        let ids: Vec<natal::RowId> = (0..10)
+            .map(|i| natal::RowId::from_u64(addr(0, (i * commits + commit) * 13 % 10_000)))
             .collect();
         table.delete_rows(&ids).await.unwrap();
         let latest = table.latest().await.unwrap();
@@ -256,7 +313,9 @@ async fn deletions_are_written_as_folding_deltas() {
         .unwrap();
     let live = read_rows(&fresh).await.unwrap();
     assert_eq!(live.len() as u64, 10_000 - deleted);
-    assert!(fresh.manifest().reader_flags() & natal::format::flags::DELETION_DELTAS != 0);
+    assert!(
+        fresh.manifest().reader_flags() & natal::internals::format::flags::DELETION_DELTAS != 0
+    );
 }
 
 /// A long fragment list lives in `_fragments/` segments; a commit rewrites only the
@@ -265,7 +324,7 @@ async fn deletions_are_written_as_folding_deltas() {
 async fn fragment_segments_are_shared_between_versions() {
     let (table, store) = memory_table_with(TableOptions {
         max_rows_per_fragment: 2,
-        layout: natal::io::ManifestLayout {
+        layout: natal::ManifestLayout {
             fragments_per_segment: 4,
             ..Default::default()
         },
@@ -278,12 +337,12 @@ async fn fragment_segments_are_shared_between_versions() {
     let segments = before.manifest().fragment_segments.clone();
     assert_eq!(segments.len(), 5, "20 fragments in segments of 4");
     assert_ne!(
-        before.manifest().reader_flags() & natal::format::flags::FRAGMENT_SEGMENTS,
+        before.manifest().reader_flags() & natal::internals::format::flags::FRAGMENT_SEGMENTS,
         0
     );
 
     table
-        .delete_rows(&[natal::rowid::RowId::from_u64(addr(0, 0))])
+        .delete_rows(&[natal::RowId::from_u64(addr(0, 0))])
         .await
         .unwrap();
     table.append(vec![batch(&[(100, 100)])]).await.unwrap();
@@ -330,7 +389,7 @@ async fn fragment_segments_are_shared_between_versions() {
 /// writer that lost a race or crashed) is skipped, never overwritten.
 #[tokio::test]
 async fn deletion_files_take_derived_names_and_skip_taken_ones() {
-    use natal::format::{flags, DerivedName, Manifest, TablePath};
+    use natal::internals::format::{flags, DerivedName, Manifest, TablePath};
     let (table, store) = memory_table(100).await;
     let rows: Vec<(i64, i64)> = (0..300).map(|k| (k, k)).collect();
     table.append(vec![batch(&rows)]).await.unwrap();
@@ -342,7 +401,7 @@ async fn deletion_files_take_derived_names_and_skip_taken_ones() {
         .await
         .unwrap();
 
-    let ids = [addr(1, 5), addr(2, 7)].map(natal::rowid::RowId::from_u64);
+    let ids = [addr(1, 5), addr(2, 7)].map(natal::RowId::from_u64);
     table.delete_rows(&ids).await.unwrap();
     let latest = table.latest().await.unwrap();
     let manifest = latest.manifest();
@@ -402,10 +461,10 @@ async fn deletion_files_take_derived_names_and_skip_taken_ones() {
 /// is shared. Readers lay the patch over it, cleanup keeps it, and damage to it is refused.
 #[tokio::test]
 async fn deletions_patch_segments_rather_than_rewrite_them() {
-    use natal::format::{encode_segment_patch, flags};
+    use natal::internals::format::{encode_segment_patch, flags};
     let (table, store) = memory_table_with(TableOptions {
         max_rows_per_fragment: 2,
-        layout: natal::io::ManifestLayout {
+        layout: natal::ManifestLayout {
             fragments_per_segment: 8,
             ..Default::default()
         },
@@ -424,7 +483,7 @@ async fn deletions_patch_segments_rather_than_rewrite_them() {
     assert!(first.iter().all(|s| s.patch.is_none()));
 
     for (fragment, offset) in [(9, 0), (11, 1), (9, 1)] {
-        let id = natal::rowid::RowId::from_u64(addr(fragment, offset));
+        let id = natal::RowId::from_u64(addr(fragment, offset));
         table.delete_rows(&[id]).await.unwrap();
     }
     let latest = table.latest().await.unwrap();
@@ -506,7 +565,7 @@ async fn a_take_fetches_its_pages_in_one_request() {
         .unwrap();
     let snapshot = table.latest().await.unwrap();
     assert_eq!(snapshot.manifest().fragments.len(), 1);
-    let id = |offset: u32| natal::rowid::RowId::from_u64(addr(0, offset));
+    let id = |offset: u32| natal::RowId::from_u64(addr(0, offset));
     snapshot.take(&[id(1)], Default::default()).await.unwrap();
 
     counted.reset();
@@ -544,7 +603,7 @@ async fn a_take_fetches_its_pages_in_one_request() {
                 .chain([rows])
                 .collect();
             // PAGE_ROWS rows, give or take the writer's best effort where an input batch ends.
-            let page = natal::io::PAGE_ROWS as i64;
+            let page = natal::internals::io::PAGE_ROWS as i64;
             assert!(
                 starts.windows(2).all(|w| w[1] - w[0] < 2 * page),
                 "{starts:?}"
@@ -570,7 +629,7 @@ async fn a_cold_take_from_a_small_file_is_one_request() {
         .await
         .unwrap();
     counted.reset();
-    let ids = [natal::rowid::RowId::from_u64(addr(0, 1234))];
+    let ids = [natal::RowId::from_u64(addr(0, 1234))];
     let taken = snapshot.take(&ids, Default::default()).await.unwrap();
     let keys = taken
         .column(0)
@@ -584,11 +643,11 @@ async fn counted_table(
     max_rows_per_fragment: u64,
 ) -> (
     Table,
-    Arc<natal::io::InstrumentedStore>,
+    Arc<natal::internals::io::InstrumentedStore>,
     Arc<dyn ObjectStore>,
 ) {
     let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let counted = Arc::new(natal::io::InstrumentedStore::new(inner.clone()));
+    let counted = Arc::new(natal::internals::io::InstrumentedStore::new(inner.clone()));
     let table = Table::create(
         counted.clone(),
         "t".into(),
@@ -616,10 +675,10 @@ async fn scans_drop_deleted_rows_whether_few_or_many() {
         .unwrap();
     let whole_batch = 8_192..16_384u32;
     let few: Vec<u32> = [0, 8_191, 39_999].into_iter().chain(whole_batch).collect();
-    let ids = |offsets: &[u32]| -> Vec<natal::rowid::RowId> {
+    let ids = |offsets: &[u32]| -> Vec<natal::RowId> {
         offsets
             .iter()
-            .map(|&o| natal::rowid::RowId::from_u64(addr(0, o)))
+            .map(|&o| natal::RowId::from_u64(addr(0, o)))
             .collect()
     };
     table.delete_rows(&ids(&few)).await.unwrap();
@@ -716,7 +775,7 @@ async fn a_handle_reads_a_table_created_again_in_its_place() {
         .append(vec![batch(&[(1, 10), (2, 20), (3, 30)])])
         .await
         .unwrap();
-    first.delete_where(&key_matches(|k| k == 2)).await.unwrap();
+    first.delete_where(key_matches(|k| k == 2)).await.unwrap();
     let watcher = Table::open(store.clone(), "t".into());
     let before = read_rows(&watcher.latest().await.unwrap()).await.unwrap();
     let keys: Vec<i64> = before.values().map(|r| r.key).collect();
@@ -742,7 +801,7 @@ async fn a_handle_reads_a_table_created_again_in_its_place() {
         .append(vec![batch(&[(7, 70), (8, 80), (9, 90)])])
         .await
         .unwrap();
-    second.delete_where(&key_matches(|k| k == 9)).await.unwrap();
+    second.delete_where(key_matches(|k| k == 9)).await.unwrap();
     let again = watcher.latest().await.unwrap();
     assert_eq!(again.version(), first.latest().await.unwrap().version());
     let after = read_rows(&again).await.unwrap();

@@ -90,11 +90,11 @@ fn key_is(key: i64) -> impl Fn(&RecordBatch) -> Result<BooleanArray> + Send + Sy
 async fn run(table: &Table, op: Op) -> Result<()> {
     match op {
         Op::Append => table.append(vec![batch([100])]).await.map(drop),
-        Op::DeleteA => table.delete_where(&key_is(1)).await.map(drop),
-        Op::DeleteB => table.delete_where(&key_is(5)).await.map(drop),
+        Op::DeleteA => table.delete_where(key_is(1)).await.map(drop),
+        Op::DeleteB => table.delete_where(key_is(5)).await.map(drop),
         Op::UpdateA => {
             let same = |batch: &RecordBatch| Ok(batch.clone());
-            table.update_where(&key_is(1), &same).await.map(drop)
+            table.update_where(key_is(1), &same).await.map(drop)
         }
         Op::Compact => {
             let options = CompactOptions {
