@@ -100,7 +100,9 @@ async fn main() {
             let root = ctx_root.clone();
             async move {
                 // Fixed partitioning, so plans read the same on any machine.
-                let config = SessionConfig::new().with_target_partitions(4);
+                let config = SessionConfig::new()
+                    .with_target_partitions(4)
+                    .with_information_schema(true); // as the natal CLI has it
                 let ctx = SessionContext::new_with_config(config);
                 natal::datafusion::register(&ctx, &root)?;
                 Ok::<_, DataFusionError>(Natal { ctx })

@@ -140,11 +140,22 @@ impl NatalSchemaProvider {
 
 #[async_trait]
 impl SchemaProvider for NatalSchemaProvider {
+    /// The tables under the root (each directory holding manifests) and those registered
+    /// by name, sorted. Versions and suffixed names (`t@v3`, `t$rows`) are not listed: they
+    /// name faces of the same tables.
     fn table_names(&self) -> Vec<String> {
-        self.registered
+        let mut names: std::collections::BTreeSet<String> = self
+            .registered
             .read()
             .map(|r| r.keys().cloned().collect())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let (store, root) = (self.store.clone(), self.root.clone());
+        // No error channel here: a root that cannot be listed lists only registered tables,
+        // and reading any table by name still reports what is wrong.
+        if let Ok(stored) = blocking(stored_table_names(store, root)) {
+            names.extend(stored);
+        }
+        names.into_iter().collect()
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
@@ -322,6 +333,33 @@ impl TableProviderFactory for NatalTableFactory {
 
 /// Runs natal I/O from DataFusion's synchronous catalog hooks (`register_table`,
 /// `deregister_table`), on the multi-threaded runtime the CLI and sessions use.
+/// The directories under `root` that hold a natal table (a `_versions` directory), by
+/// name; names that do not parse as a plain table name are left out.
+async fn stored_table_names(store: Arc<dyn ObjectStore>, root: Path) -> crate::Result<Vec<String>> {
+    let listed = store.list_with_delimiter(Some(&root)).await?;
+    let mut names = Vec::new();
+    for dir in listed.common_prefixes {
+        let Some(name) = dir.filename().map(str::to_string) else {
+            continue;
+        };
+        let plain = TableName::parse(&name).is_ok_and(|parsed| {
+            parsed.base == name && parsed.kind == TableKind::Rows && parsed.view.version.is_none()
+        });
+        if !plain {
+            continue;
+        }
+        let inside = store.list_with_delimiter(Some(&dir)).await?;
+        if inside
+            .common_prefixes
+            .iter()
+            .any(|p| p.filename() == Some(crate::io::VERSIONS_DIR))
+        {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
 fn blocking<T: Send + 'static>(
     work: impl std::future::Future<Output = crate::Result<T>> + Send + 'static,
 ) -> Result<T> {
