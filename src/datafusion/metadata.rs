@@ -106,7 +106,7 @@ pub(crate) fn fragments(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
                 fragments.iter().map(|f| f.live_rows()),
             )),
             Arc::new(BooleanArray::from_iter(
-                fragments.iter().map(|f| Some(f.row_ids.is_some())),
+                fragments.iter().map(|f| Some(!f.row_ids.is_native())),
             )),
             Arc::new(UInt64Array::from_iter_values(
                 fragments.iter().map(|f| f.files.len() as u64),

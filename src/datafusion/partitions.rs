@@ -108,8 +108,7 @@ mod tests {
             }],
             deletion: None,
             physical_rows: rows,
-            row_ids: None,
-            row_ids_file: None,
+            row_ids: crate::format::FragmentRowIds::Native,
         }
     }
 

@@ -107,7 +107,7 @@ impl Manifest {
                     return corrupt(format!("file {} names unknown field id {id}", file.path));
                 }
             }
-            if let Some(seq) = &fragment.row_ids {
+            if let Some(seq) = fragment.row_ids.sequence() {
                 if seq.len() != fragment.physical_rows as usize {
                     return corrupt(format!(
                         "fragment {} has {} rows but a row-id sequence of {}",
@@ -371,19 +371,23 @@ pub(super) fn fragment_from_proto(raw: proto::Fragment, path: &str) -> Result<Fr
             })
         })
         .transpose()?;
-    if row_ids.is_some() && row_ids_file.is_some() {
-        return Err(corrupt(format!(
-            "fragment {} has both an inline and a stored row-id sequence",
-            raw.id
-        )));
-    }
+    let row_ids = match (row_ids, row_ids_file) {
+        (None, None) => FragmentRowIds::Native,
+        (Some(sequence), None) => FragmentRowIds::Inline(sequence),
+        (None, Some(file)) => FragmentRowIds::Unread(file),
+        (Some(_), Some(_)) => {
+            return Err(corrupt(format!(
+                "fragment {} has both an inline and a stored row-id sequence",
+                raw.id
+            )))
+        }
+    };
     Ok(Fragment {
         id: raw.id,
         files,
         deletion,
         physical_rows,
         row_ids,
-        row_ids_file,
     })
 }
 
@@ -450,11 +454,11 @@ pub(super) fn fragment_to_proto(f: &Fragment) -> proto::Fragment {
             })
             .unwrap_or_default(),
         physical_rows: f.physical_rows as u64,
-        row_id_sequence: match &f.row_ids_file {
-            Some(_) => None,
-            None => f.row_ids.as_deref().map(sequence_to_proto),
+        row_id_sequence: match &f.row_ids {
+            FragmentRowIds::Inline(sequence) => Some(sequence_to_proto(sequence)),
+            _ => None,
         },
-        row_id_file: f.row_ids_file.as_ref().map(|r| proto::RowIdFile {
+        row_id_file: f.row_ids.file().map(|r| proto::RowIdFile {
             path: r.path.as_str().to_string(),
             size_bytes: r.size_bytes,
         }),

@@ -154,10 +154,10 @@ impl Manifest {
         if self.fragments.iter().any(|f| f.deletion.is_some()) {
             used |= flags::DELETION_FILES;
         }
-        if self.fragments.iter().any(|f| f.row_ids.is_some()) {
+        if self.fragments.iter().any(|f| !f.row_ids.is_native()) {
             used |= flags::ROW_ID_SEQUENCES;
         }
-        if self.fragments.iter().any(|f| f.row_ids_file.is_some()) {
+        if self.fragments.iter().any(|f| f.row_ids.file().is_some()) {
             used |= flags::ROW_ID_FILES;
         }
         if self
@@ -216,11 +216,69 @@ pub struct Fragment {
     pub deletion: Option<DeletionVector>,
     /// Rows stored, deleted or not.
     pub physical_rows: u32,
-    /// The ids of the rows by offset; `None` for a native fragment (ids are addresses).
-    /// Always loaded once a manifest leaves `io/`, wherever it is stored.
-    pub row_ids: Option<Arc<RowIdSequence>>,
-    /// Where `row_ids` is stored when it is too large to ride inline in every manifest.
-    pub row_ids_file: Option<RowIdFile>,
+    /// The ids of its rows, by offset.
+    pub row_ids: FragmentRowIds,
+}
+
+/// Where a fragment's row ids are: its addresses, a sequence in the manifest, or a sequence
+/// in its own file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum FragmentRowIds {
+    /// Each row's id is its address: every row was born in this fragment.
+    #[default]
+    Native,
+    /// The ids by offset, stored in the manifest (or in its fragment segment).
+    Inline(Arc<RowIdSequence>),
+    /// The ids by offset, stored in their own file (too many to ride in every manifest),
+    /// read with the manifest.
+    Stored {
+        /// The file.
+        file: RowIdFile,
+        /// The ids it holds.
+        sequence: Arc<RowIdSequence>,
+    },
+    /// Stored in their own file, not read yet. Only a manifest on its way through `io`
+    /// holds this (decoded, its row-id files not yet read): `io` reads every such file
+    /// before it returns a manifest, so everything above it sees [`FragmentRowIds::Stored`].
+    Unread(RowIdFile),
+}
+
+impl FragmentRowIds {
+    /// The ids by offset; `None` for a native fragment (and for unread ones).
+    pub fn sequence(&self) -> Option<&Arc<RowIdSequence>> {
+        match self {
+            Self::Inline(sequence) | Self::Stored { sequence, .. } => Some(sequence),
+            Self::Native | Self::Unread(_) => None,
+        }
+    }
+
+    /// The file the ids are stored in, if they have one.
+    pub fn file(&self) -> Option<&RowIdFile> {
+        match self {
+            Self::Stored { file, .. } | Self::Unread(file) => Some(file),
+            Self::Native | Self::Inline(_) => None,
+        }
+    }
+
+    /// True when ids are addresses.
+    pub fn is_native(&self) -> bool {
+        matches!(self, Self::Native)
+    }
+
+    /// `sequence` if there is one (`None`: native), inline.
+    pub fn of(sequence: Option<Arc<RowIdSequence>>) -> Self {
+        sequence.map_or(Self::Native, Self::Inline)
+    }
+
+    /// Equal as stored: ids in a file are compared by their file, so ids read back from
+    /// storage (not yet loaded) equal those that were written.
+    fn stored_eq(&self, other: &Self) -> bool {
+        match (self.file(), other.file()) {
+            (Some(a), Some(b)) => a == b,
+            (None, None) => self == other,
+            _ => false,
+        }
+    }
 }
 
 /// A run of fragments stored in its own immutable file. A commit rewrites only the segments
@@ -277,8 +335,7 @@ impl Fragment {
         self.id == other.id
             && self.files == other.files
             && self.physical_rows == other.physical_rows
-            && self.row_ids_file == other.row_ids_file
-            && (self.row_ids_file.is_some() || self.row_ids == other.row_ids)
+            && self.row_ids.stored_eq(&other.row_ids)
     }
 
     /// The file field `field_id` is read from: the newest of this fragment's files that

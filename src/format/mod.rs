@@ -21,8 +21,9 @@ mod proto {
 pub use deletion::{decode_deletions, encode_deletions};
 pub use index::{cache_node, IndexSection, IndexSegment, LogicalIndex};
 pub use manifest::{
-    flags, CheckpointRef, DataFile, DeletionFile, DeletionVector, Fragment, FragmentSegment,
-    Manifest, Operation, RowIdFile, SegmentPatch, TransactionSummary, FORMAT_VERSION,
+    flags, CheckpointRef, DataFile, DeletionFile, DeletionVector, Fragment, FragmentRowIds,
+    FragmentSegment, Manifest, Operation, RowIdFile, SegmentPatch, TransactionSummary,
+    FORMAT_VERSION,
 };
 pub use path::{DerivedName, TablePath, TABLE_FILE_DIRS};
 pub use schema::{

@@ -97,8 +97,7 @@ fn fragment(id: u32, rows: u32) -> impl Strategy<Value = Fragment> {
         files,
         deletion,
         physical_rows: rows,
-        row_ids,
-        row_ids_file: None,
+        row_ids: FragmentRowIds::of(row_ids),
     })
 }
 
@@ -214,4 +213,49 @@ proptest! {
         let decoded = decode_row_id_file("r", &bytes, ids.len() as u32).expect("decodes");
         prop_assert_eq!(decoded.iter().map(|id| id.as_u64()).collect::<Vec<_>>(), ids);
     }
+}
+
+/// A fragment's ids are native, inline, or in a file: stored ones read back unread (with
+/// their file), and a fragment claiming both an inline sequence and a file is refused.
+#[test]
+fn fragment_row_ids_are_one_of_three() {
+    let sequence = Arc::new(RowIdSequence::from_ids(&[7, 3, 9]));
+    let file = RowIdFile {
+        path: TablePath::parse("_rowids/0-a.bin").expect("a path"),
+        size_bytes: 40,
+    };
+    let fragment = |row_ids| Fragment {
+        id: 0,
+        files: Vec::new(),
+        deletion: None,
+        physical_rows: 3,
+        row_ids,
+    };
+    let stored = fragment(FragmentRowIds::Stored {
+        file: file.clone(),
+        sequence: sequence.clone(),
+    });
+    let read = super::convert::fragment_from_proto(super::convert::fragment_to_proto(&stored), "m")
+        .expect("decodes");
+    assert_eq!(read.row_ids, FragmentRowIds::Unread(file.clone()));
+    assert!(read.stored_eq(&stored));
+    for row_ids in [
+        FragmentRowIds::Native,
+        FragmentRowIds::Inline(sequence.clone()),
+    ] {
+        let written = fragment(row_ids);
+        let read =
+            super::convert::fragment_from_proto(super::convert::fragment_to_proto(&written), "m")
+                .expect("decodes");
+        assert_eq!(read, written);
+    }
+    let mut both = super::convert::fragment_to_proto(&stored);
+    both.row_id_sequence =
+        super::convert::fragment_to_proto(&fragment(FragmentRowIds::Inline(sequence)))
+            .row_id_sequence;
+    let refused = super::convert::fragment_from_proto(both, "m");
+    assert!(
+        matches!(refused, Err(crate::Error::Corrupt { .. })),
+        "{refused:?}"
+    );
 }

@@ -15,18 +15,23 @@ use futures::{StreamExt, TryStreamExt};
 use super::store::{unique_name, CONCURRENT_FILE_LOADS};
 use super::TableStore;
 use crate::error::Result;
-use crate::format::{decode_row_id_file, encode_row_id_file, Manifest, RowIdFile, TablePath};
+use crate::format::{
+    decode_row_id_file, encode_row_id_file, FragmentRowIds, Manifest, RowIdFile, TablePath,
+};
 use crate::rowid::RowIdSequence;
 
 impl TableStore {
-    /// Loads every stored sequence `manifest` names but does not hold.
+    /// Reads every row-id file `manifest` names but has not read
+    /// ([`FragmentRowIds::Unread`]), leaving none unread.
     pub(crate) async fn load_row_ids(&self, manifest: &mut Manifest) -> Result<()> {
         let wanted: Vec<(usize, RowIdFile, u32)> = manifest
             .fragments
             .iter()
             .enumerate()
-            .filter(|(_, f)| f.row_ids.is_none())
-            .filter_map(|(i, f)| Some((i, f.row_ids_file.clone()?, f.physical_rows)))
+            .filter_map(|(i, f)| match &f.row_ids {
+                FragmentRowIds::Unread(file) => Some((i, file.clone(), f.physical_rows)),
+                _ => None,
+            })
             .collect();
         let loaded: Vec<(usize, Arc<RowIdSequence>)> = futures::stream::iter(wanted)
             .map(|(i, file, rows)| async move {
@@ -36,7 +41,11 @@ impl TableStore {
             .try_collect()
             .await?;
         for (i, sequence) in loaded {
-            manifest.fragments[i].row_ids = Some(sequence);
+            let fragment = &mut manifest.fragments[i];
+            if let FragmentRowIds::Unread(file) = &fragment.row_ids {
+                let file = file.clone();
+                fragment.row_ids = FragmentRowIds::Stored { file, sequence };
+            }
         }
         Ok(())
     }
@@ -48,18 +57,20 @@ impl TableStore {
         inline_limit: usize,
     ) -> Result<()> {
         for fragment in &mut manifest.fragments {
-            let Some(sequence) = &fragment.row_ids else {
-                continue;
+            let FragmentRowIds::Inline(sequence) = &fragment.row_ids else {
+                continue; // native, or in a file already
             };
-            if fragment.row_ids_file.is_some() || sequence.encoded_len() <= inline_limit {
+            if sequence.encoded_len() <= inline_limit {
                 continue;
             }
+            let sequence = sequence.clone();
             let path = TablePath::parse(&format!("_rowids/{}-{}.bin", fragment.id, unique_name()))?;
-            let bytes = Bytes::from(encode_row_id_file(sequence));
+            let bytes = Bytes::from(encode_row_id_file(&sequence));
             let size_bytes = bytes.len() as u64;
             self.put(&self.path(&path), bytes).await?;
             self.row_ids.insert(path.as_str(), sequence.clone());
-            fragment.row_ids_file = Some(RowIdFile { path, size_bytes });
+            let file = RowIdFile { path, size_bytes };
+            fragment.row_ids = FragmentRowIds::Stored { file, sequence };
         }
         Ok(())
     }

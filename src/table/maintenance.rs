@@ -93,7 +93,7 @@ fn referenced_files(manifest: &Manifest, into: &mut HashSet<String>) {
         for deletion in fragment.deletion.iter().flat_map(|d| d.files()) {
             into.insert(deletion.path.as_str().to_string());
         }
-        if let Some(row_ids) = &fragment.row_ids_file {
+        if let Some(row_ids) = fragment.row_ids.file() {
             into.insert(row_ids.path.as_str().to_string());
         }
     }

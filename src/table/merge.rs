@@ -155,8 +155,7 @@ mod tests {
             physical_rows: rows,
             files: Vec::new(),
             deletion: None,
-            row_ids: None,
-            row_ids_file: None,
+            row_ids: crate::format::FragmentRowIds::Native,
         }
     }
 

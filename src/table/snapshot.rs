@@ -257,7 +257,7 @@ impl Snapshot {
         self.manifest
             .fragments
             .iter()
-            .filter(|f| f.row_ids.is_some())
+            .filter(|f| !f.row_ids.is_native())
             .map(|f| CarriedFragment {
                 id: f.id,
                 physical_rows: f.physical_rows,
@@ -270,8 +270,10 @@ impl Snapshot {
         newer_than: Option<FragmentId>,
     ) -> impl Iterator<Item = (FragmentId, &crate::rowid::RowIdSequence)> {
         self.manifest.fragments.iter().filter_map(move |f| {
-            let seq = f.row_ids.as_deref()?;
-            newer_than.is_none_or(|n| f.id > n).then_some((f.id, seq))
+            let seq = f.row_ids.sequence()?;
+            newer_than
+                .is_none_or(|n| f.id > n)
+                .then_some((f.id, seq.as_ref()))
         })
     }
 
@@ -294,7 +296,7 @@ impl Snapshot {
             return None;
         }
         // The address holds this id only if it was born there or moved there.
-        if let Some(seq) = &fragment.row_ids {
+        if let Some(seq) = fragment.row_ids.sequence() {
             if seq.get(addr.offset() as usize) != Some(id) {
                 return None;
             }
@@ -551,7 +553,7 @@ impl Snapshot {
             .map(|(f, d)| FragmentLayout {
                 id: f.id,
                 physical_rows: f.physical_rows,
-                sequence: f.row_ids.as_deref(),
+                sequence: f.row_ids.sequence().map(|s| s.as_ref()),
                 deleted: d.as_deref(),
             })
             .collect();
@@ -653,7 +655,7 @@ fn read_in_tasks(
 /// The offsets of `fragment` whose row ids fall in `range` (deleted rows included).
 fn offsets_with_ids_in(fragment: &Fragment, range: &RangeInclusive<u64>) -> RoaringBitmap {
     let mut offsets = RoaringBitmap::new();
-    match &fragment.row_ids {
+    match fragment.row_ids.sequence() {
         Some(sequence) => {
             for (offset, id) in sequence.iter().enumerate() {
                 if range.contains(&id.as_u64()) {
@@ -766,7 +768,7 @@ fn read_with_ids(
     let output = output.clone();
     let (with_id, with_addr) = (request.with_row_id, request.with_row_addr);
     let fragment_id = fragment.id;
-    let sequence = fragment.row_ids.clone();
+    let sequence = fragment.row_ids.sequence().cloned();
     // One walk over the sequence for the whole fragment: batches come in offset order.
     let mut cursor = SequenceCursor::default();
     store

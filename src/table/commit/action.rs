@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::format::{DataFile, Fragment, IndexSegment, Manifest, Operation};
+use crate::format::{DataFile, Fragment, FragmentRowIds, IndexSegment, Manifest, Operation};
 use crate::rowid::{FragmentId, RowAddress, RowId, RowIdSequence};
 
 /// A data file written for a new fragment, with the ids of its rows.
@@ -37,8 +37,7 @@ impl NewFragment {
             files: vec![self.file],
             deletion: None,
             physical_rows: self.rows,
-            row_ids,
-            row_ids_file: None,
+            row_ids: FragmentRowIds::of(row_ids),
         }
     }
 }

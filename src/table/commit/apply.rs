@@ -209,7 +209,7 @@ async fn forget_moves_of_purged(
 ) -> Result<()> {
     let mut purged: HashSet<RowId> = HashSet::new();
     for input in inputs {
-        let (Some(vector), Some(seq)) = (&input.deletion, &input.row_ids) else {
+        let (Some(vector), Some(seq)) = (&input.deletion, input.row_ids.sequence()) else {
             // No deletions, or only native rows, which have no older copies.
             continue;
         };
@@ -235,7 +235,7 @@ async fn forget_moves_of_purged(
         let holds_copy = births.contains(&fragment.id)
             || fragment
                 .row_ids
-                .as_ref()
+                .sequence()
                 .is_some_and(|seq| seq.iter().any(|id| purged.contains(&id)));
         if holds_copy {
             vector.forget_moves();
@@ -267,7 +267,7 @@ async fn apply_compaction(
         if let Some(before) = store.fragment_deletions(input).await? {
             newly -= before.as_ref();
         }
-        match &input.row_ids {
+        match input.row_ids.sequence() {
             Some(seq) => {
                 for id in seq.get_many(newly.iter()) {
                     deleted_since.insert(id.ok_or_else(|| short_sequence(input))?);

@@ -128,7 +128,7 @@ fn added_row_ids(prev: &Manifest, next: &Manifest) -> HashMap<RowId, RowAddress>
         if prev.fragment(fragment.id).is_some() {
             continue;
         }
-        if let Some(seq) = &fragment.row_ids {
+        if let Some(seq) = fragment.row_ids.sequence() {
             for (offset, id) in seq.iter().enumerate() {
                 out.insert(id, RowAddress::new(fragment.id, offset as u32));
             }
