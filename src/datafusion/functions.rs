@@ -212,13 +212,20 @@ fn literal_string(name: &str, args: &[Expr], i: usize, what: &str) -> Result<Str
 fn literal_u64(name: &str, args: &[Expr], i: usize, what: &str) -> Result<Option<u64>> {
     match args.get(i) {
         None => Ok(None),
-        Some(Expr::Literal(value, _)) => match value.cast_to(&DataType::UInt64) {
-            Ok(ScalarValue::UInt64(Some(v))) => Ok(Some(v)),
-            _ => Err(DataFusionError::Plan(format!(
-                "{name}: argument {} ({what}) must be a non-negative integer, got {value}",
-                i + 1
-            ))),
-        },
+        // Only integer literals: a cast would truncate `1.7` to version 1.
+        Some(Expr::Literal(value, _)) if value.data_type().is_integer() => {
+            match value.cast_to(&DataType::UInt64) {
+                Ok(ScalarValue::UInt64(Some(v))) => Ok(Some(v)),
+                _ => Err(DataFusionError::Plan(format!(
+                    "{name}: argument {} ({what}) must be a non-negative integer, got {value}",
+                    i + 1
+                ))),
+            }
+        }
+        Some(Expr::Literal(value, _)) => Err(DataFusionError::Plan(format!(
+            "{name}: argument {} ({what}) must be a non-negative integer, got {value}",
+            i + 1
+        ))),
         Some(other) => Err(DataFusionError::Plan(format!(
             "{name}: argument {} ({what}) must be a literal, got {other}",
             i + 1
