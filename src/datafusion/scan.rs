@@ -20,7 +20,9 @@ use datafusion::common::Statistics;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::execution_plan::EmissionType;
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
@@ -189,22 +191,20 @@ impl ExecutionPlan for NatalScanExec {
                 .add(self.plan.fragments_pruned);
         }
         let counters = Arc::new(ScanMetrics::default());
-        let bytes_read = MetricBuilder::new(&self.metrics).counter("bytes_read", partition);
-        let rows_masked = MetricBuilder::new(&self.metrics).counter("rows_masked", partition);
-        let rows_filtered = MetricBuilder::new(&self.metrics).counter("rows_filtered", partition);
-        let rows_page_pruned =
-            MetricBuilder::new(&self.metrics).counter("rows_page_pruned", partition);
-        // Copies the scan's counters into DataFusion's metrics once the stream is done.
-        let report = {
-            let counters = counters.clone();
-            futures::stream::once(async move {
-                bytes_read.add(counters.bytes_read.load(Ordering::Relaxed) as usize);
-                rows_masked.add(counters.rows_masked.load(Ordering::Relaxed) as usize);
-                rows_filtered.add(counters.rows_filtered.load(Ordering::Relaxed) as usize);
-                rows_page_pruned.add(counters.rows_page_pruned.load(Ordering::Relaxed) as usize);
-            })
-            .filter_map(|()| futures::future::ready(None::<Result<RecordBatch>>))
-        };
+        // The scan's counters reach DataFusion's metrics when the stream ends, or when it is
+        // dropped before its end (a LIMIT above it stops polling): EXPLAIN ANALYZE then
+        // shows what the scan did read.
+        let reporter = Arc::new(MetricsReporter {
+            counters: counters.clone(),
+            reported: std::sync::atomic::AtomicBool::new(false),
+            bytes_read: MetricBuilder::new(&self.metrics).counter("bytes_read", partition),
+            rows_masked: MetricBuilder::new(&self.metrics).counter("rows_masked", partition),
+            rows_filtered: MetricBuilder::new(&self.metrics).counter("rows_filtered", partition),
+            rows_page_pruned: MetricBuilder::new(&self.metrics)
+                .counter("rows_page_pruned", partition),
+        });
+        let report = futures::stream::once(async move { reporter.report() })
+            .filter_map(|()| futures::future::ready(None::<Result<RecordBatch>>));
         let request = ScanRequest {
             columns: Some(self.plan.columns.clone()),
             with_row_id: self.plan.with_row_id,
@@ -249,6 +249,7 @@ impl ExecutionPlan for NatalScanExec {
                 futures::future::ready(cut)
             })
             .inspect_ok(move |batch| rows_out.add(batch.num_rows()))
+            // Holds the reporter: dropped unfinished, the stream reports as it goes.
             .chain(report);
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }
@@ -268,5 +269,37 @@ impl ExecutionPlan for NatalScanExec {
             &self.schema,
             args.partition(),
         )))
+    }
+}
+
+/// Copies a partition's scan counters into its DataFusion metrics, once: at the end of the
+/// stream, or when the last holder (the stream) is dropped first.
+struct MetricsReporter {
+    counters: Arc<ScanMetrics>,
+    reported: std::sync::atomic::AtomicBool,
+    bytes_read: Count,
+    rows_masked: Count,
+    rows_filtered: Count,
+    rows_page_pruned: Count,
+}
+
+impl MetricsReporter {
+    fn report(&self) {
+        if self.reported.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let read =
+            |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed) as usize;
+        self.bytes_read.add(read(&self.counters.bytes_read));
+        self.rows_masked.add(read(&self.counters.rows_masked));
+        self.rows_filtered.add(read(&self.counters.rows_filtered));
+        self.rows_page_pruned
+            .add(read(&self.counters.rows_page_pruned));
+    }
+}
+
+impl Drop for MetricsReporter {
+    fn drop(&mut self) {
+        self.report();
     }
 }
