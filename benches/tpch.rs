@@ -42,7 +42,7 @@ fn median(mut times: Vec<f64>) -> f64 {
 }
 
 /// Median wall time (ms) of `runs` runs of query `q`, each in a fresh session from `session`.
-async fn time_query<F, Fut>(session: F, q: usize, runs: usize) -> Result<f64>
+async fn time_query<F, Fut>(session: F, q: usize, sf: f64, runs: usize) -> Result<f64>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<SessionContext>>,
@@ -51,18 +51,23 @@ where
     for _ in 0..runs {
         let ctx = session().await?;
         let start = Instant::now();
-        tpch::run(&ctx, q).await?;
+        tpch::run(&ctx, q, sf).await?;
         times.push(start.elapsed().as_secs_f64() * 1e3);
     }
     Ok(median(times))
 }
 
 /// Checks that natal and Parquet give the same answer to every query, then times both.
-async fn compare(dirs: &Dirs, queries: &[usize], runs: usize) -> Result<Vec<(usize, f64, f64)>> {
+async fn compare(
+    dirs: &Dirs,
+    queries: &[usize],
+    sf: f64,
+    runs: usize,
+) -> Result<Vec<(usize, f64, f64)>> {
     let mut out = Vec::new();
     for &q in queries {
-        let natal = tpch::canonical(&tpch::run(&tpch::natal_session(dirs)?, q).await?)?;
-        let plain = tpch::canonical(&tpch::run(&tpch::parquet_session(dirs).await?, q).await?)?;
+        let natal = tpch::canonical(&tpch::run(&tpch::natal_session(dirs)?, q, sf).await?)?;
+        let plain = tpch::canonical(&tpch::run(&tpch::parquet_session(dirs).await?, q, sf).await?)?;
         if natal != plain {
             return Err(DataFusionError::Execution(format!(
                 "q{q}: natal's answer ({} rows) differs from Parquet's ({} rows)",
@@ -70,8 +75,8 @@ async fn compare(dirs: &Dirs, queries: &[usize], runs: usize) -> Result<Vec<(usi
                 plain.len()
             )));
         }
-        let natal_ms = time_query(|| async { tpch::natal_session(dirs) }, q, runs).await?;
-        let plain_ms = time_query(|| tpch::parquet_session(dirs), q, runs).await?;
+        let natal_ms = time_query(|| async { tpch::natal_session(dirs) }, q, sf, runs).await?;
+        let plain_ms = time_query(|| tpch::parquet_session(dirs), q, sf, runs).await?;
         eprintln!(
             "q{q}: natal {natal_ms:.0} ms, Parquet {plain_ms:.0} ms ({} rows)",
             natal.len()
@@ -181,7 +186,7 @@ async fn main() -> Result<()> {
     if std::env::var("NATAL_TPCH_WRITE").as_deref() != Ok("0") {
         write_figure(&dirs, sf).await?;
     }
-    let fresh = compare(&dirs, &queries, runs).await?;
+    let fresh = compare(&dirs, &queries, sf, runs).await?;
     print_table("fresh tables:", &fresh);
     if std::env::var("NATAL_TPCH_CHURN").as_deref() == Ok("0") {
         keep_if_asked(dir);
@@ -190,7 +195,7 @@ async fn main() -> Result<()> {
     let start = Instant::now();
     tpch::churn(&dirs).await?;
     println!("churn took {:.1} s\n", start.elapsed().as_secs_f64());
-    let churned = compare(&dirs, &queries, runs).await?;
+    let churned = compare(&dirs, &queries, sf, runs).await?;
     print_table(
         "after churn (update 10%, delete + insert 1%, compact):",
         &churned,

@@ -211,9 +211,14 @@ pub async fn parquet_session(dirs: &Dirs) -> Result<SessionContext> {
     Ok(ctx)
 }
 
-/// Runs query `q` (1-based) and returns its rows.
-pub async fn run(ctx: &SessionContext, q: usize) -> Result<Vec<RecordBatch>> {
-    ctx.sql(queries::QUERIES[q - 1]).await?.collect().await
+/// Query `q` (1-based) with its parameters for scale factor `sf`.
+pub fn query(q: usize, sf: f64) -> String {
+    queries::QUERIES[q - 1].replace("FRACTION", &format!("{}", 0.0001 / sf))
+}
+
+/// Runs query `q` (1-based) at scale factor `sf` and returns its rows.
+pub async fn run(ctx: &SessionContext, q: usize, sf: f64) -> Result<Vec<RecordBatch>> {
+    ctx.sql(&query(q, sf)).await?.collect().await
 }
 
 /// An answer as text lines, one per row, in a canonical order: ties under a query's ORDER BY

@@ -1,7 +1,7 @@
 //! The 22 TPC-H queries, written from the TPC-H specification (revision 3) with its
-//! validation parameters. Q15's view is a common table expression; Q11's fraction is the
-//! validation one (0.0001) at every scale factor, so both sides of a comparison compute the
-//! same answer whatever the scale.
+//! validation parameters. Q15's view is a common table expression; Q11's fraction is written
+//! as `FRACTION`, which [`super::query`] sets to 0.0001 / SF as the specification says
+//! (2.4.11.3): a fixed 0.0001 selects no part at SF 10.
 
 pub const QUERIES: [&str; 22] = [
     // Q1: pricing summary report
@@ -118,7 +118,7 @@ pub const QUERIES: [&str; 22] = [
      where ps_suppkey = s_suppkey and s_nationkey = n_nationkey and n_name = 'GERMANY'
      group by ps_partkey
      having sum(ps_supplycost * ps_availqty) > (
-       select sum(ps_supplycost * ps_availqty) * 0.0001
+       select sum(ps_supplycost * ps_availqty) * FRACTION
        from partsupp, supplier, nation
        where ps_suppkey = s_suppkey and s_nationkey = n_nationkey and n_name = 'GERMANY')
      order by value desc",

@@ -8,14 +8,21 @@ mod harness;
 
 use harness::Dirs;
 
+/// The CI-sized scale factor.
+const SF: f64 = 0.01;
+
 async fn assert_same_answers(dirs: &Dirs, when: &str) {
     for q in 1..=22 {
-        let natal = harness::run(&harness::natal_session(dirs).expect("session"), q)
+        let natal = harness::run(&harness::natal_session(dirs).expect("session"), q, SF)
             .await
             .unwrap_or_else(|e| panic!("q{q} on natal ({when}): {e}"));
-        let parquet = harness::run(&harness::parquet_session(dirs).await.expect("session"), q)
-            .await
-            .unwrap_or_else(|e| panic!("q{q} on Parquet ({when}): {e}"));
+        let parquet = harness::run(
+            &harness::parquet_session(dirs).await.expect("session"),
+            q,
+            SF,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("q{q} on Parquet ({when}): {e}"));
         let (natal, parquet) = (
             harness::canonical(&natal).expect("format"),
             harness::canonical(&parquet).expect("format"),
@@ -28,7 +35,7 @@ async fn assert_same_answers(dirs: &Dirs, when: &str) {
 async fn the_22_queries_answer_as_on_parquet_fresh_and_after_churn() {
     let dir = tempfile::tempdir().expect("temp dir");
     let dirs = Dirs::under(dir.path());
-    harness::load(&dirs, 0.01).await.expect("load");
+    harness::load(&dirs, SF).await.expect("load");
     assert_same_answers(&dirs, "fresh").await;
     harness::churn(&dirs).await.expect("churn");
     assert_same_answers(&dirs, "after churn").await;
