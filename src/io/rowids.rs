@@ -41,10 +41,9 @@ impl TableStore {
             .try_collect()
             .await?;
         for (i, sequence) in loaded {
-            let fragment = &mut manifest.fragments[i];
-            if let FragmentRowIds::Unread(file) = &fragment.row_ids {
-                let file = file.clone();
-                fragment.row_ids = FragmentRowIds::Stored { file, sequence };
+            let row_ids = &mut manifest.fragments[i].row_ids;
+            if let FragmentRowIds::Unread(file) = std::mem::take(row_ids) {
+                *row_ids = FragmentRowIds::Stored { file, sequence };
             }
         }
         Ok(())

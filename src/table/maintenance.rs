@@ -9,7 +9,8 @@ use object_store::ObjectStoreExt;
 use roaring::RoaringBitmap;
 
 use super::commit::Action;
-use super::snapshot::{ScanRequest, Snapshot};
+use super::scan_request::ScanRequest;
+use super::snapshot::Snapshot;
 use super::write::FragmentWriter;
 use super::{Committed, ProgressHandle, Table};
 use crate::error::{Error, Result};

@@ -24,6 +24,7 @@ mod index;
 mod maintenance;
 mod merge;
 mod progress;
+mod scan_request;
 mod snapshot;
 mod write;
 
@@ -42,7 +43,8 @@ pub use index::{IndexOptions, IndexProbe, IndexReport};
 pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, CompactionReport};
 pub use merge::TieredMerge;
 pub use progress::{Progress, ProgressHandle};
-pub use snapshot::{ScanMetrics, ScanRequest, Snapshot, ROW_ADDR, ROW_ID};
+pub use scan_request::{ScanMetrics, ScanRequest, ROW_ADDR, ROW_ID};
+pub use snapshot::Snapshot;
 pub use write::{BatchUpdate, RowMatch};
 
 /// Options of a table handle.

@@ -13,7 +13,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::commit::{Action, NewFragment};
 use super::filter::{RowPredicate, WholeRowPredicate};
-use super::snapshot::{ScanRequest, ROW_ADDR, ROW_ID};
+use super::scan_request::{ScanRequest, ROW_ADDR, ROW_ID};
 use super::{Committed, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::Schema;

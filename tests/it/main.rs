@@ -4,6 +4,7 @@ mod bad_input;
 mod cli;
 mod common;
 mod concurrency;
+mod data_files;
 mod faults;
 mod fixtures;
 mod index;

@@ -8,25 +8,25 @@ use datafusion::prelude::SessionContext;
 
 use crate::common::{catalog_session, metric, run};
 
+/// Table `t (k, v)` of keys `0..rows` (`v = 10 k`), keys below 100 deleted.
+async fn keys_with_the_first_100_deleted(rows: u64) -> (tempfile::TempDir, SessionContext) {
+    let (dir, ctx) = catalog_session();
+    run(&ctx, "CREATE TABLE t (k BIGINT NOT NULL, v BIGINT)").await;
+    let insert = format!(
+        "INSERT INTO t SELECT value, value * 10 FROM generate_series(0, {})",
+        rows - 1
+    );
+    run(&ctx, &insert).await;
+    run(&ctx, "DELETE FROM t WHERE k < 100").await;
+    (dir, ctx)
+}
+
 /// A scan stopped before its end (a LIMIT above it, a client that stops reading) still
 /// reports what it read: EXPLAIN ANALYZE showed `bytes_read=0` for such scans.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scan_dropped_early_still_reports_its_metrics() {
-    let (_dir, ctx) = catalog_session();
-    run(&ctx, "CREATE TABLE t (k BIGINT NOT NULL, v BIGINT)").await;
-    run(
-        &ctx,
-        "INSERT INTO t SELECT value, value * 10 FROM generate_series(0, 199999)",
-    )
-    .await;
-    run(&ctx, "DELETE FROM t WHERE k < 100").await;
-    let plan = ctx
-        .sql("SELECT k, v FROM t")
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let (_dir, ctx) = keys_with_the_first_100_deleted(200_000).await;
+    let (plan, _) = physical_plan(&ctx, "SELECT k, v FROM t").await;
     fn find_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         if plan.name() == "NatalScanExec" {
             return Some(plan.clone());
@@ -47,22 +47,12 @@ async fn a_scan_dropped_early_still_reports_its_metrics() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scan_metrics_count_masked_rows_and_bytes_read() {
-    let (_dir, ctx) = catalog_session();
-    run(&ctx, "CREATE TABLE t (k BIGINT NOT NULL, v BIGINT)").await;
-    run(
+    let (_dir, ctx) = keys_with_the_first_100_deleted(1_000).await;
+    let (plan, _) = physical_plan(
         &ctx,
-        "INSERT INTO t SELECT value, value * 10 FROM generate_series(0, 999)",
+        r#"SELECT k FROM "t$rows" WHERE _rowid BETWEEN 0 AND 499"#,
     )
     .await;
-    run(&ctx, "DELETE FROM t WHERE k < 100").await;
-
-    let plan = ctx
-        .sql(r#"SELECT k FROM "t$rows" WHERE _rowid BETWEEN 0 AND 499"#)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
     let batches = collect(plan.clone(), ctx.task_ctx()).await.unwrap();
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
     assert_eq!(rows, 400, "ids 100..=499 are live");
@@ -70,13 +60,7 @@ async fn scan_metrics_count_masked_rows_and_bytes_read() {
     assert_eq!(metric(&plan, "NatalScanExec", "rows_masked"), 600);
     assert!(metric(&plan, "NatalScanExec", "bytes_read") > 0);
 
-    let plan = ctx
-        .sql("SELECT k, v FROM t")
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let (plan, _) = physical_plan(&ctx, "SELECT k, v FROM t").await;
     collect(plan.clone(), ctx.task_ctx()).await.unwrap();
     assert_eq!(
         metric(&plan, "NatalScanExec", "rows_masked"),

@@ -1,0 +1,115 @@
+//! [`ScanRequest`]: what a scan of a snapshot reads (columns, system columns, id masks, a
+//! filter, an index), with its builder; [`ScanMetrics`]: what the scan counted as it ran.
+
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use super::filter::RowPredicate;
+use super::index::IndexProbe;
+use crate::rowid::{FragmentId, RowId, RowIdSet};
+
+/// The name of the system column holding a row's id.
+pub const ROW_ID: &str = "_rowid";
+/// The name of the system column holding a row's current address.
+pub const ROW_ADDR: &str = "_rowaddr";
+
+/// What a scan reads.
+#[derive(Debug, Clone, Default)]
+pub struct ScanRequest {
+    /// User columns to read, by name; `None` reads every column.
+    pub columns: Option<Vec<String>>,
+    /// Adds the `_rowid` column.
+    pub with_row_id: bool,
+    /// Adds the `_rowaddr` column.
+    pub with_row_addr: bool,
+    /// Only rows whose ids are in this set (a mask: native ranges − tombstones + moves).
+    pub row_ids: Option<RowIdSet>,
+    /// Only rows whose ids are in this range, answered per fragment from its ids (a native
+    /// fragment's are one range of addresses) without the relocation view.
+    pub row_id_range: Option<RangeInclusive<u64>>,
+    /// Counters the scan adds to as it reads.
+    pub metrics: Option<Arc<ScanMetrics>>,
+    /// Only these fragments (for partitioned scans); `None` reads all.
+    pub fragments: Option<Vec<FragmentId>>,
+    /// Of these fragments, only the rows at these offsets (a partition's share of a
+    /// fragment split between partitions); others are read whole.
+    pub fragment_rows: Option<BTreeMap<FragmentId, std::ops::Range<u32>>>,
+    /// Only rows passing this, evaluated as the scan reads (see [`RowPredicate`]).
+    pub filter: Option<Arc<dyn RowPredicate>>,
+    /// In fragments the index covers, only the rows it finds for the probe's values (a
+    /// superset of the rows the scan's filter passes; the filter still decides).
+    pub index: Option<Arc<IndexProbe>>,
+}
+
+impl ScanRequest {
+    /// Every row of every column, no system columns: add to it with the methods below.
+    ///
+    /// ```
+    /// # use natal::ScanRequest;
+    /// let request = ScanRequest::new()
+    ///     .columns(["key", "name"])
+    ///     .with_row_id()
+    ///     .row_id_range(0..=999);
+    /// assert_eq!(request.columns.as_deref(), Some(&["key".to_string(), "name".to_string()][..]));
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads only these user columns, in this order.
+    pub fn columns<S: Into<String>>(mut self, columns: impl IntoIterator<Item = S>) -> Self {
+        self.columns = Some(columns.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Adds the `_rowid` column after the user columns.
+    pub fn with_row_id(mut self) -> Self {
+        self.with_row_id = true;
+        self
+    }
+
+    /// Adds the `_rowaddr` column after the user columns (and `_rowid`).
+    pub fn with_row_addr(mut self) -> Self {
+        self.with_row_addr = true;
+        self
+    }
+
+    /// Reads only the rows with these ids (a take).
+    pub fn row_ids(mut self, ids: impl IntoIterator<Item = RowId>) -> Self {
+        self.row_ids = Some(ids.into_iter().collect());
+        self
+    }
+
+    /// Reads only the rows whose ids fall in `range`.
+    pub fn row_id_range(mut self, range: RangeInclusive<u64>) -> Self {
+        self.row_id_range = Some(range);
+        self
+    }
+
+    /// Reads only the rows passing `filter`, evaluated as the scan reads.
+    pub fn filter(mut self, filter: Arc<dyn RowPredicate>) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    /// Adds the scan's counters to `metrics`.
+    pub fn metrics(mut self, metrics: Arc<ScanMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+}
+
+/// What a scan did, counted as it runs.
+#[derive(Debug, Default)]
+pub struct ScanMetrics {
+    /// Bytes received from data-file reads (footers and pages).
+    pub bytes_read: Arc<AtomicU64>,
+    /// Rows of the scanned fragments not read: deleted or outside the id mask.
+    pub rows_masked: AtomicU64,
+    /// Rows read and rejected by the scan's filter.
+    pub rows_filtered: AtomicU64,
+    /// Rows not read because their pages' min/max rule the filter out.
+    pub rows_page_pruned: Arc<AtomicU64>,
+}
