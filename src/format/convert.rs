@@ -32,7 +32,7 @@ impl Manifest {
     /// [`Error::Corrupt`] for bad magic, checksum, protobuf or inconsistent contents;
     /// [`Error::UnsupportedFeature`] / [`Error::UnsupportedFormatVersion`];
     /// [`Error::PathEscapesTable`] for a path outside the table.
-    pub fn decode(path: &str, bytes: &[u8]) -> Result<Self> {
+    pub fn decode(path: &str, bytes: &[u8]) -> Result<Unresolved<Self>> {
         let body = unseal(MAGIC, path, bytes, "manifest")?;
         let raw = proto::Manifest::decode(body)
             .map_err(|e| Error::corrupt(path, format!("undecodable protobuf: {e}")))?;
@@ -52,9 +52,13 @@ impl Manifest {
                 action: "read",
             });
         }
-        let manifest = manifest_from_proto(raw, path)?;
-        manifest.validate(path)?;
-        Ok(manifest)
+        let files = row_id_files_of(&raw.fragments, path)?;
+        let path = path.to_string();
+        Ok(Unresolved::new(files, move |read| {
+            let manifest = manifest_from_proto(raw, &path, read)?;
+            manifest.validate(&path)?;
+            Ok(manifest)
+        }))
     }
 
     /// Refuses to write on top of a manifest whose writer flags this client does not know.
@@ -130,7 +134,7 @@ impl Manifest {
     }
 }
 
-fn manifest_from_proto(raw: proto::Manifest, path: &str) -> Result<Manifest> {
+fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> Result<Manifest> {
     let corrupt = |reason: &str| Error::corrupt(path, reason);
     let schema = raw.schema.ok_or_else(|| corrupt("missing schema"))?;
     let schema = Schema {
@@ -153,7 +157,7 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str) -> Result<Manifest> {
     let fragments = raw
         .fragments
         .into_iter()
-        .map(|f| fragment_from_proto(f, path))
+        .map(|f| fragment_from_proto(f, path, read))
         .collect::<Result<Vec<_>>>()?;
     let fragment_segments = raw
         .fragment_segments
@@ -323,10 +327,39 @@ fn indexes_to_proto(section: &IndexSection) -> proto::IndexSection {
     }
 }
 
-pub(super) fn fragment_from_proto(raw: proto::Fragment, path: &str) -> Result<Fragment> {
+/// The row-id files `fragments` name, each with the ids it must hold.
+pub(super) fn row_id_files_of(
+    fragments: &[proto::Fragment],
+    path: &str,
+) -> Result<Vec<RowIdsToRead>> {
+    fragments
+        .iter()
+        .filter_map(|f| f.row_id_file.as_ref().map(|file| (f, file)))
+        .map(|(f, file)| {
+            Ok(RowIdsToRead {
+                file: RowIdFile {
+                    path: TablePath::parse(&file.path)?,
+                    size_bytes: file.size_bytes,
+                },
+                rows: physical_rows_of(f, path)?,
+            })
+        })
+        .collect()
+}
+
+fn physical_rows_of(raw: &proto::Fragment, path: &str) -> Result<u32> {
+    u32::try_from(raw.physical_rows)
+        .map_err(|_| Error::corrupt(path, format!("fragment {} has too many rows", raw.id)))
+}
+
+/// A fragment from its protobuf, its stored row ids taken from `read` (see `unresolved.rs`).
+pub(super) fn fragment_from_proto(
+    raw: proto::Fragment,
+    path: &str,
+    read: &RowIdsRead,
+) -> Result<Fragment> {
     let corrupt = |reason: String| Error::corrupt(path, reason);
-    let physical_rows = u32::try_from(raw.physical_rows)
-        .map_err(|_| corrupt(format!("fragment {} has too many rows", raw.id)))?;
+    let physical_rows = physical_rows_of(&raw, path)?;
     let files = raw
         .files
         .into_iter()
@@ -365,16 +398,23 @@ pub(super) fn fragment_from_proto(raw: proto::Fragment, path: &str) -> Result<Fr
     let row_ids_file = raw
         .row_id_file
         .map(|f| {
-            Ok::<_, Error>(RowIdFile {
-                path: TablePath::parse(&f.path)?,
+            let path = TablePath::parse(&f.path)?;
+            let sequence = read.get(&path).cloned().ok_or_else(|| {
+                Error::internal(format!(
+                    "row-id file {path} was not read before its fragment"
+                ))
+            })?;
+            let file = RowIdFile {
+                path,
                 size_bytes: f.size_bytes,
-            })
+            };
+            Ok::<_, Error>((file, sequence))
         })
         .transpose()?;
     let row_ids = match (row_ids, row_ids_file) {
         (None, None) => FragmentRowIds::Native,
         (Some(sequence), None) => FragmentRowIds::Inline(sequence),
-        (None, Some(file)) => FragmentRowIds::Unread(file),
+        (None, Some((file, sequence))) => FragmentRowIds::Stored { file, sequence },
         (Some(_), Some(_)) => {
             return Err(corrupt(format!(
                 "fragment {} has both an inline and a stored row-id sequence",

@@ -230,32 +230,28 @@ pub enum FragmentRowIds {
     /// The ids by offset, stored in the manifest (or in its fragment segment).
     Inline(Arc<RowIdSequence>),
     /// The ids by offset, stored in their own file (too many to ride in every manifest),
-    /// read with the manifest.
+    /// read before the fragment is built (see [`super::Unresolved`]).
     Stored {
         /// The file.
         file: RowIdFile,
         /// The ids it holds.
         sequence: Arc<RowIdSequence>,
     },
-    /// Stored in their own file, not read yet. Only a manifest on its way through `io`
-    /// holds this (decoded, its row-id files not yet read): `io` reads every such file
-    /// before it returns a manifest, so everything above it sees [`FragmentRowIds::Stored`].
-    Unread(RowIdFile),
 }
 
 impl FragmentRowIds {
-    /// The ids by offset; `None` for a native fragment (and for unread ones).
+    /// The ids by offset; `None` for a native fragment.
     pub fn sequence(&self) -> Option<&Arc<RowIdSequence>> {
         match self {
             Self::Inline(sequence) | Self::Stored { sequence, .. } => Some(sequence),
-            Self::Native | Self::Unread(_) => None,
+            Self::Native => None,
         }
     }
 
     /// The file the ids are stored in, if they have one.
     pub fn file(&self) -> Option<&RowIdFile> {
         match self {
-            Self::Stored { file, .. } | Self::Unread(file) => Some(file),
+            Self::Stored { file, .. } => Some(file),
             Self::Native | Self::Inline(_) => None,
         }
     }
@@ -270,8 +266,8 @@ impl FragmentRowIds {
         sequence.map_or(Self::Native, Self::Inline)
     }
 
-    /// Equal as stored: ids in a file are compared by their file, so ids read back from
-    /// storage (not yet loaded) equal those that were written.
+    /// Equal as stored: ids in a file are compared by their file (files are immutable), not
+    /// id by id.
     fn stored_eq(&self, other: &Self) -> bool {
         match (self.file(), other.file()) {
             (Some(a), Some(b)) => a == b,
@@ -324,8 +320,8 @@ pub struct RowIdFile {
 }
 
 impl Fragment {
-    /// Equal as stored: a sequence kept in a file is compared by its file, so a fragment
-    /// read back from storage (sequence not yet loaded) equals the one that was written.
+    /// Equal as stored: a sequence kept in a file is compared by its file (files are
+    /// immutable), not id by id.
     pub fn stored_eq(&self, other: &Fragment) -> bool {
         self.deletion == other.deletion && self.stored_eq_but_deletions(other)
     }

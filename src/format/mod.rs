@@ -1,6 +1,7 @@
 //! The on-disk format as pure domain types: manifest, schema, fragments, data files,
 //! deletion files, statistics. Protobuf types are generated into the private `proto` module
 //! and never leave `format/`; [`Manifest::encode`] and [`Manifest::decode`] are the only doors.
+//! A decoded fragment list is [`Unresolved`] until `io` has read the row-id files it names.
 
 mod convert;
 mod convert_row_ids;
@@ -12,6 +13,7 @@ mod path;
 mod schema;
 mod stats;
 mod stored;
+mod unresolved;
 
 #[allow(clippy::all, missing_docs)]
 mod proto {
@@ -37,6 +39,7 @@ pub use stored::{
     apply_segment_patch, decode_fragment_segment, decode_row_id_file, encode_fragment_segment,
     encode_row_id_file, encode_segment_patch, FRAGMENTS_PER_SEGMENT, ROW_ID_INLINE_LIMIT,
 };
+pub use unresolved::{RowIdsRead, RowIdsToRead, Unresolved};
 
 #[cfg(test)]
 mod roundtrip_tests;

@@ -90,15 +90,59 @@ fn fragment(id: u32, rows: u32) -> impl Strategy<Value = Fragment> {
             .collect();
         DeletionVector::from_files(files)
     });
-    let row_ids = option::of(vec(any::<u64>(), rows as usize))
-        .prop_map(|ids| ids.map(|ids| Arc::new(RowIdSequence::from_ids(&ids))));
+    let row_ids = (option::of(vec(any::<u64>(), rows as usize)), any::<bool>()).prop_map(
+        move |(ids, in_a_file)| match ids.map(|ids| Arc::new(RowIdSequence::from_ids(&ids))) {
+            None => FragmentRowIds::Native,
+            Some(sequence) if in_a_file => FragmentRowIds::Stored {
+                file: RowIdFile {
+                    path: TablePath::parse(&format!("_rowids/{id}-x.bin")).expect("a path"),
+                    size_bytes: 1 + u64::from(id),
+                },
+                sequence,
+            },
+            Some(sequence) => FragmentRowIds::Inline(sequence),
+        },
+    );
     (files, deletion, row_ids).prop_map(move |(files, deletion, row_ids)| Fragment {
         id,
         files,
         deletion,
         physical_rows: rows,
-        row_ids: FragmentRowIds::of(row_ids),
+        row_ids,
     })
+}
+
+/// What `io` would read for `fragments`: the sequences of those whose ids are in a file.
+fn read_row_ids_of(fragments: &[Fragment]) -> RowIdsRead {
+    fragments
+        .iter()
+        .filter_map(|f| match &f.row_ids {
+            FragmentRowIds::Stored { file, sequence } => {
+                Some((file.path.clone(), sequence.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The files `unresolved` names, as (path, rows), sorted.
+fn named_files<T>(unresolved: &Unresolved<T>) -> Vec<(String, u32)> {
+    let mut files: Vec<_> = unresolved
+        .row_id_files()
+        .iter()
+        .map(|f| (f.file.path.as_str().to_string(), f.rows))
+        .collect();
+    files.sort();
+    files
+}
+
+fn stored_files_of(fragments: &[Fragment]) -> Vec<(String, u32)> {
+    let mut files: Vec<_> = fragments
+        .iter()
+        .filter_map(|f| Some((f.row_ids.file()?.path.as_str().to_string(), f.physical_rows)))
+        .collect();
+    files.sort();
+    files
 }
 
 fn fragments() -> impl Strategy<Value = Vec<Fragment>> {
@@ -184,6 +228,8 @@ proptest! {
     #[test]
     fn manifests_read_back_as_written(manifest in manifest()) {
         let decoded = Manifest::decode("m", &manifest.encode()).expect("decodes");
+        prop_assert_eq!(named_files(&decoded), stored_files_of(&manifest.fragments));
+        let decoded = decoded.resolve(&read_row_ids_of(&manifest.fragments)).expect("resolves");
         prop_assert_eq!(decoded, manifest);
     }
 
@@ -203,6 +249,8 @@ proptest! {
             patch: None,
         };
         let decoded = decode_fragment_segment(&segment, &bytes).expect("decodes");
+        prop_assert_eq!(named_files(&decoded), stored_files_of(&manifest.fragments));
+        let decoded = decoded.resolve(&read_row_ids_of(&manifest.fragments)).expect("resolves");
         prop_assert_eq!(decoded, manifest.fragments);
     }
 
@@ -235,25 +283,30 @@ fn fragment_row_ids_are_one_of_three() {
         file: file.clone(),
         sequence: sequence.clone(),
     });
-    let read = super::convert::fragment_from_proto(super::convert::fragment_to_proto(&stored), "m")
-        .expect("decodes");
-    assert_eq!(read.row_ids, FragmentRowIds::Unread(file.clone()));
-    assert!(read.stored_eq(&stored));
-    for row_ids in [
-        FragmentRowIds::Native,
-        FragmentRowIds::Inline(sequence.clone()),
+    let from_proto = |raw, read: &RowIdsRead| super::convert::fragment_from_proto(raw, "m", read);
+    let read = read_row_ids_of(std::slice::from_ref(&stored));
+    for written in [
+        fragment(FragmentRowIds::Native),
+        fragment(FragmentRowIds::Inline(sequence.clone())),
+        stored.clone(),
     ] {
-        let written = fragment(row_ids);
-        let read =
-            super::convert::fragment_from_proto(super::convert::fragment_to_proto(&written), "m")
-                .expect("decodes");
-        assert_eq!(read, written);
+        let back = from_proto(super::convert::fragment_to_proto(&written), &read);
+        assert_eq!(back.expect("decodes"), written);
     }
+    // A caller that skipped the file gets an error, never a fragment without its ids.
+    let unread = from_proto(
+        super::convert::fragment_to_proto(&stored),
+        &RowIdsRead::new(),
+    );
+    assert!(
+        matches!(unread, Err(crate::Error::Internal(_))),
+        "{unread:?}"
+    );
     let mut both = super::convert::fragment_to_proto(&stored);
     both.row_id_sequence =
         super::convert::fragment_to_proto(&fragment(FragmentRowIds::Inline(sequence)))
             .row_id_sequence;
-    let refused = super::convert::fragment_from_proto(both, "m");
+    let refused = from_proto(both, &read);
     assert!(
         matches!(refused, Err(crate::Error::Corrupt { .. })),
         "{refused:?}"

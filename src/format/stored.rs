@@ -5,11 +5,11 @@
 use prost::Message;
 
 use super::convert::{
-    deletion_from_proto, deletion_to_proto, fragment_from_proto, fragment_to_proto,
+    deletion_from_proto, deletion_to_proto, fragment_from_proto, fragment_to_proto, row_id_files_of,
 };
 use super::convert_row_ids::{sequence_from_proto, sequence_to_proto};
 use super::envelope::{seal, unseal};
-use super::{proto, Fragment, FragmentSegment, SegmentPatch};
+use super::{proto, Fragment, FragmentSegment, SegmentPatch, Unresolved};
 use crate::error::{Error, Result};
 use crate::rowid::{FragmentId, RowIdSequence};
 
@@ -67,37 +67,43 @@ pub fn encode_fragment_segment(fragments: &[Fragment]) -> Vec<u8> {
     seal(SEGMENT_MAGIC, &list.encode_to_vec())
 }
 
-/// Decodes a `_fragments/` file and checks it holds what `segment` says.
+/// Decodes a `_fragments/` file and checks it holds what `segment` says; its fragments are
+/// built once the row-id files they name are read.
 ///
 /// # Errors
 /// [`Error::Corrupt`] for bad magic, checksum or protobuf, or fragments other than the
 /// segment's; [`Error::PathEscapesTable`] for a path outside the table.
-pub fn decode_fragment_segment(segment: &FragmentSegment, bytes: &[u8]) -> Result<Vec<Fragment>> {
+pub fn decode_fragment_segment(
+    segment: &FragmentSegment,
+    bytes: &[u8],
+) -> Result<Unresolved<Vec<Fragment>>> {
     let path = segment.path.as_str();
     let body = unseal(SEGMENT_MAGIC, path, bytes, "fragment segment")?;
     let raw = proto::FragmentList::decode(body)
         .map_err(|e| Error::corrupt(path, format!("undecodable protobuf: {e}")))?;
-    let fragments: Vec<Fragment> = raw
-        .fragments
-        .into_iter()
-        .map(|f| fragment_from_proto(f, path))
-        .collect::<Result<_>>()?;
-    let in_range = fragments.first().map(|f| f.id) == Some(segment.first_fragment_id)
-        && fragments.last().map(|f| f.id) == Some(segment.last_fragment_id)
-        && fragments.len() == segment.fragment_count as usize;
+    let in_range = raw.fragments.first().map(|f| f.id) == Some(segment.first_fragment_id)
+        && raw.fragments.last().map(|f| f.id) == Some(segment.last_fragment_id)
+        && raw.fragments.len() == segment.fragment_count as usize;
     if !in_range {
         return Err(Error::corrupt(
             path,
             format!(
                 "holds {} fragments, the manifest expects {} with ids {}..={}",
-                fragments.len(),
+                raw.fragments.len(),
                 segment.fragment_count,
                 segment.first_fragment_id,
                 segment.last_fragment_id
             ),
         ));
     }
-    Ok(fragments)
+    let files = row_id_files_of(&raw.fragments, path)?;
+    let path = path.to_string();
+    Ok(Unresolved::new(files, move |read| {
+        raw.fragments
+            .into_iter()
+            .map(|f| fragment_from_proto(f, &path, read))
+            .collect()
+    }))
 }
 
 const PATCH_MAGIC: &[u8; 8] = b"NATALFP1";

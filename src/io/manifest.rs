@@ -71,7 +71,11 @@ impl TableStore {
             }
             Err(e) => return Err(e),
         };
-        let mut manifest = Manifest::decode(path.as_ref(), &bytes)?;
+        // Row-id files are named by a unique id, so reading them before the table's uuid is
+        // noted (below) cannot find another incarnation's in the cache.
+        let mut manifest = self
+            .resolve_row_ids(Manifest::decode(path.as_ref(), &bytes)?)
+            .await?;
         if manifest.version != version {
             return Err(Error::corrupt(
                 path.as_ref(),
@@ -85,7 +89,6 @@ impl TableStore {
         self.note_table_uuid(&manifest.table_uuid);
         self.load_fragment_segments(&mut manifest, path.as_ref())
             .await?;
-        self.load_row_ids(&mut manifest).await?;
         Ok(manifest)
     }
 

@@ -3,8 +3,9 @@
 //! writes their ids once; later manifests only name the file, so a commit's bytes follow its
 //! change rather than the table's history.
 //!
-//! Manifests leave `io/` with every sequence loaded: [`TableStore::read_manifest`] loads
-//! the files (concurrently, cached per handle: files are immutable) and
+//! A decoded manifest or fragment segment is [`Unresolved`] until
+//! [`TableStore::resolve_row_ids`] has read the files it names (concurrently, cached per
+//! handle: files are immutable);
 //! [`TableStore::publish_manifest`] stores the sequences that need a file first.
 
 use std::sync::Arc;
@@ -16,37 +17,27 @@ use super::store::{unique_name, CONCURRENT_FILE_LOADS};
 use super::TableStore;
 use crate::error::Result;
 use crate::format::{
-    decode_row_id_file, encode_row_id_file, FragmentRowIds, Manifest, RowIdFile, TablePath,
+    decode_row_id_file, encode_row_id_file, FragmentRowIds, Manifest, RowIdFile, RowIdsRead,
+    TablePath, Unresolved,
 };
 use crate::rowid::RowIdSequence;
 
 impl TableStore {
-    /// Reads every row-id file `manifest` names but has not read
-    /// ([`FragmentRowIds::Unread`]), leaving none unread.
-    pub(crate) async fn load_row_ids(&self, manifest: &mut Manifest) -> Result<()> {
-        let wanted: Vec<(usize, RowIdFile, u32)> = manifest
-            .fragments
-            .iter()
-            .enumerate()
-            .filter_map(|(i, f)| match &f.row_ids {
-                FragmentRowIds::Unread(file) => Some((i, file.clone(), f.physical_rows)),
-                _ => None,
-            })
-            .collect();
-        let loaded: Vec<(usize, Arc<RowIdSequence>)> = futures::stream::iter(wanted)
-            .map(|(i, file, rows)| async move {
-                Ok::<_, crate::error::Error>((i, self.read_row_ids(&file, rows).await?))
+    /// Reads the row-id files `unresolved` names (concurrently, each through the cache),
+    /// then builds it.
+    pub(crate) async fn resolve_row_ids<T>(&self, unresolved: Unresolved<T>) -> Result<T> {
+        // Owned, not borrowed: a stream over borrowed items makes the futures above it
+        // lose `Send` (a higher-ranked lifetime the compiler cannot prove general).
+        let wanted = unresolved.row_id_files().to_vec();
+        let read: RowIdsRead = futures::stream::iter(wanted)
+            .map(|wanted| async move {
+                let sequence = self.read_row_ids(&wanted.file, wanted.rows).await?;
+                Ok::<_, crate::error::Error>((wanted.file.path.clone(), sequence))
             })
             .buffer_unordered(CONCURRENT_FILE_LOADS)
             .try_collect()
             .await?;
-        for (i, sequence) in loaded {
-            let row_ids = &mut manifest.fragments[i].row_ids;
-            if let FragmentRowIds::Unread(file) = std::mem::take(row_ids) {
-                *row_ids = FragmentRowIds::Stored { file, sequence };
-            }
-        }
-        Ok(())
+        unresolved.resolve(&read)
     }
 
     /// Writes a file for every sequence larger than `inline_limit` bytes that has none yet.

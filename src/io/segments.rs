@@ -270,7 +270,10 @@ impl TableStore {
         let bytes = self
             .get_sized(&self.path(&segment.path), segment.size_bytes)
             .await?;
-        let fragments = Arc::new(decode_fragment_segment(segment, &bytes)?);
+        let fragments = Arc::new(
+            self.resolve_row_ids(decode_fragment_segment(segment, &bytes)?)
+                .await?,
+        );
         self.segments
             .insert(segment.path.as_str(), fragments.clone());
         Ok(fragments)

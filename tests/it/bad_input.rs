@@ -131,7 +131,9 @@ async fn unknown_feature_flags_refuse_reads_or_writes() {
     let (table, store) = populated().await;
     let version = table.latest().await.unwrap().version();
     let path = table.store().manifest_path(version);
-    let original = Manifest::decode(path.as_ref(), &get(&store, &path).await).unwrap();
+    let original = Manifest::decode(path.as_ref(), &get(&store, &path).await)
+        .and_then(|m| m.resolve(&Default::default()))
+        .unwrap();
 
     let mut writer_flagged = original.clone();
     writer_flagged.claim_unknown_flags(0, 1 << 40);
@@ -466,7 +468,9 @@ async fn damaged_index_sections_are_refused() {
         "{err}"
     );
 
-    let mut twice = Manifest::decode(path.as_ref(), &original).unwrap();
+    let mut twice = Manifest::decode(path.as_ref(), &original)
+        .and_then(|m| m.resolve(&Default::default()))
+        .unwrap();
     let mut copy = segment.clone();
     copy.uuid = "another".into();
     twice.indexes.segments.push(copy);
