@@ -55,8 +55,8 @@ pub use io::{IndexLookup, ManifestLayout};
 pub use operation::Operation;
 pub use rowid::{FragmentId, RowAddress, RowId, RowIdSet};
 pub use table::{
-    BatchUpdate, CleanupPolicy, CleanupReport, Committed, CompactOptions, CompactionReport,
-    IndexOptions, IndexProbe, IndexReport, Progress, RowMatch, RowPredicate, ScanMetrics,
+    BatchUpdate, CleanupPolicy, CleanupReport, Committed, CompactOptions, Compaction, IndexBuild,
+    IndexOptions, IndexProbe, Progress, RowChanges, RowMatch, RowPredicate, ScanMetrics,
     ScanRequest, Snapshot, Table, TableOptions, TieredMerge, ROW_ADDR, ROW_ID,
 };
 

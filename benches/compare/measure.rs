@@ -171,7 +171,10 @@ async fn measure(dir: &Path, what: &str, rows: &[u64], fragment_rows: u64) -> Ma
                 .await
                 .expect("compact");
             out.insert("compact_ms".into(), json!(ms(start)));
-            out.insert("fragments_removed".into(), json!(report.fragments_removed));
+            out.insert(
+                "fragments_removed".into(),
+                json!(report.figures.fragments_removed),
+            );
         }
         other => panic!("unknown measurement {other:?}"),
     }

@@ -90,7 +90,7 @@ impl DataSink for NatalSink {
             self.table.append_stream(batches.boxed()).await
         };
         progress.finish("loading");
-        Ok(committed?.rows_added)
+        Ok(committed?.figures.rows_added)
     }
 }
 
@@ -182,7 +182,7 @@ impl DisplayAs for DmlExec {
 
 async fn run(table: Table, kind: DmlKind) -> crate::Result<u64> {
     match kind {
-        DmlKind::Delete { rows } => Ok(table.delete_matching(rows).await?.rows_removed),
+        DmlKind::Delete { rows } => Ok(table.delete_matching(rows).await?.figures.rows_removed),
         DmlKind::Update {
             rows,
             values,
@@ -208,7 +208,11 @@ async fn run(table: Table, kind: DmlKind) -> crate::Result<u64> {
                 RecordBatch::try_new(schema.clone(), columns)
                     .map_err(|e| crate::Error::InvalidInput(e.to_string()))
             };
-            Ok(table.update_matching(rows, &update).await?.rows_removed)
+            Ok(table
+                .update_matching(rows, &update)
+                .await?
+                .figures
+                .rows_removed)
         }
     }
 }

@@ -93,12 +93,14 @@ impl Operation {
                     ..Default::default()
                 };
                 let r = table.compact(options).await?;
+                let figures = &r.figures;
                 vec![
-                    r.version,
-                    Some(r.fragments_removed as u64),
-                    Some(r.fragments_added as u64),
-                    Some(r.rows_rewritten),
-                    Some(r.deleted_rows_dropped),
+                    // NULL: nothing to compact, nothing published.
+                    r.published.then_some(r.version),
+                    Some(figures.fragments_removed as u64),
+                    Some(figures.fragments_added as u64),
+                    Some(figures.rows_rewritten),
+                    Some(figures.deleted_rows_dropped),
                 ]
             }
             Operation::Checkpoint => {
@@ -138,13 +140,15 @@ impl Operation {
                     ..Default::default()
                 };
                 let r = table.create_index_with(&name, &column, options).await?;
+                let figures = &r.figures;
                 vec![
-                    r.version,
-                    r.segment_seq,
-                    Some(r.segments_added),
-                    Some(r.fragments_indexed),
-                    Some(r.rows_indexed),
-                    Some(r.bytes_written),
+                    // NULL: every fragment was covered, nothing published.
+                    r.published.then_some(r.version),
+                    figures.segment_seq,
+                    Some(figures.segments_added),
+                    Some(figures.fragments_indexed),
+                    Some(figures.rows_indexed),
+                    Some(figures.bytes_written),
                 ]
             }
             Operation::DropIndex { name } => vec![Some(table.drop_index(&name).await?.version)],

@@ -28,8 +28,11 @@ pub struct RowIdsToRead {
 /// read: [`Unresolved::row_id_files`] lists them, [`Unresolved::resolve`] builds the value.
 pub struct Unresolved<T> {
     files: Vec<RowIdsToRead>,
-    build: Box<dyn FnOnce(&RowIdsRead) -> Result<T> + Send>,
+    build: Build<T>,
 }
+
+/// Builds the value from the files read.
+type Build<T> = Box<dyn FnOnce(&RowIdsRead) -> Result<T> + Send>;
 
 impl<T> Unresolved<T> {
     pub(super) fn new(

@@ -26,9 +26,7 @@ const CONCURRENT_SEGMENT_LOOKUPS: usize = 8;
 
 /// What `create_index` did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IndexReport {
-    /// The new version; `None` when every fragment was already covered.
-    pub version: Option<u64>,
+pub struct IndexBuild {
     /// The sequence number of the newest segment added.
     pub segment_seq: Option<u64>,
     /// Index segments the version added.
@@ -62,7 +60,7 @@ impl Default for IndexOptions {
 
 impl Table {
     /// Indexes `column` under `name` with the default [`IndexOptions`].
-    pub async fn create_index(&self, name: &str, column: &str) -> Result<IndexReport> {
+    pub async fn create_index(&self, name: &str, column: &str) -> Result<Committed<IndexBuild>> {
         self.create_index_with(name, column, IndexOptions::default())
             .await
     }
@@ -76,7 +74,7 @@ impl Table {
         name: &str,
         column: &str,
         options: IndexOptions,
-    ) -> Result<IndexReport> {
+    ) -> Result<Committed<IndexBuild>> {
         if name.is_empty() {
             return Err(Error::invalid("an index needs a name"));
         }
@@ -120,7 +118,7 @@ impl Table {
             }
         }
         if chunks.is_empty() {
-            return Ok(IndexReport::default());
+            return Ok(Committed::unchanged(&read, IndexBuild::default()));
         }
         let total: u64 = chunks
             .iter()
@@ -140,10 +138,7 @@ impl Table {
         let published = self
             .commit_manifest(&read, Action::CreateIndex { segments })
             .await?;
-        let mut report = IndexReport {
-            version: Some(published.version),
-            ..IndexReport::default()
-        };
+        let mut report = IndexBuild::default();
         for added in published.indexes.segments.iter() {
             if uuids.contains(&added.uuid) {
                 report.segments_added += 1;
@@ -153,7 +148,7 @@ impl Table {
                 report.bytes_written += added.file_size_bytes;
             }
         }
-        Ok(report)
+        Ok(Committed::published(published.version, report))
     }
 
     /// Writes one segment file per chunk of fragments: the chunk's (value, row id) pairs,

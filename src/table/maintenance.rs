@@ -40,9 +40,7 @@ impl Default for CompactOptions {
 
 /// What a compaction did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct CompactionReport {
-    /// The version published, or `None` if there was nothing to compact.
-    pub version: Option<u64>,
+pub struct Compaction {
     /// Fragments merged away.
     pub fragments_removed: usize,
     /// Fragments written in their place.
@@ -115,7 +113,7 @@ fn referenced_files(manifest: &Manifest, into: &mut HashSet<String>) {
 impl Table {
     /// Merges small fragments and drops deleted rows. Every row keeps its id; the moved
     /// rows become range entries in the relocation view.
-    pub async fn compact(&self, options: CompactOptions) -> Result<CompactionReport> {
+    pub async fn compact(&self, options: CompactOptions) -> Result<Committed<Compaction>> {
         let read = self.read_snapshot().await?;
         let target = options
             .target_rows_per_fragment
@@ -139,18 +137,18 @@ impl Table {
         groups: Vec<Vec<Fragment>>,
         target: u64,
         progress: &ProgressHandle,
-    ) -> Result<CompactionReport> {
+    ) -> Result<Committed<Compaction>> {
         if groups.is_empty() {
-            return Ok(CompactionReport::default());
+            return Ok(Committed::unchanged(read, Compaction::default()));
         }
         let schema = read.schema().clone();
         let mut writer = FragmentWriter::new(&self.store, &schema, target, true);
         let mut inputs: Vec<Fragment> = Vec::new();
         let mut outputs_per_group: Vec<(Vec<FragmentId>, usize)> = Vec::new();
-        let mut report = CompactionReport::default();
+        let mut report = Compaction::default();
         let total: u64 = groups.iter().flatten().map(Fragment::live_rows).sum();
         progress.update("compacting", 0, Some(total));
-        let result: Result<CompactionReport> = async {
+        let result: Result<Committed<Compaction>> = async {
             for group in groups {
                 let written_before = writer.written();
                 for fragment in &group {
@@ -198,8 +196,7 @@ impl Table {
                     },
                 )
                 .await?;
-            report.version = Some(committed.version);
-            Ok(report)
+            Ok(Committed::published(committed.version, report))
         }
         .await;
         progress.finish("compacting");

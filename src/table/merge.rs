@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use super::commit::Action;
 use super::maintenance::index_coverage;
 use super::snapshot::Snapshot;
-use super::{Committed, ProgressHandle, Table};
+use super::{Committed, ProgressHandle, RowChanges, Table};
 use crate::error::Result;
 use crate::format::{Fragment, IndexSection};
 
@@ -53,6 +53,9 @@ impl Table {
         read: &Snapshot,
         action: Action,
     ) -> Result<Committed> {
+        if action.changes_nothing() {
+            return Ok(Committed::unchanged(read, RowChanges::default()));
+        }
         let written = self.commit_manifest(read, action).await?;
         let committed = Committed::of(&written);
         let Some(policy) = self.options().merge else {
@@ -88,10 +91,10 @@ impl Table {
             let report = self
                 .rewrite_groups(&read, groups, target, &ProgressHandle::default())
                 .await?;
-            match report.version {
-                Some(version) => published.push(version),
-                None => break,
+            if !report.published {
+                break;
             }
+            published.push(report.version);
         }
         Ok(published)
     }

@@ -39,8 +39,8 @@ use crate::format::{Manifest, Operation, Schema, TransactionSummary};
 use crate::io::{ManifestLayout, TableStore};
 
 pub use filter::{predicate_layout, RowPredicate};
-pub use index::{IndexOptions, IndexProbe, IndexReport};
-pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, CompactionReport};
+pub use index::{IndexBuild, IndexOptions, IndexProbe};
+pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, Compaction};
 pub use merge::TieredMerge;
 pub use progress::{Progress, ProgressHandle};
 pub use scan_request::{ScanMetrics, ScanRequest, ROW_ADDR, ROW_ID};
@@ -74,24 +74,60 @@ impl Default for TableOptions {
     }
 }
 
-/// What a commit published.
+/// What an operation did: the version it left the table at, whether it published that
+/// version, and the operation's own figures ([`RowChanges`] for the row operations,
+/// [`Compaction`] for [`Table::compact`], [`IndexBuild`] for [`Table::create_index`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Committed {
-    /// The version published.
+pub struct Committed<F = RowChanges> {
+    /// The table's version after the operation: the one it published or, when it had
+    /// nothing to do, the one it read.
     pub version: u64,
+    /// False when the operation had nothing to do and published nothing: an append of no
+    /// rows, a delete or update that matched none, a compaction or index build that found
+    /// nothing to merge or cover.
+    pub published: bool,
+    /// What the operation changed.
+    pub figures: F,
+}
+
+/// The rows a version added and removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowChanges {
     /// Rows the version added (an update counts its new copies).
     pub rows_added: u64,
     /// Rows the version removed (an update counts the copies it replaced).
     pub rows_removed: u64,
 }
 
+impl<F> Committed<F> {
+    /// `version` published, with `figures`.
+    fn published(version: u64, figures: F) -> Self {
+        Self {
+            version,
+            published: true,
+            figures,
+        }
+    }
+
+    /// Nothing published: the table stays at `read`'s version.
+    fn unchanged(read: &Snapshot, figures: F) -> Self {
+        Self {
+            version: read.version(),
+            published: false,
+            figures,
+        }
+    }
+}
+
 impl Committed {
     fn of(manifest: &Manifest) -> Self {
-        Self {
-            version: manifest.version,
-            rows_added: manifest.transaction.rows_added,
-            rows_removed: manifest.transaction.rows_removed,
-        }
+        Self::published(
+            manifest.version,
+            RowChanges {
+                rows_added: manifest.transaction.rows_added,
+                rows_removed: manifest.transaction.rows_removed,
+            },
+        )
     }
 }
 
@@ -243,7 +279,11 @@ impl Table {
         }
     }
 
+    /// Commits `action` on `read`, or, if it changes nothing, publishes nothing.
     async fn commit(&self, read: &Snapshot, action: commit::Action) -> Result<Committed> {
+        if action.changes_nothing() {
+            return Ok(Committed::unchanged(read, RowChanges::default()));
+        }
         Ok(Committed::of(&self.commit_manifest(read, action).await?))
     }
 

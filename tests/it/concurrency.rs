@@ -132,7 +132,7 @@ async fn a_delete_planned_before_compaction_lands_on_the_compacted_rows() {
         })
         .await
         .unwrap();
-    assert!(compacted.version.is_some());
+    assert!(compacted.published);
     planned
         .delete_where(key_matches(|k| k == 2 || k == 5))
         .await
@@ -165,7 +165,7 @@ async fn a_compaction_planned_before_a_delete_keeps_the_delete() {
         })
         .await
         .unwrap();
-    assert!(report.version.is_some());
+    assert!(report.published);
     let rows = read_rows(&table.latest().await.unwrap()).await.unwrap();
     assert_eq!(
         rows.values().map(|r| r.key).collect::<Vec<_>>(),

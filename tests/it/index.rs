@@ -194,23 +194,29 @@ async fn segment_numbers_are_per_name_never_reused_and_recomputed_on_rebase() {
     let old = table.planned_at(v_one_fragment);
     let new = table.planned_at(v_two_fragments);
     let first = old.create_index("val_idx", "val").await.unwrap();
-    assert_eq!((first.segment_seq, first.fragments_indexed), (Some(1), 1));
+    assert_eq!(
+        (first.figures.segment_seq, first.figures.fragments_indexed),
+        (Some(1), 1)
+    );
     let second = new.create_index("val_idx", "val").await.unwrap();
     // Rebased: numbered after the first, covering only what the first did not.
-    assert_eq!((second.segment_seq, second.fragments_indexed), (Some(2), 1));
+    assert_eq!(
+        (second.figures.segment_seq, second.figures.fragments_indexed),
+        (Some(2), 1)
+    );
     // A third writer that read the same version has nothing left to cover: a conflict.
     let late = table.planned_at(table.at_version(3).await.unwrap());
     let err = late.create_index("val_idx", "val").await.unwrap_err();
     assert!(err.is_conflict(), "{err}");
 
     let other = table.create_index("key_idx", "key").await.unwrap();
-    assert_eq!(other.segment_seq, Some(1), "numbers are per name");
+    assert_eq!(other.figures.segment_seq, Some(1), "numbers are per name");
     table.drop_index("val_idx").await.unwrap();
     let dropped = table.latest().await.unwrap();
     assert!(dropped.manifest().indexes.field_of("val_idx").is_none());
     let again = table.create_index("val_idx", "val").await.unwrap();
     assert_eq!(
-        again.segment_seq,
+        again.figures.segment_seq,
         Some(3),
         "a dropped index's numbers stay taken"
     );
@@ -349,9 +355,9 @@ async fn large_builds_split_into_bounded_segments() {
     // Fragments of 2, 2, 2 and 1 rows: segments of 2, 2 and 2 + 1 rows.
     assert_eq!(
         (
-            report.segments_added,
-            report.segment_seq,
-            report.rows_indexed
+            report.figures.segments_added,
+            report.figures.segment_seq,
+            report.figures.rows_indexed
         ),
         (3, Some(3), 7)
     );

@@ -280,63 +280,106 @@ enum Action {
     Restore(u64),
 }
 
-async fn run(table: &Table, action: &Action) -> natal::Result<u64> {
+/// What an operation reported: the version it left the table at, and whether it published it.
+struct Ran {
+    version: u64,
+    published: bool,
+}
+
+impl<F> From<natal::Committed<F>> for Ran {
+    fn from(committed: natal::Committed<F>) -> Self {
+        Self {
+            version: committed.version,
+            published: committed.published,
+        }
+    }
+}
+
+impl Expect {
+    /// True when the model says the operation changes nothing, so it must publish nothing.
+    fn changes_nothing(&self) -> bool {
+        match self {
+            Expect::Change {
+                added,
+                changed,
+                removed,
+                replace_all,
+            } => added.is_empty() && changed.is_empty() && removed.is_empty() && !replace_all,
+            // Compaction and indexing publish when they find work; the model cannot tell.
+            Expect::NoValueChange => false,
+            Expect::Restore(_) => false,
+        }
+    }
+}
+
+async fn run(table: &Table, action: &Action) -> natal::Result<Ran> {
     let modulo = |m: u8, r: u8| key_matches(move |k| k.rem_euclid(m as i64) == r as i64);
     Ok(match action {
-        Action::Append(rows) => table.append(vec![batch(rows)]).await?.version,
-        Action::DeleteWhere(m, r, false) => table.delete_where(modulo(*m, *r)).await?.version,
+        Action::Append(rows) => table.append(vec![batch(rows)]).await?.into(),
+        Action::DeleteWhere(m, r, false) => table.delete_where(modulo(*m, *r)).await?.into(),
         Action::DeleteWhere(m, r, true) => {
             let rows = RowMatch {
                 filter: Some(KeyModulo::new(*m as i64, *r as i64)),
                 ..Default::default()
             };
-            table.delete_matching(rows).await?.version
+            table.delete_matching(rows).await?.into()
         }
         Action::DeleteIds(ids) => {
             let ids: Vec<RowId> = ids.iter().map(|v| RowId::from_u64(*v)).collect();
-            table.delete_rows(&ids).await?.version
+            table.delete_rows(&ids).await?.into()
         }
-        Action::Update(m, r, d, false) => {
-            table
-                .update_where(modulo(*m, *r), &add_to_val(*d))
-                .await?
-                .version
-        }
+        Action::Update(m, r, d, false) => table
+            .update_where(modulo(*m, *r), &add_to_val(*d))
+            .await?
+            .into(),
         Action::Update(m, r, d, true) => {
             let rows = RowMatch {
                 filter: Some(KeyModulo::new(*m as i64, *r as i64)),
                 ..Default::default()
             };
-            table.update_matching(rows, &add_to_val(*d)).await?.version
+            table.update_matching(rows, &add_to_val(*d)).await?.into()
         }
         Action::UpdateIds(ids, d) => {
             let ids: Vec<RowId> = ids.iter().map(|v| RowId::from_u64(*v)).collect();
-            table.update_rows(&ids, &add_to_val(*d)).await?.version
+            table.update_rows(&ids, &add_to_val(*d)).await?.into()
         }
-        Action::Upsert(rows) => table.upsert("key", vec![batch(rows)]).await?.version,
+        Action::Upsert(rows) => table.upsert("key", vec![batch(rows)]).await?.into(),
         Action::Compact(target, only_small) => {
             let options = CompactOptions {
                 target_rows_per_fragment: Some(*target),
                 max_deleted_fraction: if *only_small { 1.0 } else { 0.2 },
                 ..Default::default()
             };
-            // No version (0) when there was nothing to compact.
-            table.compact(options).await?.version.unwrap_or(0)
+            table.compact(options).await?.into()
         }
-        Action::Checkpoint => table.checkpoint().await?.version,
-        // No version (0) when every fragment was already indexed.
-        Action::Index => table.create_index(INDEX, "val").await?.version.unwrap_or(0),
-        Action::Overwrite(rows) => table.overwrite(vec![batch(rows)]).await?.version,
-        Action::Restore(v) => table.restore(*v).await?.version,
+        Action::Checkpoint => table.checkpoint().await?.into(),
+        Action::Index => table.create_index(INDEX, "val").await?.into(),
+        Action::Overwrite(rows) => table.overwrite(vec![batch(rows)]).await?.into(),
+        Action::Restore(v) => table.restore(*v).await?.into(),
     })
 }
 
 /// Applies a committed operation's expectation to the model, checking new ids on the way.
-async fn apply(model: &mut Model, expect: Expect, version: u64, table: &Table) {
-    if version == 0 {
-        return; // compaction found nothing to do: no version
-    }
+async fn apply(model: &mut Model, expect: Expect, ran: Ran, table: &Table) {
     let last = model.versions.last().map_or(0, |v| v.0);
+    let Ran { version, published } = ran;
+    if !published {
+        // Nothing to do (nothing matched, no rows given, nothing to compact or index):
+        // nothing published, and the model agrees nothing changes.
+        assert!(
+            matches!(expect, Expect::NoValueChange) || expect.changes_nothing(),
+            "an operation that changes rows published nothing"
+        );
+        assert!(
+            version <= last,
+            "an unpublished version {version} is past {last}"
+        );
+        return;
+    }
+    assert!(
+        !expect.changes_nothing(),
+        "an operation that changes nothing published version {version}"
+    );
     assert_eq!(version, last + 1, "versions are consecutive");
     let actual = read_rows(&table.at_version(version).await.unwrap())
         .await
@@ -578,7 +621,11 @@ async fn absorb_merges(model: &mut Model, table: &Table) -> bool {
     let latest = table.latest().await.unwrap().version();
     let mut merged = false;
     while let Some(&(last, _)) = model.versions.last().filter(|(v, _)| *v < latest) {
-        apply(model, Expect::NoValueChange, last + 1, table).await;
+        let merge = Ran {
+            version: last + 1,
+            published: true,
+        };
+        apply(model, Expect::NoValueChange, merge, table).await;
         merged = true;
     }
     merged

@@ -73,8 +73,8 @@ async fn compaction_keeps_ids_and_makes_range_entries() {
         })
         .await
         .unwrap();
-    assert!(report.fragments_removed >= 4, "{report:?}");
-    assert_eq!(report.fragments_added, 1);
+    assert!(report.figures.fragments_removed >= 4, "{report:?}");
+    assert_eq!(report.figures.fragments_added, 1);
     let snapshot = table.latest().await.unwrap();
     let after = read_rows(&snapshot).await.unwrap();
     assert_eq!(before.len(), after.len());
@@ -395,4 +395,36 @@ async fn compaction_of_an_outright_delete_keeps_older_copies_deleted() {
     let all = read_rows(&snapshot).await.unwrap();
     assert_eq!(all.len(), 2999);
     assert!(!all.contains_key(&id));
+}
+
+/// A write that changes nothing publishes nothing: it reports the version it read, and the
+/// table's latest version stays where it was. An overwrite with no rows still empties.
+#[tokio::test]
+async fn writes_that_change_nothing_publish_nothing() {
+    let (table, _) = memory_table(4).await;
+    let first = table
+        .append(vec![batch(&[(1, 10), (2, 20)])])
+        .await
+        .unwrap();
+    assert!(first.published);
+    let nothing = || key_matches(|k| k > 100);
+    let unchanged = [
+        table.append(Vec::new()).await.unwrap(),
+        table.append(vec![batch(&[])]).await.unwrap(),
+        table.delete_where(nothing()).await.unwrap(),
+        table.delete_rows(&[]).await.unwrap(),
+        table.update_where(nothing(), &add_to_val(1)).await.unwrap(),
+        table.upsert("key", Vec::new()).await.unwrap(),
+    ];
+    for committed in unchanged {
+        assert!(!committed.published, "{committed:?}");
+        assert_eq!(committed.version, first.version);
+        assert_eq!(committed.figures, natal::RowChanges::default());
+    }
+    assert_eq!(table.latest().await.unwrap().version(), first.version);
+
+    let emptied = table.overwrite(Vec::new()).await.unwrap();
+    assert!(emptied.published);
+    assert_eq!(emptied.version, first.version + 1);
+    assert_eq!(table.latest().await.unwrap().count_rows(), 0);
 }

@@ -84,6 +84,22 @@ pub(crate) enum Action {
 }
 
 impl Action {
+    /// True when committing this would publish a version equal to the one read: no rows
+    /// to add, none to delete. (An overwrite with no rows empties the table; it changes.)
+    pub(crate) fn changes_nothing(&self) -> bool {
+        match self {
+            Action::Append { fragments } => fragments.is_empty(),
+            Action::Delete { rows } => rows.is_empty(),
+            Action::Update { rows, fragments } => rows.is_empty() && fragments.is_empty(),
+            Action::Compact { inputs, .. } => inputs.is_empty(),
+            Action::CreateIndex { segments } => segments.is_empty(),
+            Action::Overwrite { .. }
+            | Action::Checkpoint { .. }
+            | Action::Restore { .. }
+            | Action::DropIndex { .. } => false,
+        }
+    }
+
     pub(super) fn operation(&self) -> Operation {
         match self {
             Action::Append { .. } => Operation::Append,
