@@ -75,8 +75,10 @@ async fn main() -> natal::Result<()> {
 
     let relabel = |b: &RecordBatch| -> natal::Result<RecordBatch> {
         let skus = b.column(0).as_primitive::<Int64Type>();
+        // `b` holds the user columns, then `_rowid` and `_rowaddr`; the update returns the
+        // user columns.
         Ok(RecordBatch::try_new(
-            b.schema(),
+            Arc::new(b.schema().project(&[0, 1])?),
             vec![
                 b.column(0).clone(),
                 Arc::new(StringArray::from_iter_values(

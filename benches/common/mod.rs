@@ -69,8 +69,9 @@ pub fn bump_val(batch: &RecordBatch) -> natal::Result<RecordBatch> {
         .column(1)
         .as_primitive::<arrow::datatypes::Int64Type>()
         .unary(|v| v + 1);
+    let user: Vec<usize> = (0..3).collect(); // then `_rowid` and `_rowaddr`
     Ok(RecordBatch::try_new(
-        batch.schema(),
+        Arc::new(batch.schema().project(&user)?),
         vec![
             batch.column(0).clone(),
             Arc::new(vals),

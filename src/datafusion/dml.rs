@@ -189,9 +189,9 @@ async fn run(table: Table, kind: DmlKind) -> crate::Result<u64> {
             schema,
         } => {
             let update = move |batch: &RecordBatch| -> crate::Result<RecordBatch> {
-                // Assignments see the row as it was, system columns included (null here: the
-                // matched batch carries user columns only), so evaluate on the user batch.
-                let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+                // Assignments see the row as it was, system columns included; the new row
+                // is its user columns with the assigned ones replaced.
+                let mut columns: Vec<ArrayRef> = batch.columns()[..schema.fields().len()].to_vec();
                 for (index, expr) in &values {
                     let value = expr
                         .evaluate(batch)

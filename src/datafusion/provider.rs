@@ -287,8 +287,9 @@ impl TableProvider for NatalTableProvider {
         self.writable("UPDATE")?;
         let rows = self.row_match(state, &filters)?;
         let user = self.snapshot.schema().to_arrow();
-        // New values are computed from the row's user columns.
-        let df_schema = DFSchema::try_from(user.as_ref().clone())?;
+        // New values are computed from the row as a predicate sees it: its user columns,
+        // then `_rowid` and `_rowaddr`.
+        let df_schema = DFSchema::try_from(self.predicate_schema().as_ref().clone())?;
         let mut values = Vec::new();
         for (column, expr) in assignments {
             if column == ROW_ID || column == ROW_ADDR {

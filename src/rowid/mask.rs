@@ -19,9 +19,6 @@ pub struct FragmentLayout<'a> {
     pub physical_rows: u32,
     /// Present for carried fragments.
     pub sequence: Option<&'a RowIdSequence>,
-    /// Deleted offsets that can hide a row the view leads to: outright deletions (moves may
-    /// be left out, see `DeletionVector::only_moves`).
-    pub deleted: Option<&'a RoaringBitmap>,
 }
 
 impl FragmentLayout<'_> {
@@ -50,9 +47,11 @@ impl FragmentLayout<'_> {
     }
 }
 
-/// The live offsets, per fragment, of the rows whose ids are in `ids`. Fragments with no
-/// selected row are absent.
-pub fn mask_for_ids(
+/// The offsets, per fragment, where the rows whose ids are in `ids` are if they are live:
+/// deletions are not applied. The caller removes each named fragment's outright deletions
+/// (moves may be left out, see `DeletionVector::only_moves`), so it reads the deletions of
+/// only the fragments that hold a candidate. Fragments with no candidate are absent.
+pub fn candidate_offsets(
     ids: &RoaringTreemap,
     fragments: &[FragmentLayout<'_>],
     view: &RelocationView,
@@ -112,11 +111,6 @@ pub fn mask_for_ids(
             }
         }
     }
-    for fragment in fragments {
-        if let (Some(mask), Some(deleted)) = (masks.get_mut(&fragment.id), fragment.deleted) {
-            *mask -= deleted;
-        }
-    }
     masks.retain(|_, mask| !mask.is_empty());
     masks
 }
@@ -127,7 +121,7 @@ mod tests {
     use crate::rowid::CarriedFragment;
 
     #[test]
-    fn masks_follow_moves_and_skip_tombstones() {
+    fn candidates_follow_moves() {
         // Fragment 0: 10 native rows; row 3 deleted, row 4 updated into fragment 1.
         let mut deleted0 = RoaringBitmap::new();
         deleted0.insert(3);
@@ -138,13 +132,11 @@ mod tests {
                 id: 0,
                 physical_rows: 10,
                 sequence: None,
-                deleted: Some(&deleted0),
             },
             FragmentLayout {
                 id: 1,
                 physical_rows: 1,
                 sequence: Some(&seq1),
-                deleted: None,
             },
         ];
         let view = RelocationView::build(
@@ -157,7 +149,13 @@ mod tests {
         let mut ids = RoaringTreemap::new();
         ids.insert_range(RowAddress::new(0, 2).as_u64()..RowAddress::new(0, 6).as_u64());
         ids.insert(RowAddress::new(1, 0).as_u64()); // never existed: fragment 1 holds a moved row
-        let masks = mask_for_ids(&ids, &fragments, &view);
+        let mut masks = candidate_offsets(&ids, &fragments, &view);
+        assert_eq!(
+            masks[&0].iter().collect::<Vec<_>>(),
+            vec![2, 3, 5],
+            "4 moved"
+        );
+        *masks.get_mut(&0).unwrap() -= &deleted0;
         assert_eq!(masks[&0].iter().collect::<Vec<_>>(), vec![2, 5]);
         assert_eq!(masks[&1].iter().collect::<Vec<_>>(), vec![0]);
         assert_eq!(masks.len(), 2);

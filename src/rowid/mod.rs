@@ -13,7 +13,7 @@ mod view;
 
 pub use address::{FragmentId, RowAddress, RowId};
 pub use id_set::IdSet;
-pub use mask::{mask_for_ids, FragmentLayout};
+pub use mask::{candidate_offsets, FragmentLayout};
 pub use row_id_set::RowIdSet;
 pub use segment::{EncodedU64Array, SegmentCursor, U64Segment};
 pub use sequence::{RowIdSequence, SequenceCursor};

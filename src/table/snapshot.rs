@@ -20,8 +20,8 @@ use crate::error::{Error, Result};
 use crate::format::{FieldId, Fragment, Manifest, Schema};
 use crate::io::{PagePruning, SelectPages, TableStore};
 use crate::rowid::{
-    mask_for_ids, CarriedFragment, FragmentId, FragmentLayout, IdSet, RelocationView, RowAddress,
-    RowId, RowIdSet, SequenceCursor,
+    candidate_offsets, CarriedFragment, FragmentId, FragmentLayout, IdSet, RelocationView,
+    RowAddress, RowId, RowIdSet, SequenceCursor,
 };
 
 /// A partial view is built while the wanted ids number at most 1 per this many carried rows.
@@ -435,25 +435,33 @@ impl Snapshot {
         ids: &RoaringTreemap,
     ) -> Result<BTreeMap<FragmentId, RoaringBitmap>> {
         let view = self.view_for(ids.iter().map(RowId::from_u64)).await?;
-        let deletions: Vec<Option<Arc<RoaringBitmap>>> =
-            stream::iter(0..self.manifest.fragments.len())
-                .map(|i| self.outright_deletions(&self.manifest.fragments[i]))
-                .buffered(CONCURRENT_FRAGMENT_READS)
-                .try_collect()
-                .await?;
         let layouts: Vec<FragmentLayout<'_>> = self
             .manifest
             .fragments
             .iter()
-            .zip(&deletions)
-            .map(|(f, d)| FragmentLayout {
+            .map(|f| FragmentLayout {
                 id: f.id,
                 physical_rows: f.physical_rows,
                 sequence: f.row_ids.sequence().map(|s| s.as_ref()),
-                deleted: d.as_deref(),
             })
             .collect();
-        Ok(mask_for_ids(ids, &layouts, &view))
+        let candidates = candidate_offsets(ids, &layouts, &view);
+        // Only the fragments holding a candidate have their deletions read: a lookup of one
+        // fragment's rows costs (and can fail on) that fragment's deletion file alone.
+        let masks: Vec<(FragmentId, RoaringBitmap)> = stream::iter(candidates)
+            .map(|(id, mut offsets)| async move {
+                let fragment = self.manifest.fragment(id).ok_or_else(|| {
+                    Error::internal(format!("a mask names fragment {id}, not in the version"))
+                })?;
+                if let Some(deleted) = self.outright_deletions(fragment).await? {
+                    offsets -= deleted.as_ref();
+                }
+                Ok::<_, Error>((id, offsets))
+            })
+            .buffered(CONCURRENT_FRAGMENT_READS)
+            .try_collect()
+            .await?;
+        Ok(masks.into_iter().filter(|(_, m)| !m.is_empty()).collect())
     }
 
     /// The live rows with the given ids, in the order asked, skipping ids that name no live

@@ -20,8 +20,9 @@ use crate::format::Schema;
 use crate::io::TableStore;
 use crate::rowid::{RowAddress, RowId, RowIdSet};
 
-/// Computes new values: given matched rows (user columns), returns their replacement with
-/// the same schema and row count.
+/// Computes new values: given matched rows (every user column, then `_rowid` and
+/// `_rowaddr`, as a predicate sees them), returns their user columns' new values, as many
+/// rows, in the table's schema.
 pub type BatchUpdate<'a> = &'a (dyn Fn(&RecordBatch) -> Result<RecordBatch> + Send + Sync);
 
 /// The rows a DELETE or UPDATE names, found by a scan: those passing `filter` (evaluated as
@@ -156,10 +157,6 @@ fn system_columns(batch: &RecordBatch) -> Result<(Vec<RowId>, Vec<RowAddress>)> 
         .map(|&v| RowAddress::from_u64(v))
         .collect();
     Ok((ids, addrs))
-}
-
-fn user_columns(batch: &RecordBatch, schema: &Schema) -> Result<RecordBatch> {
-    Ok(batch.project(&(0..schema.fields.len()).collect::<Vec<_>>())?)
 }
 
 impl Table {
@@ -309,7 +306,7 @@ impl Table {
                 continue;
             }
             let (ids, addrs) = system_columns(&matched)?;
-            let updated = update(&user_columns(&matched, &schema)?)?;
+            let updated = update(&matched)?;
             if updated.num_rows() != matched.num_rows() {
                 return Err(Error::invalid(format!(
                     "update returned {} rows for {} matched rows",
@@ -345,7 +342,7 @@ impl Table {
             let missing = unique.iter().find(|id| !live.contains(id)).copied();
             return Err(Error::RowNotFound(missing.unwrap_or(unique[0])));
         }
-        let updated = update(&user_columns(&found, &schema)?)?;
+        let updated = update(&found)?;
         if updated.num_rows() != found.num_rows() {
             return Err(Error::invalid(format!(
                 "update returned {} rows for {} rows",

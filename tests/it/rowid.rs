@@ -428,3 +428,78 @@ async fn writes_that_change_nothing_publish_nothing() {
     assert_eq!(emptied.version, first.version + 1);
     assert_eq!(table.latest().await.unwrap().count_rows(), 0);
 }
+
+/// A lookup (a take, a masked scan, a DELETE by id) of one fragment's rows reads that
+/// fragment's deletions only: on a 100-fragment table with outright deletions in every
+/// fragment it makes a handful of GETs, and the damaged deletion files of other fragments
+/// do not fail it.
+#[tokio::test]
+async fn a_lookup_of_one_fragment_reads_only_its_deletions() {
+    use futures::TryStreamExt;
+    use natal::internals::io::InstrumentedStore;
+    use object_store::ObjectStoreExt;
+    let (table, store) = memory_table(10).await;
+    let rows: Vec<(i64, i64)> = (0..1000).map(|k| (k, k)).collect();
+    table.append(vec![batch(&rows)]).await.unwrap();
+    table
+        .delete_where(key_matches(|k| k % 10 == 3))
+        .await
+        .unwrap();
+    let fragments = table.latest().await.unwrap().manifest().fragments.clone();
+    assert_eq!(fragments.len(), 100);
+    for fragment in fragments.iter().filter(|f| f.id != 5) {
+        let deletion = fragment
+            .deletion
+            .as_ref()
+            .expect("every fragment lost a row");
+        let path = object_store::path::Path::from(format!("t/{}", deletion.first().path));
+        store
+            .put(&path, bytes::Bytes::from_static(b"damaged").into())
+            .await
+            .unwrap();
+    }
+    let counted = std::sync::Arc::new(InstrumentedStore::new(store.clone()));
+    let snapshot = natal::Table::open(counted.clone(), "t".into())
+        .latest()
+        .await
+        .unwrap();
+    let ids: Vec<RowId> = [1, 3, 4]
+        .iter()
+        .map(|&k| RowId::from_u64(addr(5, k)))
+        .collect();
+    counted.reset();
+    let request = natal::ScanRequest {
+        row_ids: Some(ids.iter().copied().collect()),
+        ..Default::default()
+    };
+    let read: Vec<arrow::array::RecordBatch> = snapshot
+        .scan(request)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let tally = counted.tally();
+    assert_eq!(
+        read.iter().map(|b| b.num_rows()).sum::<usize>(),
+        2,
+        "offset 3 was deleted"
+    );
+    // Fragment 5's deletion file, its data file's footer and its pages.
+    assert!(tally.get <= 3, "{tally:?}");
+    assert_eq!(take_pairs(&snapshot, &[addr(5, 4)]).await, vec![(54, 54)]);
+    let handle = natal::Table::open(counted.clone(), "t".into());
+    let rows = natal::RowMatch {
+        row_ids: Some(ids.iter().copied().collect()),
+        ..Default::default()
+    };
+    assert_eq!(
+        handle
+            .delete_matching(rows)
+            .await
+            .unwrap()
+            .figures
+            .rows_removed,
+        2
+    );
+}
