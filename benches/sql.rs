@@ -6,7 +6,8 @@
 //! Prints the median of 11 runs, planning and execution apart, for: a filtered scan (`val > X`,
 //! ~1% of rows), a scan of a 1,000-key range of the clustered `id` (pages pruned by min/max),
 //! a take of 1,000 random rows (natal: `_rowid IN (...)`; Parquet: `id IN (...)`),
-//! `count(*)`, and `val IN (10 values)` before and after `natal_create_index('t', 'val')`.
+//! `count(*)`, and `val IN (10 values)` before and after `natal_create_index('t', 'val')`;
+//! then `DELETE ... WHERE _rowid IN (100 ids)` beside the SELECT of the same ids.
 //!
 //! ```text
 //! cargo bench --bench sql
@@ -206,5 +207,51 @@ async fn main() -> datafusion::error::Result<()> {
     );
     assert_eq!(indexed.rows, plain.rows, "the index finds every row");
     assert_eq!(unindexed.rows, plain.rows);
+
+    // DML by id is a take: `DELETE ... WHERE _rowid IN (100 ids)` against the SELECT of the
+    // same ids, just before it (each run deletes 100 other rows, so the last runs read a
+    // table with the earlier runs' deletions).
+    let (mut selects, mut deletes) = (Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        let ids: Vec<String> = (0..100)
+            .map(|_| {
+                birth_id(rng.next() % total, fragment_rows)
+                    .as_u64()
+                    .to_string()
+            })
+            .collect();
+        let list = ids.join(",");
+        let start = Instant::now();
+        let selected: usize = ctx
+            .sql(&format!(
+                "SELECT * FROM \"t$rows\" WHERE _rowid IN ({list})"
+            ))
+            .await?
+            .collect()
+            .await?
+            .iter()
+            .map(|b| b.num_rows())
+            .sum();
+        selects.push(ms(start));
+        let start = Instant::now();
+        ctx.sql(&format!("DELETE FROM \"t$rows\" WHERE _rowid IN ({list})"))
+            .await?
+            .collect()
+            .await?;
+        deletes.push(ms(start));
+        assert!(selected > 0, "the ids name rows");
+    }
+    let median = |mut times: Vec<f64>| {
+        times.sort_by(f64::total_cmp);
+        times[RUNS / 2]
+    };
+    let (select, delete) = (median(selects), median(deletes));
+    println!("\n`_rowid IN (100 random ids)`, median of {RUNS} runs, each on other ids\n");
+    println!("| SELECT | DELETE | DELETE / SELECT |");
+    println!("|---|---|---|");
+    println!(
+        "| {select:.1} ms | {delete:.1} ms | {:.2}× |",
+        delete / select
+    );
     Ok(())
 }

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
+use arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
 use async_trait::async_trait;
 use datafusion::catalog::MemTable;
 use datafusion::catalog::{SchemaProvider, Session, TableProvider, TableProviderFactory};
@@ -222,20 +223,19 @@ impl SchemaProvider for NatalSchemaProvider {
             let schema = table.schema();
             blocking(async move {
                 let store = handle.store();
-                let created = Table::create(
+                let mut batches = Vec::new();
+                for partition in partitions {
+                    batches.extend(partition.read().await.iter().cloned().map(Ok));
+                }
+                // One version holding the rows: a failure leaves no table behind.
+                Table::create_from(
                     store.object_store().clone(),
                     store.root().clone(),
                     &schema,
                     TableOptions::default(),
+                    futures::StreamExt::boxed(futures::stream::iter(batches)),
                 )
                 .await?;
-                let mut batches = Vec::new();
-                for partition in partitions {
-                    batches.extend(partition.read().await.iter().cloned());
-                }
-                if !batches.is_empty() {
-                    created.append(batches).await?;
-                }
                 Ok(())
             })?;
             return Ok(None);
@@ -315,13 +315,26 @@ impl TableProviderFactory for NatalTableFactory {
         let (store, root) = resolve_location(state.runtime_env(), location)?;
         let table = Table::open(store.clone(), root.clone());
         let schema = cmd.schema.as_arrow();
-        if let Err(crate::Error::TableNotFound { .. }) = table.latest().await {
-            if schema.fields().is_empty() {
-                return Err(DataFusionError::Plan(format!(
-                    "no natal table at '{location}': give its columns to create one"
-                )));
+        match table.latest().await {
+            Err(crate::Error::TableNotFound { .. }) => {
+                if schema.fields().is_empty() {
+                    return Err(DataFusionError::Plan(format!(
+                        "no natal table at '{location}': give its columns to create one"
+                    )));
+                }
+                Table::create(store, root, schema, TableOptions::default()).await?;
             }
-            Table::create(store, root, schema, TableOptions::default()).await?;
+            Ok(snapshot) if !schema.fields().is_empty() => {
+                let stored = snapshot.schema().to_arrow();
+                if let Some(difference) = declared_difference(schema, &stored) {
+                    return Err(DataFusionError::Plan(format!(
+                        "the columns declared for '{location}' differ from the table's: \
+                         {difference} (declare none to use the table's)"
+                    )));
+                }
+            }
+            Ok(_) => {}
+            Err(e) => return Err(e.into()),
         }
         let view = ProviderView {
             version: None,
@@ -376,12 +389,63 @@ fn blocking<T: Send + 'static>(
     tokio::task::block_in_place(|| handle.block_on(work)).map_err(DataFusionError::from)
 }
 
+/// How columns declared for an existing table differ from its stored ones, if they do:
+/// names, order, types (string and binary types of the same values match whatever their
+/// layout: `VARCHAR` may be stored as `Utf8` or `Utf8View`), and `NOT NULL` declared for a
+/// column that holds nulls.
+fn declared_difference(declared: &ArrowSchema, stored: &ArrowSchema) -> Option<String> {
+    let describe = |f: &Field| {
+        let null = if f.is_nullable() { "" } else { " NOT NULL" };
+        format!("{} {}{null}", f.name(), f.data_type())
+    };
+    let family = |t: &DataType| match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => DataType::Binary,
+        other => other.clone(),
+    };
+    if declared.fields().len() != stored.fields().len() {
+        let names = |s: &ArrowSchema| {
+            s.fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Some(format!(
+            "{} columns declared ({}), the table has {} ({})",
+            declared.fields().len(),
+            names(declared),
+            stored.fields().len(),
+            names(stored)
+        ));
+    }
+    declared
+        .fields()
+        .iter()
+        .zip(stored.fields())
+        .enumerate()
+        .find(|(_, (d, s))| {
+            d.name() != s.name()
+                || family(d.data_type()) != family(s.data_type())
+                // A nullable declaration reads a NOT NULL column as it is.
+                || (!d.is_nullable() && s.is_nullable())
+        })
+        .map(|(i, (d, s))| {
+            format!(
+                "column {} is declared `{}`, stored `{}`",
+                i + 1,
+                describe(d),
+                describe(s)
+            )
+        })
+}
+
 /// The object store (registered with the runtime) and path a location names.
 pub fn resolve_location(
     runtime: &RuntimeEnv,
     location: &str,
 ) -> Result<(Arc<dyn ObjectStore>, Path)> {
-    let url = url_creating_directory(location)?;
+    let url = location_url(location)?;
     let store_url = ObjectStoreUrl::parse(&url[..url::Position::BeforePath])?;
     let store = runtime.object_store(&store_url)?;
     let path = Path::from_url_path(url.path())
@@ -397,12 +461,27 @@ fn local_io(path: &str, source: std::io::Error) -> DataFusionError {
     })
 }
 
-/// A LOCATION as a URL: URLs as given, plain paths as `file://` URLs (made absolute). A
-/// local directory that does not exist yet is created.
+/// A LOCATION as a URL: URLs as given, plain paths as `file://` URLs (made absolute).
+/// Nothing is created: a table's directory appears with its first file.
+pub fn location_url(location: &str) -> Result<url::Url> {
+    Ok(location_url_and_path(location)?.0)
+}
+
+/// [`location_url`], creating a plain path's directory if it does not exist yet (a catalog
+/// root, which must exist to be listed).
 pub fn url_creating_directory(location: &str) -> Result<url::Url> {
+    let (url, local) = location_url_and_path(location)?;
+    if let Some(directory) = local {
+        std::fs::create_dir_all(&directory).map_err(|source| local_io(location, source))?;
+    }
+    Ok(url)
+}
+
+/// The URL, and the local directory when `location` is a plain path.
+fn location_url_and_path(location: &str) -> Result<(url::Url, Option<std::path::PathBuf>)> {
     if let Ok(url) = url::Url::parse(location) {
         if url.scheme().len() > 1 {
-            return Ok(url);
+            return Ok((url, None));
         }
     }
     let path = std::path::Path::new(location);
@@ -413,7 +492,7 @@ pub fn url_creating_directory(location: &str) -> Result<url::Url> {
             .map_err(|source| local_io(location, source))?
             .join(path)
     };
-    std::fs::create_dir_all(&absolute).map_err(|source| local_io(location, source))?;
-    url::Url::from_directory_path(&absolute)
-        .map_err(|_| DataFusionError::Plan(format!("'{location}' is not a usable path")))
+    let url = url::Url::from_directory_path(&absolute)
+        .map_err(|_| DataFusionError::Plan(format!("'{location}' is not a usable path")))?;
+    Ok((url, Some(absolute)))
 }

@@ -35,8 +35,8 @@ use datafusion::execution::FunctionRegistry;
 use datafusion::prelude::SessionContext;
 
 pub use catalog::{
-    resolve_location, url_creating_directory, NatalSchemaProvider, NatalTableFactory, TableKind,
-    TableName,
+    location_url, resolve_location, url_creating_directory, NatalSchemaProvider, NatalTableFactory,
+    TableKind, TableName,
 };
 pub use dml::{DmlExec, DmlKind, NatalSink};
 pub use functions::NatalFunction;
@@ -102,6 +102,7 @@ pub fn open_table(ctx: &SessionContext, location: &str) -> Result<crate::table::
 /// or object-store URL) as the default schema, so `SELECT * FROM t` finds `<root>/t`, the
 /// [`DmlGuard`], the [`FoldRowIdLists`] rewrite and the `natal.*` options ([`NatalOptions`]).
 pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
+    url_creating_directory(root)?;
     let (store, path) = resolve_location(&ctx.runtime_env(), root)?;
     let state = ctx.state();
     let options = state.config_options();

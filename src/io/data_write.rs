@@ -2,9 +2,14 @@
 //! size, chosen from the data) and the encoding itself, a row group's columns side by side.
 //! Statistics for the manifest come from the writer's own footer (`file_stats`).
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use arrow::datatypes::{DataType, Float16Type, Float32Type, Float64Type, SchemaRef};
+use std::sync::Arc;
+
+use arrow::array::{new_null_array, Array, ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::{
+    DataType, Float16Type, Float32Type, Float64Type, Schema as ArrowSchema, SchemaRef,
+};
 use bytes::Bytes;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowColumnWriter};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
@@ -105,6 +110,37 @@ fn few_distinct(column: &ArrayRef) -> bool {
         }
     }
     true
+}
+
+/// Refuses a schema holding a column natal cannot store, naming the column and its type:
+/// each column is written (one null row) by natal's writer and read back, so a type Parquet
+/// cannot hold (an interval of months, days and nanoseconds, a union) fails at CREATE rather
+/// than at every insert.
+pub(crate) async fn check_storable(schema: &ArrowSchema) -> Result<()> {
+    for field in schema.fields() {
+        let probe = Arc::new(ArrowSchema::new(vec![field
+            .as_ref()
+            .clone()
+            .with_nullable(true)]));
+        let stored = async {
+            let column = new_null_array(field.data_type(), 1);
+            let batch = RecordBatch::try_new(probe.clone(), vec![column])?;
+            let (bytes, _) = encode(probe.clone(), vec![batch]).await?;
+            let reader = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(bytes))?.build()?;
+            for batch in reader {
+                batch?;
+            }
+            Ok::<_, Error>(())
+        };
+        stored.await.map_err(|e| {
+            Error::invalid(format!(
+                "column {} has type {}, which natal cannot store: {e}",
+                field.name(),
+                field.data_type()
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 impl TableStore {

@@ -19,6 +19,7 @@ mod store;
 
 pub use crate::format::{decode_deletions, encode_deletions};
 pub use data::READ_BATCH_ROWS;
+pub(crate) use data_write::check_storable;
 pub use data_write::PAGE_ROWS;
 pub use index::{indexable, IndexLookup};
 pub use instrumented::{InstrumentedStore, RequestTally};

@@ -30,13 +30,17 @@ mod write;
 
 use std::sync::Arc;
 
+use arrow::array::RecordBatch;
 use arrow::datatypes::Schema as ArrowSchema;
+use futures::stream::BoxStream;
+use futures::StreamExt;
 use object_store::path::Path;
 use object_store::ObjectStore;
 
 use crate::error::{Error, Result};
 use crate::format::{Manifest, Operation, Schema, TransactionSummary};
-use crate::io::{ManifestLayout, TableStore};
+use crate::io::{check_storable, ManifestLayout, TableStore};
+use write::{delete_written, write_native_fragments};
 
 pub use filter::{predicate_layout, RowPredicate};
 pub use index::{IndexBuild, IndexOptions, IndexProbe};
@@ -145,25 +149,56 @@ impl Table {
     ///
     /// # Errors
     /// [`Error::TableAlreadyExists`] if a table is there; [`Error::InvalidInput`] for a schema
-    /// natal cannot store.
+    /// natal cannot store (naming the column and its type).
     pub async fn create(
         store: Arc<dyn ObjectStore>,
         root: Path,
         schema: &ArrowSchema,
         options: TableOptions,
     ) -> Result<Self> {
+        let (table, _) = Self::create_from(
+            store,
+            root,
+            schema,
+            options,
+            futures::stream::empty().boxed(),
+        )
+        .await?;
+        Ok(table)
+    }
+
+    /// Creates a table at `root` whose first version holds `batches` (`CREATE TABLE ... AS
+    /// SELECT`). The rows are written before the version is published, so a failure (a row
+    /// the schema refuses, an error from the input, a store error) leaves no table, and
+    /// the data files written so far are deleted.
+    ///
+    /// # Errors
+    /// As [`Self::create`], and the input's errors.
+    pub async fn create_from(
+        store: Arc<dyn ObjectStore>,
+        root: Path,
+        schema: &ArrowSchema,
+        options: TableOptions,
+        batches: BoxStream<'_, Result<RecordBatch>>,
+    ) -> Result<(Self, Committed)> {
         let max_rows_per_fragment = u32::try_from(options.max_rows_per_fragment)
             .ok()
             .and_then(std::num::NonZeroU32::new)
             .ok_or_else(|| Error::invalid("max_rows_per_fragment must be in 1..=u32::MAX"))?;
+        check_storable(schema).await?;
         let store = TableStore::new(store, root);
-        let schema = Schema::from_arrow(schema)?;
-        let mut manifest = Manifest {
+        let already_exists = |store: &TableStore| Error::TableAlreadyExists {
+            table: store.display(),
+        };
+        if store.latest_version().await?.is_some() {
+            return Err(already_exists(&store));
+        }
+        let empty = Manifest {
             version: 1,
             parent_version: None,
             timestamp_micros: chrono::Utc::now().timestamp_micros(),
             table_uuid: uuid::Uuid::new_v4().to_string(),
-            schema,
+            schema: Schema::from_arrow(schema)?,
             fragments: Vec::new(),
             fragment_segments: Vec::new(),
             max_fragment_id: None,
@@ -181,20 +216,21 @@ impl Table {
             max_rows_per_fragment,
             indexes: Default::default(),
         };
-        if store.latest_version().await?.is_some()
-            || !store
-                .publish_manifest(&mut manifest, &options.layout)
-                .await?
-        {
-            return Err(Error::TableAlreadyExists {
-                table: store.display(),
-            });
-        }
-        Ok(Self {
+        let fragments =
+            write_native_fragments(&store, &empty.schema, empty.fragment_row_target(), batches)
+                .await?;
+        let published = commit::create(&store, empty, &fragments, &options).await;
+        let Some(manifest) = published.as_ref().ok().and_then(Option::as_ref) else {
+            delete_written(&store, &fragments).await;
+            return Err(published.err().unwrap_or_else(|| already_exists(&store)));
+        };
+        let committed = Committed::of(manifest);
+        let table = Self {
             store,
             options,
             planned_at: None,
-        })
+        };
+        Ok((table, committed))
     }
 
     /// A handle on the table at `root`. Does no I/O: the first read finds the latest

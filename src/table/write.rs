@@ -133,10 +133,54 @@ impl<'a> FragmentWriter<'a> {
         self.done.len()
     }
 
+    /// The fragments written, the last one flushed; if that fails, the files written so far
+    /// are deleted.
     pub(crate) async fn finish(mut self) -> Result<Vec<NewFragment>> {
-        self.flush().await?;
+        if let Err(e) = self.flush().await {
+            self.abandon().await;
+            return Err(e);
+        }
         Ok(self.done)
     }
+
+    /// Deletes the files written so far, for a write that failed before it committed.
+    pub(crate) async fn abandon(self) {
+        delete_written(self.store, &self.done).await;
+    }
+}
+
+/// Deletes the data files of `fragments`, written by a write that will not commit them. Best
+/// effort: a file left behind (the store failed again) is an orphan that cleanup removes.
+pub(crate) async fn delete_written(store: &TableStore, fragments: &[NewFragment]) {
+    use object_store::ObjectStoreExt;
+    for fragment in fragments {
+        let _ = store
+            .object_store()
+            .delete(&store.path(&fragment.file.path))
+            .await;
+    }
+}
+
+/// Writes `batches` as native fragments of at most `max_rows` rows. On an error (from the
+/// input, the schema or the store) the files written so far are deleted.
+pub(crate) async fn write_native_fragments(
+    store: &TableStore,
+    schema: &Schema,
+    max_rows: u64,
+    mut batches: BoxStream<'_, Result<RecordBatch>>,
+) -> Result<Vec<NewFragment>> {
+    let mut writer = FragmentWriter::new(store, schema, max_rows, false);
+    while let Some(next) = batches.next().await {
+        let pushed = match next {
+            Ok(batch) => writer.push(batch, Vec::new()).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = pushed {
+            writer.abandon().await;
+            return Err(e);
+        }
+    }
+    writer.finish().await
 }
 
 fn system_columns(batch: &RecordBatch) -> Result<(Vec<RowId>, Vec<RowAddress>)> {
@@ -198,20 +242,11 @@ impl Table {
     async fn write_native(
         &self,
         read: &Snapshot,
-        mut batches: BoxStream<'_, Result<RecordBatch>>,
+        batches: BoxStream<'_, Result<RecordBatch>>,
     ) -> Result<Vec<NewFragment>> {
         read.manifest().check_writable(&self.store.display())?;
-        let schema = read.schema();
-        let mut writer = FragmentWriter::new(
-            &self.store,
-            schema,
-            read.manifest().fragment_row_target(),
-            false,
-        );
-        while let Some(batch) = batches.try_next().await? {
-            writer.push(batch, Vec::new()).await?;
-        }
-        writer.finish().await
+        let target = read.manifest().fragment_row_target();
+        write_native_fragments(&self.store, read.schema(), target, batches).await
     }
 
     /// Deletes the rows `predicate` matches. It is handed batches of every user column,

@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod concurrency;
 mod data_files;
+mod failed_writes;
 mod faults;
 mod fixtures;
 mod index;

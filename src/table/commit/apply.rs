@@ -32,18 +32,7 @@ pub(super) async fn apply(
         fragments_removed: Vec::new(),
         fragments_added: Vec::new(),
     };
-    let add = |m: &mut Manifest,
-               summary: &mut TransactionSummary,
-               fragments: &[NewFragment]|
-     -> Result<()> {
-        for new in fragments {
-            let id = m.allocate_fragment_id()?;
-            summary.rows_added += new.rows as u64;
-            summary.fragments_added.push(id);
-            m.fragments.push(new.clone().into_fragment(id));
-        }
-        Ok(())
-    };
+    let add = add_fragments;
     match action {
         Action::Append { fragments } => add(&mut m, &mut summary, fragments)?,
         Action::Overwrite { fragments } => {
@@ -141,6 +130,21 @@ pub(super) async fn apply(
 
 /// Marks `rows` deleted in `m`, writing one new deletion file per touched fragment; rows
 /// whose ids are in `moved` count as moves.
+/// Adds `fragments` to `m` under new ids, counting them in `summary`.
+pub(super) fn add_fragments(
+    m: &mut Manifest,
+    summary: &mut TransactionSummary,
+    fragments: &[NewFragment],
+) -> Result<()> {
+    for new in fragments {
+        let id = m.allocate_fragment_id()?;
+        summary.rows_added += new.rows as u64;
+        summary.fragments_added.push(id);
+        m.fragments.push(new.clone().into_fragment(id));
+    }
+    Ok(())
+}
+
 async fn delete_rows(
     store: &TableStore,
     m: &mut Manifest,

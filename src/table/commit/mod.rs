@@ -20,7 +20,7 @@ use crate::io::TableStore;
 use crate::table::TableOptions;
 
 pub(crate) use action::{Action, NewFragment};
-use apply::apply;
+use apply::{add_fragments, apply};
 use rebase::rebase;
 
 /// Applies `action` on top of `read` and publishes it, rebasing over concurrent commits.
@@ -58,6 +58,23 @@ pub(crate) async fn commit(
         other_version: base.version,
         reason: format!("gave up after {} retries", options.max_commit_retries),
     })
+}
+
+/// Publishes `empty`, a table's first version, holding `fragments`. `None` if a version 1
+/// exists (another writer created the table first): nothing was published then.
+pub(crate) async fn create(
+    store: &TableStore,
+    mut empty: Manifest,
+    fragments: &[NewFragment],
+    options: &TableOptions,
+) -> Result<Option<Manifest>> {
+    let mut summary = empty.transaction.clone();
+    add_fragments(&mut empty, &mut summary, fragments)?;
+    empty.transaction = summary;
+    Ok(store
+        .publish_manifest(&mut empty, &options.layout)
+        .await?
+        .then_some(empty))
 }
 
 #[cfg(test)]
