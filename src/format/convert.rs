@@ -4,16 +4,15 @@
 //! A manifest file is `MAGIC | protobuf | crc32(protobuf) as u32 LE`. The checksum makes a
 //! torn or bit-flipped manifest a [`Error::Corrupt`] instead of a silently different table.
 
-use std::str::FromStr;
 use std::sync::Arc;
 
-use arrow::datatypes::DataType;
 use prost::Message;
 use roaring::RoaringBitmap;
 
 use super::convert_row_ids::{sequence_from_proto, sequence_to_proto};
 use super::envelope::{seal, unseal};
 use super::proto;
+use super::type_text::{type_from_text, type_to_text};
 use super::*;
 use crate::error::{Error, FlagKind, Result};
 use crate::rowid::FragmentId;
@@ -143,8 +142,8 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> R
             .fields
             .into_iter()
             .map(|f| {
-                let data_type = DataType::from_str(&f.data_type)
-                    .map_err(|e| corrupt(&format!("bad type '{}': {e}", f.data_type)))?;
+                let data_type =
+                    type_from_text(&f.data_type, &f.nested_field_names).map_err(|e| corrupt(&e))?;
                 Ok(Field {
                     id: f.id,
                     name: f.name,
@@ -618,11 +617,15 @@ impl From<&Manifest> for proto::Manifest {
                     .schema
                     .fields
                     .iter()
-                    .map(|f| proto::Field {
-                        id: f.id,
-                        name: f.name.clone(),
-                        data_type: f.data_type.to_string(),
-                        nullable: f.nullable,
+                    .map(|f| {
+                        let (data_type, nested_field_names) = type_to_text(&f.data_type);
+                        proto::Field {
+                            id: f.id,
+                            name: f.name.clone(),
+                            data_type,
+                            nullable: f.nullable,
+                            nested_field_names,
+                        }
                     })
                     .collect(),
                 next_field_id: m.schema.next_field_id,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::rowid::{FragmentId, RowIdSequence};
 
+use super::type_text::names_apart;
 use super::{ColumnStats, DerivedName, FieldId, IndexSection, Schema, TablePath};
 
 /// natal's on-disk format version. A manifest with another version is refused.
@@ -38,6 +39,9 @@ pub mod flags {
     /// attempt rather than by path ([`DerivedName`](super::DerivedName)), which readers must
     /// expand.
     pub const DERIVED_NAMES: u64 = 1 << 8;
+    /// Some column types keep their nested field names apart from their text (a name Arrow's
+    /// type parser cannot read back), which readers must put back in.
+    pub const NESTED_FIELD_NAMES: u64 = 1 << 9;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -45,7 +49,8 @@ pub mod flags {
         | DELETION_DELTAS
         | FRAGMENT_SEGMENTS
         | SEGMENT_PATCHES
-        | DERIVED_NAMES;
+        | DERIVED_NAMES
+        | NESTED_FIELD_NAMES;
     /// Every writer flag this client implements.
     pub const KNOWN_WRITER: u64 = KNOWN_READER | INDEX_SEGMENT_SEQ | MOVE_TALLIES;
 }
@@ -188,6 +193,9 @@ impl Manifest {
         });
         if derived_deletion || derived_segment {
             used |= flags::DERIVED_NAMES;
+        }
+        if self.schema.fields.iter().any(|f| names_apart(&f.data_type)) {
+            used |= flags::NESTED_FIELD_NAMES;
         }
         let reader = used;
         let mut writer = used;

@@ -13,6 +13,7 @@ mod path;
 mod schema;
 mod stats;
 mod stored;
+mod type_text;
 mod unresolved;
 
 #[allow(clippy::all, missing_docs)]

@@ -63,6 +63,13 @@ impl Schema {
                     field.name()
                 )));
             }
+            if !super::type_text::stores_exactly(field.data_type()) {
+                return Err(Error::invalid(format!(
+                    "column {} has type {}, which natal's manifest cannot hold exactly",
+                    field.name(),
+                    field.data_type()
+                )));
+            }
             fields.push(Field {
                 id: id as u32,
                 name: field.name().clone(),

@@ -703,3 +703,34 @@ async fn a_handle_reads_a_table_created_again_in_its_place() {
     let keys: Vec<i64> = after.values().map(|r| r.key).collect();
     assert_eq!(keys, [7, 8], "the new table's rows and deletions");
 }
+
+/// A nested field name Arrow's type parser cannot read back (a quote, a backslash) is stored
+/// apart from the type's text, under a reader flag; it reads back exactly.
+#[tokio::test]
+async fn nested_field_names_read_back_exactly() {
+    use arrow::datatypes::{DataType, Field, Schema};
+    use natal::internals::format::flags::NESTED_FIELD_NAMES;
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let odd = DataType::Struct(vec![Field::new("a\"b\\c", DataType::Int64, true)].into());
+    let plain = DataType::Struct(vec![Field::new("a b", DataType::Int64, true)].into());
+    for (data_type, flagged) in [(odd, true), (plain, false)] {
+        let schema = Schema::new(vec![Field::new("s", data_type.clone(), true)]);
+        Table::create(store.clone(), "t".into(), &schema, TableOptions::default())
+            .await
+            .unwrap();
+        let snapshot = Table::open(store.clone(), "t".into())
+            .latest()
+            .await
+            .unwrap();
+        assert_eq!(
+            snapshot.schema().to_arrow().field(0).data_type(),
+            &data_type
+        );
+        let reader_flags = snapshot.manifest().reader_flags();
+        assert_eq!(reader_flags & NESTED_FIELD_NAMES != 0, flagged);
+        let listed: Vec<_> = store.list(None).try_collect().await.unwrap();
+        for meta in listed {
+            store.delete(&meta.location).await.unwrap();
+        }
+    }
+}
