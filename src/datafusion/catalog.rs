@@ -7,17 +7,20 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
+use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::MemTable;
 use datafusion::catalog::{SchemaProvider, Session, TableProvider, TableProviderFactory};
+use datafusion::datasource::empty::EmptyTable;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::logical_expr::CreateExternalTable;
+use futures::StreamExt;
 use object_store::path::Path;
 use object_store::ObjectStore;
 
+use super::damaged::DamagedTable;
 use super::metadata;
 use super::provider::{NatalTableProvider, ProviderView};
 use crate::table::{Table, TableOptions};
@@ -184,6 +187,14 @@ impl SchemaProvider for NatalSchemaProvider {
                     Some(_) => Err(e.into()),
                 }
             }
+            // The latest version is damaged: the table is still there (to drop, to restore),
+            // and every read of it reports the damage.
+            Err(crate::Error::Corrupt { path, reason })
+                if parsed.view.version.is_none() && parsed.kind == TableKind::Rows =>
+            {
+                let schema = newest_readable_schema(&table).await;
+                return Ok(Some(Arc::new(DamagedTable::new(schema, path, reason))));
+            }
             Err(e) => return Err(e.into()),
         };
         self.keep_handle(&parsed.base, &table);
@@ -272,14 +283,27 @@ impl SchemaProvider for NatalSchemaProvider {
             handles.remove(&parsed.base);
         }
         blocking(async move {
-            let snapshot = handle.latest().await?;
-            let view = ProviderView {
-                version: None,
-                system_columns: false,
+            let dropped: Arc<dyn TableProvider> = match handle.latest().await {
+                Ok(snapshot) => {
+                    let view = ProviderView {
+                        version: None,
+                        system_columns: false,
+                    };
+                    Arc::new(NatalTableProvider::from_snapshot(
+                        handle.clone(),
+                        view,
+                        snapshot,
+                    ))
+                }
+                // A table whose latest version is damaged, or the files a failed drop left,
+                // are dropped all the same.
+                Err(crate::Error::Corrupt { .. } | crate::Error::TableNotFound { .. }) => {
+                    Arc::new(EmptyTable::new(Arc::new(ArrowSchema::empty())))
+                }
+                Err(e) => return Err(e),
             };
-            let provider = NatalTableProvider::from_snapshot(handle.clone(), view, snapshot);
             handle.delete_all_files().await?;
-            Ok(Some(Arc::new(provider) as Arc<dyn TableProvider>))
+            Ok(Some(dropped))
         })
     }
 
@@ -291,8 +315,22 @@ impl SchemaProvider for NatalSchemaProvider {
             return false;
         };
         let handle = self.table_handle(&parsed.base);
-        blocking(async move { Ok(handle.store().latest_version().await?.is_some()) })
-            .unwrap_or(false)
+        // Files left by a drop that failed half way (manifests go first) still make a table
+        // here: `DROP TABLE IF EXISTS` must remove them, not report there is nothing.
+        blocking(async move {
+            let store = handle.store();
+            if store.latest_version().await?.is_some() {
+                return Ok(true);
+            }
+            let mut listing = store.object_store().list(Some(store.root()));
+            while let Some(meta) = listing.next().await.transpose()? {
+                if store.is_table_file(&meta.location) {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        })
+        .unwrap_or(false)
     }
 }
 
@@ -438,6 +476,17 @@ fn declared_difference(declared: &ArrowSchema, stored: &ArrowSchema) -> Option<S
                 describe(s)
             )
         })
+}
+
+/// The user columns of the newest version of `table` that reads; none if no version does.
+async fn newest_readable_schema(table: &Table) -> SchemaRef {
+    let versions = table.store().list_versions().await.unwrap_or_default();
+    for (version, _) in versions.into_iter().rev() {
+        if let Ok(snapshot) = table.at_version(version).await {
+            return snapshot.schema().to_arrow();
+        }
+    }
+    Arc::new(ArrowSchema::empty())
 }
 
 /// The object store (registered with the runtime) and path a location names.

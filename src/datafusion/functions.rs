@@ -1,5 +1,5 @@
 //! Maintenance as table functions — `natal_compact('t')`, `natal_checkpoint('t')`,
-//! `natal_cleanup('t', keep_versions [, keep_newer_than_seconds])`,
+//! `natal_cleanup('t', keep_versions [, keep_newer_than_seconds [, min_file_age_seconds]])`,
 //! `natal_restore('t', version)`, `natal_create_index('t', 'column' [, 'name'])`,
 //! `natal_drop_index('t', 'name')` — and DML as functions: `natal_delete`, `natal_update`.
 //! Arguments are checked while planning; the work happens when the plan executes (so
@@ -37,6 +37,8 @@ enum Operation {
     Cleanup {
         keep_versions: u64,
         keep_newer_than_secs: u64,
+        /// Unreferenced files younger than this are kept: a commit in flight may own them.
+        min_file_age_secs: u64,
     },
     Restore {
         version: u64,
@@ -116,11 +118,12 @@ impl Operation {
             Operation::Cleanup {
                 keep_versions,
                 keep_newer_than_secs,
+                min_file_age_secs,
             } => {
                 let policy = CleanupPolicy {
                     keep_versions: keep_versions as usize,
                     keep_newer_than: Duration::from_secs(keep_newer_than_secs),
-                    ..CleanupPolicy::default()
+                    min_file_age: Duration::from_secs(min_file_age_secs),
                 };
                 let r = table.cleanup(policy).await?;
                 vec![
@@ -269,12 +272,16 @@ impl TableFunctionImpl for NatalFunction {
                 let keep_newer_than_secs =
                     literal_u64(name, exprs, 2, "seconds of history to keep")?
                         .unwrap_or(defaults.keep_newer_than.as_secs());
+                let min_file_age_secs =
+                    literal_u64(name, exprs, 3, "minimum age in seconds of a file to remove")?
+                        .unwrap_or(defaults.min_file_age.as_secs());
                 (
                     Operation::Cleanup {
                         keep_versions,
                         keep_newer_than_secs,
+                        min_file_age_secs,
                     },
-                    3,
+                    4,
                 )
             }
             "natal_create_index" => {

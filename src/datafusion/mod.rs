@@ -12,6 +12,7 @@
 //! ```
 
 mod catalog;
+mod damaged;
 mod dml;
 mod filter;
 mod functions;
@@ -38,6 +39,7 @@ pub use catalog::{
     location_url, resolve_location, url_creating_directory, NatalSchemaProvider, NatalTableFactory,
     TableKind, TableName,
 };
+pub use damaged::DamagedTable;
 pub use dml::{DmlExec, DmlKind, NatalSink};
 pub use functions::NatalFunction;
 pub use guard::DmlGuard;

@@ -155,6 +155,18 @@ impl IndexSection {
         }
     }
 
+    /// Raises every name's high-water mark by `count` (a restore over a damaged version,
+    /// which may have numbered up to `count` more segments of any name).
+    pub fn raise_marks_by(&mut self, count: u64) {
+        if count == 0 {
+            return;
+        }
+        self.backfill();
+        for mark in &mut self.logical {
+            mark.max_segment_seq = Some(mark.max_segment_seq.unwrap_or(0) + count);
+        }
+    }
+
     /// Removes every segment of `name`, keeping its high-water mark; returns how many.
     pub fn remove(&mut self, name: &str) -> usize {
         self.backfill();

@@ -151,6 +151,17 @@ impl TableStore {
         *seen = Some(table_uuid.to_string());
     }
 
+    /// True when `location` is under one of the table's own directories
+    /// ([`crate::format::TABLE_FILE_DIRS`]): a file natal wrote for it.
+    pub fn is_table_file(&self, location: &Path) -> bool {
+        let Some(mut parts) = location.prefix_match(&self.root) else {
+            return false;
+        };
+        let top = parts.next();
+        top.is_some_and(|top| crate::format::TABLE_FILE_DIRS.contains(&top.as_ref()))
+            && parts.next().is_some()
+    }
+
     /// The object store the table is in.
     pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
         &self.store
@@ -193,9 +204,14 @@ impl TableStore {
             .map(|inverted| u64::MAX - inverted)
     }
 
-    /// The table's location, for messages.
+    /// The table's location, for messages: a local table's path as the user wrote it (an
+    /// object-store path has no leading `/`; a local one had).
     pub fn display(&self) -> String {
-        self.root.to_string()
+        if self.store.to_string().starts_with("LocalFileSystem") {
+            format!("/{}", self.root)
+        } else {
+            self.root.to_string()
+        }
     }
 
     /// Reads the file at `path` (a full store path).

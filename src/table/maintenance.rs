@@ -84,7 +84,7 @@ pub struct CleanupReport {
 }
 
 /// Every file a manifest references, as table-relative paths.
-fn referenced_files(manifest: &Manifest, into: &mut HashSet<String>) {
+pub(super) fn referenced_files(manifest: &Manifest, into: &mut HashSet<String>) {
     for fragment in &manifest.fragments {
         for file in &fragment.files {
             into.insert(file.path.as_str().to_string());
@@ -217,9 +217,22 @@ impl Table {
     }
 
     /// Publishes a new version whose rows are those of `version`. Fragment ids keep rising.
+    ///
+    /// When the latest version is damaged (it, or a file it needs, cannot be read), this is
+    /// how the table recovers: the new version follows the damaged one, with fragment-id
+    /// and index marks above anything it could hold (see `recovery.rs`).
     pub async fn restore(&self, version: u64) -> Result<Committed> {
-        let read = self.read_snapshot().await?;
         let from = self.store.read_manifest(version).await?;
+        let read = match self.read_snapshot().await {
+            Ok(read) => read,
+            Err(damaged @ Error::Corrupt { .. }) if self.planned_at.is_none() => {
+                let Some(latest) = self.store.latest_version().await? else {
+                    return Err(damaged);
+                };
+                return self.restore_over_damaged(latest, from).await;
+            }
+            Err(e) => return Err(e),
+        };
         self.commit(
             &read,
             Action::Restore {
@@ -229,15 +242,19 @@ impl Table {
         .await
     }
 
-    /// Deletes the table: every object under its root, manifests first, so a table dropped
-    /// half way (the store failed) is no table at all rather than versions naming missing
-    /// files. Returns how many objects were deleted.
+    /// Deletes the table: its manifests first, so a table dropped half way (the store
+    /// failed) is no table at all rather than versions naming missing files, then every file
+    /// under its own directories. Files of anyone else in its directory are left. Returns
+    /// how many objects were deleted.
     pub async fn delete_all_files(&self) -> Result<u64> {
         let store = self.store.object_store();
         let versions = self.store.root().clone().join(crate::io::VERSIONS_DIR);
         let listing: Vec<_> = store.list(Some(self.store.root())).try_collect().await?;
         let (manifests, files): (Vec<_>, Vec<_>) = listing
             .into_iter()
+            .filter(|m| {
+                m.location.prefix_matches(&versions) || self.store.is_table_file(&m.location)
+            })
             .partition(|m| m.location.prefix_matches(&versions));
         let mut deleted = 0;
         for meta in manifests.into_iter().chain(files) {
@@ -263,7 +280,24 @@ impl Table {
         let mut referenced = HashSet::new();
         let mut removable_manifests = Vec::new();
         for (i, (version, meta)) in versions.iter().enumerate() {
-            let manifest = self.store.read_manifest(*version).await?;
+            let manifest = match self.store.read_manifest(*version).await {
+                Ok(manifest) => manifest,
+                // A damaged old version the policy removes goes: nothing can read it.
+                Err(Error::Corrupt { .. }) if i < keep_from && *version != latest => {
+                    removable_manifests.push(meta.clone());
+                    continue;
+                }
+                Err(Error::Corrupt { path, reason }) => {
+                    return Err(Error::Corrupt {
+                        path,
+                        reason: format!(
+                            "{reason}; cleanup cannot tell which files damaged version \
+                             {version} needs: keep fewer versions to remove it"
+                        ),
+                    })
+                }
+                Err(e) => return Err(e),
+            };
             if i >= keep_from || manifest.timestamp_micros >= newer_than || *version == latest {
                 kept.insert(*version);
                 referenced_files(&manifest, &mut referenced);

@@ -24,6 +24,7 @@ mod index;
 mod maintenance;
 mod merge;
 mod progress;
+mod recovery;
 mod scan_request;
 mod snapshot;
 mod write;
@@ -270,7 +271,20 @@ impl Table {
                 .ok_or_else(|| Error::TableNotFound {
                     table: self.store.display(),
                 })?;
-        let manifest = self.store.read_listed_manifest(version, &listed).await?;
+        let manifest = match self.store.read_listed_manifest(version, &listed).await {
+            Ok(manifest) => manifest,
+            Err(Error::Corrupt { path, reason }) => {
+                return Err(Error::Corrupt {
+                    path,
+                    reason: format!(
+                        "{reason}. The latest version ({version}) is damaged; older versions \
+                         still read (`at_version`, or \"t@vN\" in SQL), and `restore` \
+                         (`natal_restore('t', N)`) publishes one of them as the latest"
+                    ),
+                })
+            }
+            Err(e) => return Err(e),
+        };
         Ok(Snapshot::new(self.store.clone(), manifest))
     }
 
