@@ -22,6 +22,7 @@ mod proto {
 }
 
 pub use deletion::{decode_deletions, encode_deletions};
+pub use envelope::{seal, unseal};
 pub use index::{cache_node, IndexSection, IndexSegment, LogicalIndex};
 pub use manifest::{
     flags, CheckpointRef, DataFile, DeletionFile, DeletionVector, Fragment, FragmentRowIds,

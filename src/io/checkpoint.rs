@@ -1,6 +1,7 @@
 //! Relocation checkpoints: the relocation view's entries as a plain Parquet file
 //! (`id_start: u64, addr_start: u64, len: u32`, sorted by `id_start`), loaded in one GET.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use arrow::array::{AsArray, RecordBatch, UInt32Array, UInt64Array};
@@ -11,6 +12,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
+use super::data::panicked;
 use super::store::unique_name;
 use super::TableStore;
 use crate::error::{Error, Result};
@@ -72,14 +74,25 @@ impl TableStore {
     /// [`Error::Corrupt`] if the file is not a checkpoint, is truncated, or its entries are
     /// unsorted, overlapping or differ in number from the manifest's reference.
     pub async fn read_checkpoint(&self, checkpoint: &CheckpointRef) -> Result<Vec<RangeEntry>> {
+        let bytes = self.get(&self.path(&checkpoint.path)).await?;
+        let path = checkpoint.path.as_str();
+        // A panic of the Parquet reader over a damaged file is that file's corruption.
+        std::panic::catch_unwind(AssertUnwindSafe(|| decode_checkpoint(checkpoint, bytes)))
+            .map_err(|panic| panicked(path, panic))?
+    }
+}
+
+/// The entries of a checkpoint file, checked against the manifest's reference to it.
+fn decode_checkpoint(checkpoint: &CheckpointRef, bytes: Bytes) -> Result<Vec<RangeEntry>> {
+    {
         let path = checkpoint.path.as_str();
         let corrupt = |reason: String| Error::corrupt(path, reason);
-        let bytes = self.get(&self.path(&checkpoint.path)).await?;
         let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
             .map_err(|e| corrupt(e.to_string()))?
             .build()
             .map_err(|e| corrupt(e.to_string()))?;
-        let mut entries = Vec::with_capacity(checkpoint.entry_count as usize);
+        // The manifest's count sizes nothing until the file's rows back it.
+        let mut entries = Vec::new();
         for batch in reader {
             let batch = batch.map_err(|e| corrupt(e.to_string()))?;
             if batch.schema().fields() != checkpoint_schema().fields() {

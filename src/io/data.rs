@@ -6,6 +6,7 @@
 //! fragment is read whole or as a range of its rows (a partition's share).
 
 use std::ops::Range;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -15,7 +16,7 @@ use arrow::array::{
 use arrow::compute::{cast, concat_batches};
 use arrow::datatypes::{DataType, SchemaRef};
 use futures::stream::{self, BoxStream};
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use parquet::errors::ParquetError;
@@ -193,10 +194,12 @@ impl TableStore {
             .with_column_index_policy(column_index_policy);
         let usable =
             |m: &ArrowReaderMetadata| !column_index || m.metadata().column_index().is_some();
-        let metadata = self
-            .cached_footer(&file.path, reader, options, usable)
+        let path = file.path.as_str();
+        let metadata = AssertUnwindSafe(self.cached_footer(&file.path, reader, options, usable))
+            .catch_unwind()
             .await
-            .map_err(|e| read_error(file.path.as_str(), e))?;
+            .map_err(|panic| panicked(path, panic))?
+            .map_err(|e| read_error(path, e))?;
         if metadata.metadata().file_metadata().num_rows() as u64 != file.row_count {
             return Err(Error::corrupt(
                 file.path.as_str(),
@@ -228,8 +231,12 @@ impl TableStore {
                 let file = &fragment.files[*file_index];
                 let stream = self.read_file(file, field_ids, selection).await?;
                 let field_ids = field_ids.to_vec();
+                let path = file.path.to_string();
+                // A column the file holds in another shape than the table's is damage.
                 return Ok(stream
-                    .map(move |batch| conform(batch?, &field_ids, &output))
+                    .map(move |batch| {
+                        conform(batch?, &field_ids, &output).map_err(|e| unlike_table(&path, e))
+                    })
                     .boxed());
             }
         }
@@ -246,7 +253,8 @@ impl TableStore {
             let Some(first) = batches.first() else {
                 continue;
             };
-            let batch = concat_batches(&first.schema(), &batches)?;
+            let batch = concat_batches(&first.schema(), &batches)
+                .map_err(|e| unlike_table(file.path.as_str(), e.into()))?;
             rows = Some(batch.num_rows());
             for id in ids {
                 if let Some(slot) = field_ids.iter().position(|f| *f == id) {
@@ -272,8 +280,22 @@ impl TableStore {
         Ok(stream::iter(vec![Ok(batch)]).boxed())
     }
 
-    /// Streams the columns `field_ids` of one file, in file column order.
+    /// Streams the columns `field_ids` of one file, in file column order. A panic of the
+    /// Parquet reader over a damaged file (its footer, its page index, its pages) is that
+    /// file's corruption, not the query's end.
     async fn read_file(
+        &self,
+        file: &DataFile,
+        field_ids: &[FieldId],
+        selection: Option<RowSelection>,
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        AssertUnwindSafe(self.open_file_stream(file, field_ids, selection))
+            .catch_unwind()
+            .await
+            .map_err(|panic| panicked(file.path.as_str(), panic))?
+    }
+
+    async fn open_file_stream(
         &self,
         file: &DataFile,
         field_ids: &[FieldId],
@@ -293,9 +315,10 @@ impl TableStore {
             // Scattered rows (a take): every page they need in one request, not one request
             // per row group in turn; bounded, so a dense selection still streams.
             let ranges = page_ranges(metadata.metadata(), &mask, selection);
-            if let Some(ranges) = ranges
-                .filter(|r| r.iter().map(|r| r.end - r.start).sum::<u64>() <= PREFETCH_LIMIT_BYTES)
-            {
+            if let Some(ranges) = ranges.filter(|r| {
+                let bytes = r.iter().map(|r| r.end.saturating_sub(r.start));
+                bytes.fold(0u64, u64::saturating_add) <= PREFETCH_LIMIT_BYTES
+            }) {
                 reader
                     .prefetch(ranges)
                     .await
@@ -310,8 +333,35 @@ impl TableStore {
         }
         let path = file.path.to_string();
         let stream = builder.build().map_err(|e| read_error(&path, e))?;
-        Ok(stream.map_err(move |e| read_error(&path, e)).boxed())
+        // A panic while decoding damaged pages ends the stream as `Corrupt`, not the query.
+        let decoded = AssertUnwindSafe(stream).catch_unwind();
+        Ok(decoded
+            .map(move |batch| match batch {
+                Ok(batch) => batch.map_err(|e| read_error(&path, e)),
+                Err(panic) => Err(panicked(&path, panic)),
+            })
+            .boxed())
     }
+}
+
+/// A data file whose columns cannot be made the table's (a type or nullability the schema
+/// does not allow): the file is damaged. Errors of another kind pass as they are.
+fn unlike_table(path: &str, error: Error) -> Error {
+    match error {
+        Error::Arrow(e) => Error::corrupt(path, format!("does not hold the table's columns: {e}")),
+        other => other,
+    }
+}
+
+/// A panic of the Parquet reader over the file at `path`: the file is damaged in a way the
+/// reader did not check for.
+pub(crate) fn panicked(path: &str, panic: Box<dyn std::any::Any + Send>) -> Error {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into());
+    Error::corrupt(path, format!("the Parquet reader failed on it: {message}"))
 }
 
 /// A failed read of a data file: the store's own errors as they are (a timeout is not

@@ -3,6 +3,7 @@
 //! min/max finds the few groups a lookup must decode.
 
 use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt64Array};
@@ -10,7 +11,7 @@ use arrow::compute::{filter_record_batch, is_not_null, lexsort_to_indices, take,
 use arrow::datatypes::{DataType, Field, Schema, UInt64Type};
 use arrow::row::{RowConverter, Rows, SortField};
 use bytes::Bytes;
-use futures::TryStreamExt;
+use futures::{FutureExt, TryStreamExt};
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder};
@@ -18,6 +19,7 @@ use parquet::basic::Compression;
 use parquet::file::properties::{WriterProperties, WriterVersion};
 use roaring::RoaringTreemap;
 
+use super::data::panicked;
 use super::reader::ObjectFileReader;
 use super::TableStore;
 use crate::error::{Error, Result};
@@ -255,8 +257,20 @@ impl TableStore {
     }
 
     /// The row ids `segment` holds under the values `lookup` asks for, decoding only the
-    /// row groups whose min/max could hold one of them.
+    /// row groups whose min/max could hold one of them. A panic of the Parquet reader over a
+    /// damaged segment file is that file's corruption.
     pub(crate) async fn lookup_index_segment(
+        &self,
+        segment: &IndexSegment,
+        lookup: &IndexLookup,
+    ) -> Result<RoaringTreemap> {
+        AssertUnwindSafe(self.lookup_in_segment_file(segment, lookup))
+            .catch_unwind()
+            .await
+            .map_err(|panic| panicked(segment.path.as_str(), panic))?
+    }
+
+    async fn lookup_in_segment_file(
         &self,
         segment: &IndexSegment,
         lookup: &IndexLookup,

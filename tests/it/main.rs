@@ -8,10 +8,17 @@ mod data_files;
 mod failed_writes;
 mod faults;
 mod fixtures;
+mod fuzz;
+mod fuzz_cases;
 mod index;
 mod merge;
 mod model;
+mod recovery;
 mod rowid;
 mod sql;
 mod storage;
 mod tpch;
+
+/// The fuzz cases bound each decoder's largest allocation by its input (`fuzz_cases.rs`).
+#[global_allocator]
+static ALLOCATOR: fuzz_cases::LargestAllocation = fuzz_cases::LargestAllocation;

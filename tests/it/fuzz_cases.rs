@@ -1,0 +1,513 @@
+//! What the decoder fuzzing runs, shared by `fuzz.rs` (bounded, in CI) and `benches/fuzz.rs`
+//! (millions of cases): real files of a small table as seeds, their mutations, and the check
+//! each decoder's answer must pass.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::Arc;
+
+use futures::TryStreamExt;
+use natal::internals::format::{
+    apply_segment_patch, decode_deletions, decode_fragment_segment, decode_row_id_file, seal,
+    Fragment, FragmentRowIds, FragmentSegment, Manifest, RowIdsRead, SegmentPatch, TablePath,
+};
+use natal::{Error, ManifestLayout, Table, TableOptions};
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use proptest::prelude::*;
+
+/// Counts, per thread, the largest allocation since the last [`take_largest_allocation`]:
+/// a decoder that sizes a buffer by a length field its input does not back shows here.
+pub struct LargestAllocation;
+
+thread_local! {
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY: every call is passed to `System` unchanged; the thread-local is const-initialised,
+// so reading it never allocates.
+unsafe impl GlobalAlloc for LargestAllocation {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LARGEST.with(|l| l.set(l.get().max(layout.size())));
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LARGEST.with(|l| l.set(l.get().max(new_size)));
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// The largest allocation this thread made since the last call.
+pub fn take_largest_allocation() -> usize {
+    LARGEST.with(|l| l.replace(0))
+}
+
+/// The most a decoder may allocate at once for an input of `len` bytes: a decoded form is
+/// larger than its encoding (a deletion run of a few bytes is an 8 KiB bitmap container),
+/// but never by a length field's say-so alone.
+fn allowance(len: usize) -> usize {
+    (1 << 20) + 16_384 * len
+}
+
+/// A fuzz input: a seed (by index) and what is done to it.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// Bytes from nowhere.
+    Random(Vec<u8>),
+    /// A seed with bytes overwritten, as (position, byte).
+    Flipped(usize, Vec<(usize, u8)>),
+    /// A seed cut at a position.
+    Truncated(usize, usize),
+    /// A seed with bytes inserted at a position.
+    Inserted(usize, usize, Vec<u8>),
+    /// One of the above done to a seed's sealed body, then sealed again (a valid checksum).
+    Resealed(Box<Input>),
+}
+
+/// Random inputs and mutations of `seeds`; of their sealed bodies too when `sealed` (natal's
+/// own files, see `envelope.rs`).
+pub fn mutated(seeds: Vec<Vec<u8>>, sealed: bool) -> impl Strategy<Value = (Vec<u8>, Input)> {
+    assert!(!seeds.is_empty(), "no seed files");
+    let count = seeds.len();
+    let edit = prop_oneof![
+        (
+            0..count,
+            prop::collection::vec((any::<usize>(), any::<u8>()), 1..6)
+        )
+            .prop_map(|(s, flips)| Input::Flipped(s, flips)),
+        (0..count, any::<usize>()).prop_map(|(s, at)| Input::Truncated(s, at)),
+        (
+            0..count,
+            any::<usize>(),
+            prop::collection::vec(any::<u8>(), 1..12)
+        )
+            .prop_map(|(s, at, bytes)| Input::Inserted(s, at, bytes)),
+    ];
+    let random = prop::collection::vec(any::<u8>(), 0..200).prop_map(Input::Random);
+    let input = if sealed {
+        prop_oneof![
+            1 => random,
+            2 => edit.clone(),
+            5 => edit.prop_map(|e| Input::Resealed(Box::new(e))),
+        ]
+        .boxed()
+    } else {
+        prop_oneof![1 => random, 6 => edit].boxed()
+    };
+    input.prop_map(move |input| (apply(&seeds, &input), input))
+}
+
+fn apply(seeds: &[Vec<u8>], input: &Input) -> Vec<u8> {
+    match input {
+        Input::Random(bytes) => bytes.clone(),
+        Input::Flipped(s, flips) => {
+            let mut bytes = seeds[*s].clone();
+            for (at, byte) in flips {
+                if !bytes.is_empty() {
+                    let at = at % bytes.len();
+                    bytes[at] = *byte;
+                }
+            }
+            bytes
+        }
+        Input::Truncated(s, at) => {
+            let bytes = &seeds[*s];
+            bytes[..at % (bytes.len() + 1)].to_vec()
+        }
+        Input::Inserted(s, at, more) => {
+            let mut bytes = seeds[*s].clone();
+            let at = at % (bytes.len() + 1);
+            bytes.splice(at..at, more.iter().copied());
+            bytes
+        }
+        Input::Resealed(edit) => {
+            let seed = match edit.as_ref() {
+                Input::Flipped(s, _) | Input::Truncated(s, _) | Input::Inserted(s, _, _) => *s,
+                _ => return apply(seeds, edit),
+            };
+            let sealed = &seeds[seed];
+            let magic: [u8; 8] = sealed[..8].try_into().expect("a sealed file");
+            let bodies: Vec<Vec<u8>> = seeds.iter().map(|s| s[8..s.len() - 4].to_vec()).collect();
+            seal(&magic, &apply(&bodies, edit))
+        }
+    }
+}
+
+/// Real files of a small table with every file kind: updates (row-id files, deletions of
+/// moves), deletes (deletion deltas, segment patches), fragment segments.
+pub struct Seeds {
+    pub manifests: Vec<Vec<u8>>,
+    segments: Vec<(FragmentSegment, Vec<u8>)>,
+    patches: Vec<(SegmentPatch, Vec<u8>, Vec<Fragment>)>,
+    deletions: Vec<(u32, Vec<u8>)>,
+    row_ids: Vec<(u32, Vec<u8>)>,
+}
+
+impl Seeds {
+    pub fn build() -> Self {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+            .block_on(Self::write())
+    }
+
+    async fn write() -> Self {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let options = TableOptions {
+            max_rows_per_fragment: 4,
+            layout: ManifestLayout {
+                row_ids_inline_limit: 0,
+                fragments_per_segment: 2,
+            },
+            merge: None,
+            ..Default::default()
+        };
+        let table = Table::create(store.clone(), "t".into(), &crate::common::schema(), options)
+            .await
+            .expect("create");
+        let rows: Vec<(i64, i64)> = (0..24).map(|k| (k, k)).collect();
+        table
+            .append(vec![crate::common::batch(&rows)])
+            .await
+            .expect("append");
+        for keys in [[1, 9], [9, 17]] {
+            let matches = crate::common::key_matches(move |k| keys.contains(&k));
+            let update = crate::common::add_to_val(100);
+            table.update_where(matches, &update).await.expect("update");
+        }
+        for modulus in [5, 7] {
+            let matches = crate::common::key_matches(move |k| k % modulus == 3);
+            table.delete_where(matches).await.expect("delete");
+        }
+        let latest = table.latest().await.expect("latest");
+        let manifest = latest.manifest();
+        let get = |path: &TablePath| {
+            let store = store.clone();
+            let path = Path::from(format!("t/{path}"));
+            async move { store.get(&path).await?.bytes().await.map(|b| b.to_vec()) }
+        };
+        let mut seeds = Seeds {
+            manifests: Vec::new(),
+            segments: Vec::new(),
+            patches: Vec::new(),
+            deletions: Vec::new(),
+            row_ids: Vec::new(),
+        };
+        let listed: Vec<_> = store
+            .list(Some(&"t/_versions".into()))
+            .try_collect()
+            .await
+            .expect("list");
+        for meta in listed {
+            let bytes = store.get(&meta.location).await.expect("get");
+            seeds
+                .manifests
+                .push(bytes.bytes().await.expect("bytes").to_vec());
+        }
+        let read = stored_row_ids(&manifest.fragments);
+        for segment in &manifest.fragment_segments {
+            let bytes = get(&segment.path).await.expect("segment");
+            if let Some(patch) = &segment.patch {
+                let body = decode_fragment_segment(segment, &bytes)
+                    .and_then(|u| u.resolve(&read))
+                    .expect("a segment");
+                let patch_bytes = get(&patch.path).await.expect("patch");
+                seeds.patches.push((patch.clone(), patch_bytes, body));
+            }
+            seeds.segments.push((segment.clone(), bytes));
+        }
+        for fragment in &manifest.fragments {
+            for file in fragment.deletion.iter().flat_map(|d| d.files()) {
+                let bytes = get(&file.path).await.expect("deletions");
+                seeds.deletions.push((fragment.physical_rows, bytes));
+            }
+            if let Some(file) = fragment.row_ids.file() {
+                let bytes = get(&file.path).await.expect("row ids");
+                seeds.row_ids.push((fragment.physical_rows, bytes));
+            }
+        }
+        seeds
+    }
+
+    pub fn segment_bytes(&self) -> Vec<Vec<u8>> {
+        self.segments.iter().map(|(_, b)| b.clone()).collect()
+    }
+
+    pub fn patch_bytes(&self) -> Vec<Vec<u8>> {
+        self.patches.iter().map(|(_, b, _)| b.clone()).collect()
+    }
+
+    pub fn deletion_bytes(&self) -> Vec<Vec<u8>> {
+        self.deletions.iter().map(|(_, b)| b.clone()).collect()
+    }
+
+    pub fn row_id_bytes(&self) -> Vec<Vec<u8>> {
+        self.row_ids.iter().map(|(_, b)| b.clone()).collect()
+    }
+
+    pub fn check_manifest(&self, (bytes, input): &(Vec<u8>, Input)) {
+        checked(bytes, input, || {
+            let decoded = Manifest::decode("m", bytes)?;
+            // What `io` would read: an empty set refuses every named file (an internal
+            // error here, never a panic); the seeds' sequences serve real names.
+            decoded.resolve(&RowIdsRead::new()).map(drop)
+        });
+    }
+
+    pub fn check_segment(&self, (bytes, input): &(Vec<u8>, Input)) {
+        for (segment, _) in &self.segments {
+            let mut segment = segment.clone();
+            segment.size_bytes = bytes.len() as u64;
+            checked(bytes, input, || {
+                decode_fragment_segment(&segment, bytes)?
+                    .resolve(&RowIdsRead::new())
+                    .map(drop)
+            });
+        }
+    }
+
+    pub fn check_patch(&self, (bytes, input): &(Vec<u8>, Input)) {
+        for (patch, _, body) in &self.patches {
+            checked(bytes, input, || {
+                apply_segment_patch(patch, bytes, body).map(drop)
+            });
+        }
+    }
+
+    pub fn check_deletions(&self, (bytes, input): &(Vec<u8>, Input)) {
+        for rows in self
+            .deletions
+            .iter()
+            .map(|(rows, _)| *rows)
+            .chain([0, u32::MAX])
+        {
+            checked(bytes, input, || {
+                decode_deletions("d", bytes, rows).map(drop)
+            });
+        }
+    }
+
+    pub fn check_row_ids(&self, (bytes, input): &(Vec<u8>, Input)) {
+        for rows in self
+            .row_ids
+            .iter()
+            .map(|(rows, _)| *rows)
+            .chain([0, u32::MAX])
+        {
+            checked(bytes, input, || {
+                decode_row_id_file("r", bytes, rows).map(drop)
+            });
+        }
+    }
+}
+
+/// The sequences of the fragments whose ids are in files, by path.
+fn stored_row_ids(fragments: &[Fragment]) -> RowIdsRead {
+    fragments
+        .iter()
+        .filter_map(|f| match &f.row_ids {
+            FragmentRowIds::Stored { file, sequence } => {
+                Some((file.path.clone(), sequence.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs one decode of `bytes`: it may succeed or refuse with a typed error about the file,
+/// and allocate no more than the input backs.
+fn checked(bytes: &[u8], input: &Input, decode: impl FnOnce() -> natal::Result<()>) {
+    take_largest_allocation();
+    let result = decode();
+    let largest = take_largest_allocation();
+    assert!(
+        largest <= allowance(bytes.len()),
+        "{largest} bytes allocated at once for {} input bytes ({input:?})",
+        bytes.len()
+    );
+    match result {
+        Ok(()) => {}
+        Err(Error::Corrupt { .. })
+        | Err(Error::UnsupportedFeature { .. })
+        | Err(Error::UnsupportedFormatVersion { .. })
+        | Err(Error::PathEscapesTable { .. })
+        // A row-id file the manifest names but the fuzz case did not read.
+        | Err(Error::Internal(_)) => {}
+        Err(other) => panic!("{input:?}: an untyped refusal: {other:?}"),
+    }
+}
+
+pub fn check_table_name(name: &str) {
+    if let Ok(parsed) = natal::datafusion::TableName::parse(name) {
+        assert!(
+            !parsed.base.is_empty() && !parsed.base.contains('/'),
+            "{name:?}"
+        );
+    }
+}
+
+pub fn check_table_path(path: &str) {
+    if let Ok(parsed) = TablePath::parse(path) {
+        let parsed = parsed.as_str();
+        assert!(
+            !parsed
+                .split('/')
+                .any(|part| part == ".." || part.is_empty()),
+            "{path:?} parsed as {parsed:?}, which may leave the table"
+        );
+    }
+}
+
+/// The files natal reads through the Parquet crate (data files, the relocation checkpoint,
+/// an index segment) of a small table, each damaged in turn and read the way a query reads
+/// it. Every outcome must be rows or a typed error naming the file; a panic inside the
+/// Parquet crate must come back as `Corrupt`.
+pub struct ParquetSeeds {
+    store: Arc<dyn ObjectStore>,
+    runtime: tokio::runtime::Runtime,
+    /// (path under the store, original bytes) per file kind.
+    pub data: (Path, Vec<u8>),
+    pub checkpoint: (Path, Vec<u8>),
+    pub index: (Path, Vec<u8>),
+}
+
+/// Which read a damaged Parquet file is put through.
+#[derive(Debug, Clone, Copy)]
+pub enum ParquetRead {
+    /// A full scan and a take.
+    Data,
+    /// A lookup through the relocation view, which loads the checkpoint.
+    Checkpoint,
+    /// An index probe.
+    Index,
+}
+
+impl ParquetSeeds {
+    pub fn build() -> Self {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let (data, checkpoint, index) = runtime.block_on(async {
+            let options = TableOptions {
+                max_rows_per_fragment: 64,
+                merge: None,
+                ..Default::default()
+            };
+            let schema = crate::common::schema();
+            let table = Table::create(store.clone(), "t".into(), &schema, options)
+                .await
+                .expect("create");
+            let rows: Vec<(i64, i64)> = (0..64).map(|k| (k, k % 7)).collect();
+            table
+                .append(vec![crate::common::batch(&rows)])
+                .await
+                .expect("append");
+            let matches = crate::common::key_matches(|k| k % 3 == 0);
+            let update = crate::common::add_to_val(1);
+            table.update_where(matches, &update).await.expect("update");
+            table.checkpoint().await.expect("checkpoint");
+            table.create_index("by_val", "val").await.expect("index");
+            let latest = table.latest().await.expect("latest");
+            let manifest = latest.manifest();
+            let file = |path: &TablePath| {
+                let store = store.clone();
+                let path = Path::from(format!("t/{path}"));
+                async move {
+                    let bytes = store.get(&path).await.expect("get").bytes().await;
+                    (path, bytes.expect("bytes").to_vec())
+                }
+            };
+            let data = file(&manifest.fragments[0].files[0].path).await;
+            let checkpoint = manifest
+                .relocation_checkpoint
+                .as_ref()
+                .expect("a checkpoint");
+            let checkpoint = file(&checkpoint.path).await;
+            let index = file(&manifest.indexes.segments[0].path).await;
+            (data, checkpoint, index)
+        });
+        Self {
+            store,
+            runtime,
+            data,
+            checkpoint,
+            index,
+        }
+    }
+
+    /// The original bytes of the file `read` damages.
+    pub fn seed(&self, read: ParquetRead) -> Vec<u8> {
+        match read {
+            ParquetRead::Data => self.data.1.clone(),
+            ParquetRead::Checkpoint => self.checkpoint.1.clone(),
+            ParquetRead::Index => self.index.1.clone(),
+        }
+    }
+
+    /// Puts `bytes` in place of the file `read` damages, reads through a fresh handle (no
+    /// footer cached), and puts the original back.
+    pub fn check(&self, read: ParquetRead, (bytes, input): &(Vec<u8>, Input)) {
+        let (path, original) = match read {
+            ParquetRead::Data => &self.data,
+            ParquetRead::Checkpoint => &self.checkpoint,
+            ParquetRead::Index => &self.index,
+        };
+        let result = self.runtime.block_on(async {
+            let put = |bytes: Vec<u8>| self.store.put(path, bytes::Bytes::from(bytes).into());
+            put(bytes.clone()).await.expect("put");
+            let result = Self::read(&self.store, read).await;
+            put(original.clone()).await.expect("put back");
+            result
+        });
+        match result {
+            Ok(()) => {}
+            Err(Error::Corrupt { path: named, .. }) => {
+                assert!(
+                    path.as_ref().ends_with(&named),
+                    "{named} for {path} ({input:?})"
+                )
+            }
+            // Bytes of another size than the manifest records.
+            Err(Error::ObjectStore(_)) => {}
+            Err(other) => panic!("{input:?}: an untyped refusal: {other:?}"),
+        }
+    }
+
+    async fn read(store: &Arc<dyn ObjectStore>, read: ParquetRead) -> natal::Result<()> {
+        let snapshot = Table::open(store.clone(), "t".into()).latest().await?;
+        match read {
+            ParquetRead::Data => {
+                // Values are not checked: a Parquet page carries no checksum, so damage to
+                // its values may decode as other values. Only the outcome's type is.
+                let _: Vec<_> = snapshot
+                    .scan(natal::ScanRequest::default())
+                    .await?
+                    .try_collect()
+                    .await?;
+                let ids = [3, 10, 40].map(natal::RowId::from_u64);
+                snapshot.take(&ids, natal::ScanRequest::default()).await?;
+            }
+            ParquetRead::Checkpoint => {
+                snapshot.relocation_view().await?;
+            }
+            ParquetRead::Index => {
+                let values: arrow::array::ArrayRef =
+                    Arc::new(arrow::array::Int64Array::from(vec![2, 5]));
+                let probe = natal::IndexProbe::new("by_val", natal::IndexLookup::Values(values));
+                let request = natal::ScanRequest {
+                    index: Some(Arc::new(probe)),
+                    ..Default::default()
+                };
+                let _: Vec<_> = snapshot.scan(request).await?.try_collect().await?;
+            }
+        }
+        Ok(())
+    }
+}
