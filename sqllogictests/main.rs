@@ -103,7 +103,8 @@ async fn main() {
                 let config = SessionConfig::new()
                     .with_target_partitions(4)
                     .with_information_schema(true); // as the natal CLI has it
-                let ctx = SessionContext::new_with_config(config);
+                                                    // Files by path, as the natal CLI (and datafusion-cli) reads them.
+                let ctx = SessionContext::new_with_config(config).enable_url_table();
                 natal::datafusion::register(&ctx, &root)?;
                 Ok::<_, DataFusionError>(Natal { ctx })
             }

@@ -17,13 +17,18 @@ use clap::Parser;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_cli::catalog::DynamicObjectStoreCatalog;
 use datafusion_cli::exec;
+use datafusion_cli::functions::{
+    ListFilesCacheFunc, MetadataCacheFunc, ParquetMetadataFunc, StatisticsCacheFunc,
+};
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
 use datafusion_cli::object_storage::{
     get_gcs_object_store_builder, get_s3_object_store_builder, AwsOptions, GcpOptions,
 };
 use datafusion_cli::print_format::PrintFormat;
 use datafusion_cli::print_options::{MaxRows, PrintOptions};
+use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use natal::datafusion::NatalProgress;
 use natal::Progress;
 use object_store::memory::InMemory;
@@ -87,7 +92,27 @@ async fn run(args: Args) -> Result<()> {
     let runtime = RuntimeEnvBuilder::new()
         .with_object_store_registry(registry.clone())
         .build_arc()?;
-    let ctx = SessionContext::new_with_config_rt(config, runtime);
+    // As datafusion-cli: files by path (`SELECT * FROM 'x.parquet'`, `'s3://b/x.csv'`, their
+    // object stores registered as they are named) and its table functions.
+    let ctx = SessionContext::new_with_config_rt(config, runtime).enable_url_table();
+    ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(
+        ctx.state().catalog_list().clone(),
+        ctx.state_weak_ref(),
+    )));
+    let caches = ctx.task_ctx().runtime_env().cache_manager.clone();
+    ctx.register_udtf("parquet_metadata", Arc::new(ParquetMetadataFunc {}));
+    ctx.register_udtf(
+        "metadata_cache",
+        Arc::new(MetadataCacheFunc::new(caches.clone())),
+    );
+    ctx.register_udtf(
+        "statistics_cache",
+        Arc::new(StatisticsCacheFunc::new(caches.clone())),
+    );
+    ctx.register_udtf(
+        "list_files_cache",
+        Arc::new(ListFilesCacheFunc::new(caches)),
+    );
     register_root_store(&ctx, &args.root).await?;
     natal::datafusion::register(&ctx, &args.root)?;
     if !args.quiet {
@@ -142,12 +167,40 @@ async fn register_root_store(ctx: &SessionContext, root: &str) -> Result<()> {
     Ok(())
 }
 
-/// A progress line on stderr for loads and compactions that run longer than half a second,
-/// redrawn at most ten times a second and erased when the operation ends.
+/// A progress bar on stderr (drawn by indicatif) for an operation that runs longer than
+/// half a second: rows (or files) done of the total when known, the rate and the time
+/// taken; cleared when the operation ends. Installed only for a terminal without `-q`.
 #[derive(Default)]
 struct TerminalProgress {
-    /// When the running operation started, and when its line was last drawn.
-    state: Mutex<Option<(Instant, Option<Instant>)>>,
+    /// When the running operation started, and its bar once drawn.
+    state: Mutex<Option<(Instant, Option<ProgressBar>)>>,
+}
+
+/// The unit `operation` counts in.
+fn unit(operation: &str) -> &'static str {
+    if operation == "cleaning up" {
+        "files"
+    } else {
+        "rows"
+    }
+}
+
+/// The bar of `operation`, showing `total` when it is known; the rate is natal's own (rows
+/// since the operation began), set as the message.
+fn bar(operation: &'static str, total: Option<u64>, done: u64, since: Duration) -> ProgressBar {
+    let unit = unit(operation);
+    let template = match total {
+        Some(_) => {
+            format!("{operation} {{bar:20}} {{human_pos}}/{{human_len}} {unit} {{msg}} {{elapsed}}")
+        }
+        None => format!("{{spinner}} {operation} {{human_pos}} {unit} {{msg}} {{elapsed}}"),
+    };
+    let style =
+        ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar());
+    ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr())
+        .with_style(style)
+        .with_position(done)
+        .with_elapsed(since)
 }
 
 impl Progress for TerminalProgress {
@@ -157,27 +210,27 @@ impl Progress for TerminalProgress {
         };
         let now = Instant::now();
         let (started, drawn) = state.get_or_insert((now, None));
-        let elapsed = now.duration_since(*started);
-        let recently = drawn.is_some_and(|d| now.duration_since(d) < Duration::from_millis(100));
-        if elapsed < Duration::from_millis(500) || recently {
+        if drawn.is_none() && now.duration_since(*started) < Duration::from_millis(500) {
             return;
         }
-        *drawn = Some(now);
-        let rate = rows_done as f64 / elapsed.as_secs_f64();
-        let line = match rows_total {
-            Some(total) if total > 0 => format!(
-                "{operation}: {rows_done} of {total} rows ({:.0}%), {rate:.0} rows/s",
-                100.0 * rows_done as f64 / total as f64
-            ),
-            _ => format!("{operation}: {rows_done} rows, {rate:.0} rows/s"),
-        };
-        eprint!("\r\x1b[2K{line}");
+        let since = now.duration_since(*started);
+        let bar = drawn.get_or_insert_with(|| bar(operation, rows_total, rows_done, since));
+        if let Some(total) = rows_total {
+            bar.set_length(total);
+        }
+        bar.set_position(rows_done);
+        let rate = rows_done as f64 / since.as_secs_f64().max(1e-3);
+        bar.set_message(format!(
+            "({} {}/s)",
+            HumanCount(rate as u64),
+            unit(operation)
+        ));
     }
 
     fn finish(&self, _operation: &'static str) {
         if let Ok(mut state) = self.state.lock() {
-            if state.take().is_some_and(|(_, drawn)| drawn.is_some()) {
-                eprint!("\r\x1b[2K");
+            if let Some((_, Some(bar))) = state.take() {
+                bar.finish_and_clear();
             }
         }
     }

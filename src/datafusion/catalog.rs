@@ -23,7 +23,7 @@ use object_store::ObjectStore;
 use super::damaged::DamagedTable;
 use super::metadata;
 use super::provider::{NatalTableProvider, ProviderView};
-use crate::table::{Table, TableOptions};
+use crate::table::{ProgressHandle, Table, TableOptions};
 
 /// What a suffixed table name shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +38,31 @@ pub enum TableKind {
     Relocations,
     /// The index segments (`t$indexes`).
     Indexes,
+}
+
+/// True when `name` is a file, not a natal table: it has a `/` (a path or URL), or ends in
+/// a file extension DataFusion reads (`x.parquet`, `data.csv.gz`). A bare name, with `@vN`
+/// or `$...` or neither, is a table.
+pub fn names_a_file(name: &str) -> bool {
+    const EXTENSIONS: [&str; 8] = [
+        "parquet", "csv", "tsv", "json", "ndjson", "avro", "arrow", "txt",
+    ];
+    const COMPRESSED: [&str; 5] = ["gz", "bz2", "xz", "zst", "zstd"];
+    if name.contains('/') || name.contains('\\') {
+        return true;
+    }
+    let mut parts = name.rsplit('.');
+    let (Some(last), Some(_)) = (parts.next(), parts.clone().next()) else {
+        return false;
+    };
+    let last = last.to_ascii_lowercase();
+    if EXTENSIONS.contains(&last.as_str()) {
+        return true;
+    }
+    COMPRESSED.contains(&last.as_str())
+        && parts
+            .next()
+            .is_some_and(|ext| EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()))
 }
 
 /// A table name with its version and suffix taken apart.
@@ -111,6 +136,8 @@ pub struct NatalSchemaProvider {
     /// vectors, row-id files) serve the next query. Every file natal writes has a fresh
     /// name, so a cached entry can never describe another file, even after `DROP TABLE`.
     handles: RwLock<BTreeMap<String, Table>>,
+    /// Told how far a `CREATE TABLE ... AS` has got (it runs outside any query's context).
+    progress: ProgressHandle,
 }
 
 impl NatalSchemaProvider {
@@ -121,7 +148,14 @@ impl NatalSchemaProvider {
             root,
             registered: RwLock::new(BTreeMap::new()),
             handles: RwLock::new(BTreeMap::new()),
+            progress: ProgressHandle::default(),
         }
+    }
+
+    /// This schema, telling `progress` how far its `CREATE TABLE ... AS` statements have got.
+    pub fn with_progress(mut self, progress: ProgressHandle) -> Self {
+        self.progress = progress;
+        self
     }
 
     /// The kept handle of table `base`, or a new one (kept once a version of it opens).
@@ -170,6 +204,10 @@ impl SchemaProvider for NatalSchemaProvider {
             .and_then(|r| r.get(name).cloned())
         {
             return Ok(Some(provider));
+        }
+        if names_a_file(name) {
+            // A file path: for the session's URL tables (`SELECT * FROM 'x.parquet'`).
+            return Ok(None);
         }
         let parsed = TableName::parse(name)?;
         let table = self.table_handle(&parsed.base);
@@ -220,6 +258,12 @@ impl SchemaProvider for NatalSchemaProvider {
         table: Arc<dyn TableProvider>,
     ) -> Result<Option<Arc<dyn TableProvider>>> {
         if let Some(memory) = table.downcast_ref::<MemTable>() {
+            if names_a_file(&name) {
+                return Err(DataFusionError::Plan(format!(
+                    "cannot create a table named '{name}': it names a file (a '/' or a file \
+                     extension); natal tables have bare names"
+                )));
+            }
             let parsed = TableName::parse(&name)?;
             if parsed.kind != TableKind::Rows
                 || parsed.view.version.is_some()
@@ -230,6 +274,7 @@ impl SchemaProvider for NatalSchemaProvider {
                 )));
             }
             let handle = self.table_handle(&name);
+            let progress = self.progress.clone();
             let partitions = memory.batches.clone();
             let schema = table.schema();
             blocking(async move {
@@ -239,11 +284,15 @@ impl SchemaProvider for NatalSchemaProvider {
                     batches.extend(partition.read().await.iter().cloned().map(Ok));
                 }
                 // One version holding the rows: a failure leaves no table behind.
+                let options = TableOptions {
+                    progress,
+                    ..TableOptions::default()
+                };
                 Table::create_from(
                     store.object_store().clone(),
                     store.root().clone(),
                     &schema,
-                    TableOptions::default(),
+                    options,
                     futures::StreamExt::boxed(futures::stream::iter(batches)),
                 )
                 .await?;
@@ -310,6 +359,9 @@ impl SchemaProvider for NatalSchemaProvider {
     fn table_exist(&self, name: &str) -> bool {
         if self.registered.read().is_ok_and(|r| r.contains_key(name)) {
             return true;
+        }
+        if names_a_file(name) {
+            return false;
         }
         let Ok(parsed) = TableName::parse(name) else {
             return false;

@@ -234,9 +234,10 @@ impl ExecutionPlan for DmlExec {
     fn execute(
         &self,
         _partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let (table, kind) = (self.table.clone(), self.kind.clone());
+        let table = self.table.with_progress(progress_of(&context));
+        let kind = self.kind.clone();
         figures_stream(count_schema(), None, async move {
             Ok(vec![Some(run(table, kind).await?)])
         })

@@ -125,7 +125,7 @@ impl Operation {
                     keep_newer_than: Duration::from_secs(keep_newer_than_secs),
                     min_file_age: Duration::from_secs(min_file_age_secs),
                 };
-                let r = table.cleanup(policy).await?;
+                let r = table.with_progress(progress).cleanup(policy).await?;
                 vec![
                     Some(r.versions_removed),
                     Some(r.files_removed),

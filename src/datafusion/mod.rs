@@ -36,8 +36,8 @@ use datafusion::execution::FunctionRegistry;
 use datafusion::prelude::SessionContext;
 
 pub use catalog::{
-    location_url, resolve_location, url_creating_directory, NatalSchemaProvider, NatalTableFactory,
-    TableKind, TableName,
+    location_url, names_a_file, resolve_location, url_creating_directory, NatalSchemaProvider,
+    NatalTableFactory, TableKind, TableName,
 };
 pub use damaged::DamagedTable;
 pub use dml::{DmlExec, DmlKind, NatalSink};
@@ -110,6 +110,12 @@ pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
     let options = state.config_options();
     let catalog_name = options.catalog.default_catalog.clone();
     let schema_name = options.catalog.default_schema.clone();
+    let session_progress = crate::table::ProgressHandle(
+        state
+            .config()
+            .get_extension::<NatalProgress>()
+            .map(|p| p.0.clone()),
+    );
     drop(state);
     ctx.state_ref()
         .write()
@@ -128,7 +134,7 @@ pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
     }
     catalog.register_schema(
         &schema_name,
-        Arc::new(NatalSchemaProvider::new(store, path)),
+        Arc::new(NatalSchemaProvider::new(store, path).with_progress(session_progress)),
     )?;
     ctx.add_analyzer_rule(Arc::new(DmlGuard));
     let state_ref = ctx.state_ref();

@@ -350,15 +350,22 @@ impl Table {
             }
         }
         to_delete.retain(|(relative, _)| !newer.contains(relative));
+        // Counted in files, not rows.
+        let (progress, total) = (&self.options.progress, to_delete.len() as u64);
         for (_, meta) in to_delete {
             match self.store.object_store().delete(&meta.location).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {
                     report.files_removed += 1;
                     report.bytes_removed += meta.size;
+                    progress.update("cleaning up", report.files_removed, Some(total));
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    progress.finish("cleaning up");
+                    return Err(e.into());
+                }
             }
         }
+        progress.finish("cleaning up");
         Ok(report)
     }
 }

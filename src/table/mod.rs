@@ -66,6 +66,9 @@ pub struct TableOptions {
     /// Merge small fragments after each write that adds rows (on by default, fan-in 8);
     /// `None`: only [`Table::compact`] merges them.
     pub merge: Option<TieredMerge>,
+    /// Told how far this handle's writes, deletes, updates and cleanups have got
+    /// (operations `"writing"`, `"creating"`, `"deleting"`, `"updating"`, `"cleaning up"`).
+    pub progress: ProgressHandle,
 }
 
 impl Default for TableOptions {
@@ -75,6 +78,7 @@ impl Default for TableOptions {
             max_commit_retries: 20,
             layout: ManifestLayout::default(),
             merge: Some(TieredMerge::default()),
+            progress: ProgressHandle::default(),
         }
     }
 }
@@ -217,9 +221,14 @@ impl Table {
             max_rows_per_fragment,
             indexes: Default::default(),
         };
-        let fragments =
-            write_native_fragments(&store, &empty.schema, empty.fragment_row_target(), batches)
-                .await?;
+        let fragments = write_native_fragments(
+            &store,
+            &empty.schema,
+            empty.fragment_row_target(),
+            batches,
+            (&options.progress, "creating"),
+        )
+        .await?;
         let published = commit::create(&store, empty, &fragments, &options).await;
         let Some(manifest) = published.as_ref().ok().and_then(Option::as_ref) else {
             delete_written(&store, &fragments).await;
@@ -301,6 +310,14 @@ impl Table {
             out.push(self.store.read_manifest(version).await?);
         }
         Ok(out)
+    }
+
+    /// This handle, telling `progress` how far its operations have got (see
+    /// [`TableOptions::progress`]).
+    pub fn with_progress(&self, progress: ProgressHandle) -> Self {
+        let mut table = self.clone();
+        table.options.progress = progress;
+        table
     }
 
     /// This handle, merging small fragments after its writes by `merge` (see

@@ -13,6 +13,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::commit::{Action, NewFragment};
 use super::filter::{RowPredicate, WholeRowPredicate};
+use super::progress::{ProgressHandle, ScanProgress};
 use super::scan_request::{ScanRequest, ROW_ADDR, ROW_ID};
 use super::{Committed, Snapshot, Table};
 use crate::error::{Error, Result};
@@ -168,18 +169,27 @@ pub(crate) async fn write_native_fragments(
     schema: &Schema,
     max_rows: u64,
     mut batches: BoxStream<'_, Result<RecordBatch>>,
+    progress: (&ProgressHandle, &'static str),
 ) -> Result<Vec<NewFragment>> {
+    let (progress, operation) = progress;
     let mut writer = FragmentWriter::new(store, schema, max_rows, false);
+    let mut written = 0u64;
     while let Some(next) = batches.next().await {
         let pushed = match next {
-            Ok(batch) => writer.push(batch, Vec::new()).await,
+            Ok(batch) => {
+                written += batch.num_rows() as u64;
+                writer.push(batch, Vec::new()).await
+            }
             Err(e) => Err(e),
         };
         if let Err(e) = pushed {
+            progress.finish(operation);
             writer.abandon().await;
             return Err(e);
         }
+        progress.update(operation, written, None);
     }
+    progress.finish(operation);
     writer.finish().await
 }
 
@@ -246,7 +256,8 @@ impl Table {
     ) -> Result<Vec<NewFragment>> {
         read.manifest().check_writable(&self.store.display())?;
         let target = read.manifest().fragment_row_target();
-        write_native_fragments(&self.store, read.schema(), target, batches).await
+        let progress = (&self.options.progress, "writing");
+        write_native_fragments(&self.store, read.schema(), target, batches, progress).await
     }
 
     /// Deletes the rows `predicate` matches. It is handed batches of every user column,
@@ -270,11 +281,16 @@ impl Table {
 
     async fn delete_matched(&self, read: &Snapshot, rows: RowMatch) -> Result<Committed> {
         let mut found = Vec::new();
-        let mut scan = read.scan(rows.scan(Some(Vec::new()))).await?;
+        let mut progress = ScanProgress::new(&self.options.progress, "deleting", read);
+        let mut scan = read
+            .scan(progress.counting(rows.scan(Some(Vec::new()))))
+            .await?;
         while let Some(batch) = scan.try_next().await? {
             let (ids, addrs) = system_columns(&batch)?;
             found.extend(ids.into_iter().zip(addrs));
+            progress.matched(batch.num_rows());
         }
+        drop(progress);
         self.commit(read, Action::Delete { rows: found }).await
     }
 
@@ -327,7 +343,8 @@ impl Table {
         update: BatchUpdate<'_>,
     ) -> Result<Committed> {
         // Every user column, then both system columns, of only the named rows.
-        let mut scan = read.scan(rows.scan(None)).await?;
+        let mut progress = ScanProgress::new(&self.options.progress, "updating", read);
+        let mut scan = read.scan(progress.counting(rows.scan(None))).await?;
         let schema = read.schema().clone();
         let mut writer = FragmentWriter::new(
             &self.store,
@@ -353,7 +370,9 @@ impl Table {
                 .push(updated, ids.iter().copied().map(Some).collect())
                 .await?;
             rows.extend(ids.into_iter().zip(addrs));
+            progress.matched(matched.num_rows());
         }
+        drop(progress);
         let fragments = writer.finish().await?;
         self.commit_write_then_merge(read, Action::Update { rows, fragments })
             .await

@@ -105,7 +105,7 @@ async fn loads_and_compactions_report_progress() {
     let last_load = loads.iter().rev().find(|e| e.0 == "loading" && !e.3);
     assert_eq!(last_load.map(|e| e.1), Some(5000), "{loads:?}");
     assert_eq!(
-        loads.iter().filter(|e| e.3).count(),
+        loads.iter().filter(|e| e.3 && e.0 == "loading").count(),
         3,
         "each load finishes"
     );
@@ -541,4 +541,53 @@ async fn the_scan_shows_itself_in_every_explain_format() {
         column_values(&ctx, "SELECT k FROM t LIMIT 2").await.len(),
         2
     );
+}
+
+/// Every long operation reports its progress to the session's reporter (what the CLI draws):
+/// CTAS, UPDATE, DELETE, compaction and cleanup, each ending with a finish; UPDATE and DELETE count the
+/// rows examined of all the table's rows.
+#[tokio::test(flavor = "multi_thread")]
+async fn long_operations_report_their_progress() {
+    let recorded = Arc::new(Recorder::default());
+    let config = datafusion::prelude::SessionConfig::new()
+        .with_extension(Arc::new(natal::datafusion::NatalProgress(recorded.clone())));
+    let ctx = SessionContext::new_with_config(config);
+    let dir = tempfile::tempdir().unwrap();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    run(
+        &ctx,
+        "CREATE TABLE p AS SELECT value AS k FROM generate_series(1, 5000)",
+    )
+    .await;
+    run(&ctx, "UPDATE p SET k = k + 1 WHERE k % 2 = 0").await;
+    run(&ctx, "DELETE FROM p WHERE k % 3 = 0").await;
+    run(&ctx, "SELECT * FROM natal_compact('p')").await; // leaves files to clean up
+    run(&ctx, "SELECT * FROM natal_cleanup('p', 1, 0, 0)").await;
+    let events = recorded.0.lock().unwrap().clone();
+    for operation in [
+        "creating",
+        "updating",
+        "deleting",
+        "compacting",
+        "cleaning up",
+    ] {
+        let of: Vec<_> = events.iter().filter(|e| e.0 == operation).collect();
+        assert!(
+            of.last().is_some_and(|e| e.3),
+            "{operation} finished: {of:?}"
+        );
+        let most = of.iter().filter(|e| !e.3).map(|e| e.1).max();
+        assert!(
+            most.is_some_and(|done| done > 0),
+            "{operation} counted: {of:?}"
+        );
+    }
+    for operation in ["updating", "deleting"] {
+        let last = events.iter().rfind(|e| e.0 == operation && !e.3).unwrap();
+        assert_eq!(
+            Some(last.1),
+            last.2,
+            "{operation} examined every row: {last:?}"
+        );
+    }
 }
