@@ -41,7 +41,7 @@ pub use stored::{
     apply_segment_patch, decode_fragment_segment, decode_row_id_file, encode_fragment_segment,
     encode_row_id_file, encode_segment_patch, FRAGMENTS_PER_SEGMENT, ROW_ID_INLINE_LIMIT,
 };
-pub use unresolved::{RowIdsRead, RowIdsToRead, Unresolved};
+pub use unresolved::{row_ids_held_by, RowIdsRead, RowIdsToRead, Unresolved};
 
 #[cfg(test)]
 mod roundtrip_tests;

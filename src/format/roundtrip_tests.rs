@@ -112,19 +112,6 @@ fn fragment(id: u32, rows: u32) -> impl Strategy<Value = Fragment> {
     })
 }
 
-/// What `io` would read for `fragments`: the sequences of those whose ids are in a file.
-fn read_row_ids_of(fragments: &[Fragment]) -> RowIdsRead {
-    fragments
-        .iter()
-        .filter_map(|f| match &f.row_ids {
-            FragmentRowIds::Stored { file, sequence } => {
-                Some((file.path.clone(), sequence.clone()))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
 /// The files `unresolved` names, as (path, rows), sorted.
 fn named_files<T>(unresolved: &Unresolved<T>) -> Vec<(String, u32)> {
     let mut files: Vec<_> = unresolved
@@ -229,7 +216,7 @@ proptest! {
     fn manifests_read_back_as_written(manifest in manifest()) {
         let decoded = Manifest::decode("m", &manifest.encode()).expect("decodes");
         prop_assert_eq!(named_files(&decoded), stored_files_of(&manifest.fragments));
-        let decoded = decoded.resolve(&read_row_ids_of(&manifest.fragments)).expect("resolves");
+        let decoded = decoded.resolve(&row_ids_held_by(&manifest.fragments)).expect("resolves");
         prop_assert_eq!(decoded, manifest);
     }
 
@@ -250,7 +237,7 @@ proptest! {
         };
         let decoded = decode_fragment_segment(&segment, &bytes).expect("decodes");
         prop_assert_eq!(named_files(&decoded), stored_files_of(&manifest.fragments));
-        let decoded = decoded.resolve(&read_row_ids_of(&manifest.fragments)).expect("resolves");
+        let decoded = decoded.resolve(&row_ids_held_by(&manifest.fragments)).expect("resolves");
         prop_assert_eq!(decoded, manifest.fragments);
     }
 
@@ -284,7 +271,7 @@ fn fragment_row_ids_are_one_of_three() {
         sequence: sequence.clone(),
     });
     let from_proto = |raw, read: &RowIdsRead| super::convert::fragment_from_proto(raw, "m", read);
-    let read = read_row_ids_of(std::slice::from_ref(&stored));
+    let read = row_ids_held_by(std::slice::from_ref(&stored));
     for written in [
         fragment(FragmentRowIds::Native),
         fragment(FragmentRowIds::Inline(sequence.clone())),

@@ -8,12 +8,26 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use super::{RowIdFile, TablePath};
+use super::{Fragment, FragmentRowIds, RowIdFile, TablePath};
 use crate::error::Result;
 use crate::rowid::RowIdSequence;
 
 /// The row-id files read for an [`Unresolved`] value, by path.
 pub type RowIdsRead = HashMap<TablePath, Arc<RowIdSequence>>;
+
+/// What reading the row-id files of `fragments` gives, taken from the fragments themselves:
+/// to decode again a list whose fragments are at hand (tests, tools).
+pub fn row_ids_held_by(fragments: &[Fragment]) -> RowIdsRead {
+    fragments
+        .iter()
+        .filter_map(|f| match &f.row_ids {
+            FragmentRowIds::Stored { file, sequence } => {
+                Some((file.path.clone(), sequence.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
 
 /// A row-id file a decoded fragment list names, with the ids it must hold.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,6 +5,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
@@ -149,6 +150,21 @@ impl TableStore {
             self.manifests.clear();
         }
         *seen = Some(table_uuid.to_string());
+    }
+
+    /// Every file under the table's own directories ([`crate::format::TABLE_FILE_DIRS`]),
+    /// with its table-relative path (one listing of the table).
+    pub async fn list_table_files(&self) -> Result<Vec<(String, object_store::ObjectMeta)>> {
+        let listing: Vec<_> = self.store.list(Some(&self.root)).try_collect().await?;
+        Ok(listing
+            .into_iter()
+            .filter(|meta| self.is_table_file(&meta.location))
+            .filter_map(|meta| {
+                let parts = meta.location.prefix_match(&self.root)?;
+                let relative: Vec<String> = parts.map(|p| p.as_ref().to_string()).collect();
+                Some((relative.join("/"), meta))
+            })
+            .collect())
     }
 
     /// True when `location` is under one of the table's own directories

@@ -308,26 +308,10 @@ impl Table {
         let min_age = chrono::Duration::from_std(policy.min_file_age)
             .map_err(|_| Error::invalid("min_file_age is too large"))?;
         let mut report = CleanupReport::default();
-        let root = self.store.root().clone();
-        let listing: Vec<_> = self
-            .store
-            .object_store()
-            .list(Some(&root))
-            .try_collect()
-            .await?;
-        let mut to_delete = Vec::new();
-        for meta in listing {
-            let Some(parts) = meta.location.prefix_match(&root) else {
-                continue;
-            };
-            let relative: Vec<String> = parts.map(|p| p.as_ref().to_string()).collect();
-            let relative = relative.join("/");
-            let top = relative.split('/').next().unwrap_or_default();
-            let ours = crate::format::TABLE_FILE_DIRS.contains(&top);
-            if ours && !referenced.contains(&relative) && now - meta.last_modified >= min_age {
-                to_delete.push((relative, meta));
-            }
-        }
+        let mut to_delete: Vec<_> = self.store.list_table_files().await?;
+        to_delete.retain(|(relative, meta)| {
+            !referenced.contains(relative) && now - meta.last_modified >= min_age
+        });
         for meta in removable_manifests {
             // Manifests go first: a version is never left pointing at deleted files.
             self.store.object_store().delete(&meta.location).await?;

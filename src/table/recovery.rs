@@ -14,12 +14,10 @@
 
 use std::collections::HashSet;
 
-use futures::TryStreamExt;
-
 use super::maintenance::referenced_files;
 use super::{Committed, Table};
 use crate::error::{Error, Result};
-use crate::format::{Manifest, Operation, TransactionSummary, TABLE_FILE_DIRS};
+use crate::format::{Manifest, Operation, TransactionSummary};
 use crate::rowid::FragmentId;
 
 impl Table {
@@ -90,23 +88,13 @@ impl Table {
     /// The files under the table's own directories that `referenced` does not name, as
     /// table-relative paths.
     async fn unreferenced_files(&self, referenced: &HashSet<String>) -> Result<Vec<String>> {
-        let root = self.store.root().clone();
-        let listing: Vec<_> = self
+        Ok(self
             .store
-            .object_store()
-            .list(Some(&root))
-            .try_collect()
-            .await?;
-        Ok(listing
+            .list_table_files()
+            .await?
             .into_iter()
-            .filter_map(|meta| {
-                let parts = meta.location.prefix_match(&root)?;
-                let relative = parts.map(|p| p.as_ref().to_string()).collect::<Vec<_>>();
-                let relative = relative.join("/");
-                let top = relative.split('/').next().unwrap_or_default();
-                (TABLE_FILE_DIRS.contains(&top) && !referenced.contains(&relative))
-                    .then_some(relative)
-            })
+            .map(|(relative, _)| relative)
+            .filter(|relative| !referenced.contains(relative))
             .collect())
     }
 }

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use futures::TryStreamExt;
 use natal::internals::format::{
-    apply_segment_patch, decode_deletions, decode_fragment_segment, decode_row_id_file, seal,
-    Fragment, FragmentRowIds, FragmentSegment, Manifest, RowIdsRead, SegmentPatch, TablePath,
+    apply_segment_patch, decode_deletions, decode_fragment_segment, decode_row_id_file,
+    row_ids_held_by, seal, Fragment, FragmentSegment, Manifest, RowIdsRead, SegmentPatch,
+    TablePath,
 };
 use natal::{Error, ManifestLayout, Table, TableOptions};
 use object_store::memory::InMemory;
@@ -210,7 +211,7 @@ impl Seeds {
                 .manifests
                 .push(bytes.bytes().await.expect("bytes").to_vec());
         }
-        let read = stored_row_ids(&manifest.fragments);
+        let read = row_ids_held_by(&manifest.fragments);
         for segment in &manifest.fragment_segments {
             let bytes = get(&segment.path).await.expect("segment");
             if let Some(patch) = &segment.patch {
@@ -305,19 +306,6 @@ impl Seeds {
             });
         }
     }
-}
-
-/// The sequences of the fragments whose ids are in files, by path.
-fn stored_row_ids(fragments: &[Fragment]) -> RowIdsRead {
-    fragments
-        .iter()
-        .filter_map(|f| match &f.row_ids {
-            FragmentRowIds::Stored { file, sequence } => {
-                Some((file.path.clone(), sequence.clone()))
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 /// Runs one decode of `bytes`: it may succeed or refuse with a typed error about the file,
