@@ -1,7 +1,6 @@
 //! Relocation checkpoints: the relocation view's entries as a plain Parquet file
 //! (`id_start: u64, addr_start: u64, len: u32`, sorted by `id_start`), loaded in one GET.
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use arrow::array::{AsArray, RecordBatch, UInt32Array, UInt64Array};
@@ -12,7 +11,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use super::data::panicked;
+use super::panics::parquet_read_now;
 use super::store::unique_name;
 use super::TableStore;
 use crate::error::{Error, Result};
@@ -77,59 +76,56 @@ impl TableStore {
         let bytes = self.get(&self.path(&checkpoint.path)).await?;
         let path = checkpoint.path.as_str();
         // A panic of the Parquet reader over a damaged file is that file's corruption.
-        std::panic::catch_unwind(AssertUnwindSafe(|| decode_checkpoint(checkpoint, bytes)))
-            .map_err(|panic| panicked(path, panic))?
+        parquet_read_now(path, || decode_checkpoint(checkpoint, bytes))
     }
 }
 
 /// The entries of a checkpoint file, checked against the manifest's reference to it.
 fn decode_checkpoint(checkpoint: &CheckpointRef, bytes: Bytes) -> Result<Vec<RangeEntry>> {
-    {
-        let path = checkpoint.path.as_str();
-        let corrupt = |reason: String| Error::corrupt(path, reason);
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .map_err(|e| corrupt(e.to_string()))?
-            .build()
-            .map_err(|e| corrupt(e.to_string()))?;
-        // The manifest's count sizes nothing until the file's rows back it.
-        let mut entries = Vec::new();
-        for batch in reader {
-            let batch = batch.map_err(|e| corrupt(e.to_string()))?;
-            if batch.schema().fields() != checkpoint_schema().fields() {
-                return Err(corrupt(
-                    "not a relocation checkpoint (unexpected columns)".into(),
-                ));
-            }
-            let ids = batch.column(0).as_primitive::<UInt64Type>();
-            let addrs = batch.column(1).as_primitive::<UInt64Type>();
-            let lens = batch.column(2).as_primitive::<UInt32Type>();
-            for i in 0..batch.num_rows() {
-                entries.push(RangeEntry {
-                    id_start: RowId::from_u64(ids.value(i)),
-                    addr_start: RowAddress::from_u64(addrs.value(i)),
-                    len: lens.value(i),
-                });
-            }
+    let path = checkpoint.path.as_str();
+    let corrupt = |reason: String| Error::corrupt(path, reason);
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| corrupt(e.to_string()))?
+        .build()
+        .map_err(|e| corrupt(e.to_string()))?;
+    // The manifest's count sizes nothing until the file's rows back it.
+    let mut entries = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| corrupt(e.to_string()))?;
+        if batch.schema().fields() != checkpoint_schema().fields() {
+            return Err(corrupt(
+                "not a relocation checkpoint (unexpected columns)".into(),
+            ));
         }
-        if entries.len() as u64 != checkpoint.entry_count {
-            return Err(corrupt(format!(
-                "holds {} entries, the manifest says {}",
-                entries.len(),
-                checkpoint.entry_count
-            )));
+        let ids = batch.column(0).as_primitive::<UInt64Type>();
+        let addrs = batch.column(1).as_primitive::<UInt64Type>();
+        let lens = batch.column(2).as_primitive::<UInt32Type>();
+        for i in 0..batch.num_rows() {
+            entries.push(RangeEntry {
+                id_start: RowId::from_u64(ids.value(i)),
+                addr_start: RowAddress::from_u64(addrs.value(i)),
+                len: lens.value(i),
+            });
         }
-        for pair in entries.windows(2) {
-            let end = pair[0].id_start.as_u64().checked_add(pair[0].len as u64);
-            if end.is_none_or(|end| end > pair[1].id_start.as_u64()) {
-                return Err(corrupt("entries unsorted or overlapping".into()));
-            }
-        }
-        if entries
-            .iter()
-            .any(|e| e.len == 0 || e.addr_start.offset().checked_add(e.len - 1).is_none())
-        {
-            return Err(corrupt("entry with an impossible length".into()));
-        }
-        Ok(entries)
     }
+    if entries.len() as u64 != checkpoint.entry_count {
+        return Err(corrupt(format!(
+            "holds {} entries, the manifest says {}",
+            entries.len(),
+            checkpoint.entry_count
+        )));
+    }
+    for pair in entries.windows(2) {
+        let end = pair[0].id_start.as_u64().checked_add(pair[0].len as u64);
+        if end.is_none_or(|end| end > pair[1].id_start.as_u64()) {
+            return Err(corrupt("entries unsorted or overlapping".into()));
+        }
+    }
+    if entries
+        .iter()
+        .any(|e| e.len == 0 || e.addr_start.offset().checked_add(e.len - 1).is_none())
+    {
+        return Err(corrupt("entry with an impossible length".into()));
+    }
+    Ok(entries)
 }

@@ -24,6 +24,7 @@ use parquet::file::metadata::PageIndexPolicy;
 use roaring::RoaringBitmap;
 
 use super::pages::{file_schema_as_table, selected_ranges, PagePruning};
+use super::panics::{panicked, parquet_read};
 use super::reader::{page_ranges, ObjectFileReader};
 use super::TableStore;
 use crate::error::{Error, Result};
@@ -195,11 +196,9 @@ impl TableStore {
         let usable =
             |m: &ArrowReaderMetadata| !column_index || m.metadata().column_index().is_some();
         let path = file.path.as_str();
-        let metadata = AssertUnwindSafe(self.cached_footer(&file.path, reader, options, usable))
-            .catch_unwind()
-            .await
-            .map_err(|panic| panicked(path, panic))?
-            .map_err(|e| read_error(path, e))?;
+        let footer = self.cached_footer(&file.path, reader, options, usable);
+        let metadata =
+            parquet_read(path, footer.map(|f| f.map_err(|e| read_error(path, e)))).await?;
         if metadata.metadata().file_metadata().num_rows() as u64 != file.row_count {
             return Err(Error::corrupt(
                 file.path.as_str(),
@@ -289,10 +288,8 @@ impl TableStore {
         field_ids: &[FieldId],
         selection: Option<RowSelection>,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-        AssertUnwindSafe(self.open_file_stream(file, field_ids, selection))
-            .catch_unwind()
-            .await
-            .map_err(|panic| panicked(file.path.as_str(), panic))?
+        let open = self.open_file_stream(file, field_ids, selection);
+        parquet_read(file.path.as_str(), open).await
     }
 
     async fn open_file_stream(
@@ -351,17 +348,6 @@ fn unlike_table(path: &str, error: Error) -> Error {
         Error::Arrow(e) => Error::corrupt(path, format!("does not hold the table's columns: {e}")),
         other => other,
     }
-}
-
-/// A panic of the Parquet reader over the file at `path`: the file is damaged in a way the
-/// reader did not check for.
-pub(crate) fn panicked(path: &str, panic: Box<dyn std::any::Any + Send>) -> Error {
-    let message = panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".into());
-    Error::corrupt(path, format!("the Parquet reader failed on it: {message}"))
 }
 
 /// A failed read of a data file: the store's own errors as they are (a timeout is not

@@ -3,7 +3,6 @@
 //! min/max finds the few groups a lookup must decode.
 
 use std::collections::HashSet;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt64Array};
@@ -11,7 +10,7 @@ use arrow::compute::{filter_record_batch, is_not_null, lexsort_to_indices, take,
 use arrow::datatypes::{DataType, Field, Schema, UInt64Type};
 use arrow::row::{RowConverter, Rows, SortField};
 use bytes::Bytes;
-use futures::{FutureExt, TryStreamExt};
+use futures::TryStreamExt;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder};
@@ -19,7 +18,7 @@ use parquet::basic::Compression;
 use parquet::file::properties::{WriterProperties, WriterVersion};
 use roaring::RoaringTreemap;
 
-use super::data::panicked;
+use super::panics::parquet_read;
 use super::reader::ObjectFileReader;
 use super::TableStore;
 use crate::error::{Error, Result};
@@ -264,10 +263,8 @@ impl TableStore {
         segment: &IndexSegment,
         lookup: &IndexLookup,
     ) -> Result<RoaringTreemap> {
-        AssertUnwindSafe(self.lookup_in_segment_file(segment, lookup))
-            .catch_unwind()
-            .await
-            .map_err(|panic| panicked(segment.path.as_str(), panic))?
+        let lookup = self.lookup_in_segment_file(segment, lookup);
+        parquet_read(segment.path.as_str(), lookup).await
     }
 
     async fn lookup_in_segment_file(

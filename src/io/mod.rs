@@ -12,6 +12,7 @@ mod index;
 mod instrumented;
 mod manifest;
 mod pages;
+mod panics;
 mod reader;
 mod rowids;
 mod segments;
