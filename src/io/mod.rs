@@ -16,6 +16,7 @@ mod panics;
 mod reader;
 mod rowids;
 mod segments;
+mod staged;
 mod store;
 
 pub use crate::format::{decode_deletions, encode_deletions};
@@ -26,4 +27,5 @@ pub use index::{indexable, IndexLookup};
 pub use instrumented::{InstrumentedStore, RequestTally};
 pub use manifest::ManifestLayout;
 pub use pages::{PagePruning, SelectPages};
+pub(crate) use staged::{remove as remove_staged_upload, StagedUpload};
 pub use store::{TableStore, MANIFEST_SUFFIX, VERSIONS_DIR};

@@ -223,10 +223,23 @@ impl TableStore {
     /// The table's location, for messages: a local table's path as the user wrote it (an
     /// object-store path has no leading `/`; a local one had).
     pub fn display(&self) -> String {
-        if self.store.to_string().starts_with("LocalFileSystem") {
-            format!("/{}", self.root)
-        } else {
-            self.root.to_string()
+        match self.local_directory() {
+            Some(directory) => directory.display().to_string(),
+            None => self.root.to_string(),
+        }
+    }
+
+    /// The table's directory when it is on a local disk.
+    pub(crate) fn local_directory(&self) -> Option<std::path::PathBuf> {
+        super::staged::local_directory(self.store.as_ref(), &self.root)
+    }
+
+    /// Uploads a killed writer left unfinished in the table's directories, which only a
+    /// local disk keeps (as staging files its listings hide); none elsewhere.
+    pub(crate) async fn staged_uploads(&self) -> Result<Vec<super::StagedUpload>> {
+        match self.local_directory() {
+            Some(directory) => super::staged::staged_uploads(directory).await,
+            None => Ok(Vec::new()),
         }
     }
 

@@ -267,7 +267,8 @@ impl Table {
     /// Deletes versions the policy does not keep and files no kept version references.
     /// Never deletes the latest version, files younger than `min_file_age`, files named by a
     /// version committed before it lists the versions again (after deleting old manifests),
-    /// or anything outside the table's own directories.
+    /// or anything outside the table's own directories. On a local disk it also deletes the
+    /// staging files of uploads a killed writer left unfinished.
     pub async fn cleanup(&self, policy: CleanupPolicy) -> Result<CleanupReport> {
         let versions = self.store.list_versions().await?;
         let Some(&(latest, _)) = versions.last() else {
@@ -334,8 +335,21 @@ impl Table {
             }
         }
         to_delete.retain(|(relative, _)| !newer.contains(relative));
+        // Unfinished uploads of killed writers: no version can name a file never completed.
+        let mut staged = self.store.staged_uploads().await?;
+        staged.retain(|upload| now - upload.modified >= min_age);
         // Counted in files, not rows.
-        let (progress, total) = (&self.options.progress, to_delete.len() as u64);
+        let progress = &self.options.progress;
+        let total = (to_delete.len() + staged.len()) as u64;
+        for upload in staged {
+            if let Err(e) = crate::io::remove_staged_upload(&upload) {
+                progress.finish("cleaning up");
+                return Err(e);
+            }
+            report.files_removed += 1;
+            report.bytes_removed += upload.size;
+            progress.update("cleaning up", report.files_removed, Some(total));
+        }
         for (_, meta) in to_delete {
             match self.store.object_store().delete(&meta.location).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {

@@ -13,6 +13,7 @@ mod fuzz_cases;
 mod index;
 mod merge;
 mod model;
+mod processes;
 mod recovery;
 mod rowid;
 mod sql;

@@ -12,6 +12,7 @@
 
 mod action;
 mod apply;
+mod pause;
 mod rebase;
 
 use crate::error::{Error, Result};
@@ -35,7 +36,9 @@ pub(crate) async fn commit(
     let mut base = read.clone();
     for _ in 0..=options.max_commit_retries {
         let mut next = apply(store, &base, &action, read.version).await?;
+        pause::at(pause::Point::BeforePublish, action.operation()).await;
         if store.publish_manifest(&mut next, &options.layout).await? {
+            pause::at(pause::Point::AfterPublish, action.operation()).await;
             return Ok(next);
         }
         let latest = store
