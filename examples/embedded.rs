@@ -32,10 +32,14 @@ async fn main() -> datafusion::error::Result<()> {
         .await?
         .collect()
         .await?;
-    ctx.sql(r#"SELECT kind, value, _rowid FROM "events$rows" ORDER BY _rowid"#)
-        .await?
-        .show()
-        .await?;
+    // natal's entry point runs the SQL natal adds to DataFusion's, such as `*, _rowid`.
+    natal::datafusion::sql(
+        &ctx,
+        r#"SELECT *, _rowid FROM "events$rows" ORDER BY _rowid"#,
+    )
+    .await?
+    .show()
+    .await?;
 
     // The same table through the Rust API: take rows by id, whatever moved them.
     let table = natal::datafusion::open_table(&ctx, &location)?;

@@ -21,7 +21,7 @@ impl sqllogictest::AsyncDB for Natal {
     type ColumnType = DefaultColumnType;
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<Self::ColumnType>, Self::Error> {
-        let frame = self.ctx.sql(sql).await?;
+        let frame = natal::datafusion::sql(&self.ctx, sql).await?;
         let columns = frame.schema().fields().len();
         let explain = frame
             .schema()

@@ -26,6 +26,7 @@ mod pushdown;
 mod rowid_list;
 mod scan;
 mod scan_plan;
+mod statement;
 mod statistics;
 
 use std::sync::Arc;
@@ -46,6 +47,7 @@ pub use guard::DmlGuard;
 pub use provider::{NatalTableProvider, ProviderView};
 pub use rowid_list::{FoldRowIdLists, RowIdIn};
 pub use scan::NatalScanExec;
+pub use statement::{parse, rewrite, sql};
 
 datafusion::common::extensions_options! {
     /// natal's session options, set with `SET natal.<option> = <value>` once

@@ -54,3 +54,83 @@ fn an_unsupported_root_scheme_is_a_clear_error() {
     let stderr = text(&out.stderr);
     assert!(stderr.contains("unsupported scheme 'ftp'"), "{stderr}");
 }
+
+/// `natal` with `stdin` as its input (the REPL reads piped lines).
+fn natal_with_input(args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_natal"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run natal");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().expect("wait for natal")
+}
+
+#[test]
+fn a_system_column_beside_a_star_works_in_commands_files_and_the_repl() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let setup = natal(&[
+        "--root",
+        root,
+        "-q",
+        "-c",
+        "CREATE TABLE t (a BIGINT NOT NULL)",
+        "INSERT INTO t VALUES (10), (20)",
+    ]);
+    assert!(setup.status.success(), "{}", text(&setup.stderr));
+    let query = "SELECT *, _rowid FROM \"t$rows\" ORDER BY a;";
+    let expected = "a,_rowaddr,_rowid\n10,0,0\n20,1,1\n";
+
+    let command = natal(&["--root", root, "-q", "--format", "csv", "-c", query]);
+    assert!(command.status.success(), "{}", text(&command.stderr));
+    assert_eq!(text(&command.stdout), expected);
+
+    let file = dir.path().join("q.sql");
+    std::fs::write(&file, format!("-- a comment\nSELECT 1 AS one;\n{query}\n")).unwrap();
+    let from_file = natal(&[
+        "--root",
+        root,
+        "-q",
+        "--format",
+        "csv",
+        "-f",
+        file.to_str().unwrap(),
+    ]);
+    assert!(from_file.status.success(), "{}", text(&from_file.stderr));
+    assert_eq!(text(&from_file.stdout), format!("one\n1\n{expected}"));
+
+    let repl = natal_with_input(
+        &["--root", root, "-q", "--format", "csv"],
+        &format!("{query}\n\\q\n"),
+    );
+    assert!(repl.status.success(), "{}", text(&repl.stderr));
+    assert_eq!(text(&repl.stdout), expected);
+}
+
+#[test]
+fn a_missing_sql_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = natal(&[
+        "--root",
+        dir.path().to_str().unwrap(),
+        "-q",
+        "-f",
+        "no/such/file.sql",
+    ]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("cannot read SQL file 'no/such/file.sql'"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

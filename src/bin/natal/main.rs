@@ -10,15 +10,13 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use clap::Parser;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_cli::catalog::DynamicObjectStoreCatalog;
-use datafusion_cli::exec;
 use datafusion_cli::functions::{
     ListFilesCacheFunc, MetadataCacheFunc, ParquetMetadataFunc, StatisticsCacheFunc,
 };
@@ -28,12 +26,15 @@ use datafusion_cli::object_storage::{
 };
 use datafusion_cli::print_format::PrintFormat;
 use datafusion_cli::print_options::{MaxRows, PrintOptions};
-use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use natal::datafusion::NatalProgress;
-use natal::Progress;
 use object_store::memory::InMemory;
 use object_store::ObjectStore;
 use url::Url;
+
+mod progress;
+mod run;
+
+use progress::TerminalProgress;
 
 #[derive(Debug, Parser)]
 #[clap(author, version, about = "SQL over natal tables (a datafusion-cli)", long_about = None)]
@@ -131,13 +132,19 @@ async fn run(args: Args) -> Result<()> {
         instrumented_registry: registry,
     };
     if !args.command.is_empty() {
-        exec::exec_from_commands(&ctx, args.command, &print_options).await
+        for command in args.command {
+            run::sql(&ctx, command, &print_options).await?;
+        }
+        Ok(())
     } else if !args.file.is_empty() {
-        exec::exec_from_files(&ctx, args.file, &print_options).await
+        for file in &args.file {
+            run::file(&ctx, file, &print_options).await?;
+        }
+        Ok(())
     } else {
-        exec::exec_from_repl(&ctx, &mut print_options)
+        run::repl(&ctx, &mut print_options)
             .await
-            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))
+            .map_err(|e| DataFusionError::External(Box::new(e)))
     }
 }
 
@@ -165,73 +172,4 @@ async fn register_root_store(ctx: &SessionContext, root: &str) -> Result<()> {
     };
     ctx.register_object_store(&url, store);
     Ok(())
-}
-
-/// A progress bar on stderr (drawn by indicatif) for an operation that runs longer than
-/// half a second: rows (or files) done of the total when known, the rate and the time
-/// taken; cleared when the operation ends. Installed only for a terminal without `-q`.
-#[derive(Default)]
-struct TerminalProgress {
-    /// When the running operation started, and its bar once drawn.
-    state: Mutex<Option<(Instant, Option<ProgressBar>)>>,
-}
-
-/// The unit `operation` counts in.
-fn unit(operation: &str) -> &'static str {
-    if operation == "cleaning up" {
-        "files"
-    } else {
-        "rows"
-    }
-}
-
-/// The bar of `operation`, showing `total` when it is known; the rate is natal's own (rows
-/// since the operation began), set as the message.
-fn bar(operation: &'static str, total: Option<u64>, done: u64, since: Duration) -> ProgressBar {
-    let unit = unit(operation);
-    let template = match total {
-        Some(_) => {
-            format!("{operation} {{bar:20}} {{human_pos}}/{{human_len}} {unit} {{msg}} {{elapsed}}")
-        }
-        None => format!("{{spinner}} {operation} {{human_pos}} {unit} {{msg}} {{elapsed}}"),
-    };
-    let style =
-        ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar());
-    ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr())
-        .with_style(style)
-        .with_position(done)
-        .with_elapsed(since)
-}
-
-impl Progress for TerminalProgress {
-    fn update(&self, operation: &'static str, rows_done: u64, rows_total: Option<u64>) {
-        let Ok(mut state) = self.state.lock() else {
-            return;
-        };
-        let now = Instant::now();
-        let (started, drawn) = state.get_or_insert((now, None));
-        if drawn.is_none() && now.duration_since(*started) < Duration::from_millis(500) {
-            return;
-        }
-        let since = now.duration_since(*started);
-        let bar = drawn.get_or_insert_with(|| bar(operation, rows_total, rows_done, since));
-        if let Some(total) = rows_total {
-            bar.set_length(total);
-        }
-        bar.set_position(rows_done);
-        let rate = rows_done as f64 / since.as_secs_f64().max(1e-3);
-        bar.set_message(format!(
-            "({} {}/s)",
-            HumanCount(rate as u64),
-            unit(operation)
-        ));
-    }
-
-    fn finish(&self, _operation: &'static str) {
-        if let Ok(mut state) = self.state.lock() {
-            if let Some((_, Some(bar))) = state.take() {
-                bar.finish_and_clear();
-            }
-        }
-    }
 }

@@ -1,0 +1,175 @@
+//! natal's SQL entry point: any SQL text, planned by DataFusion after natal's own rewrites.
+//! The natal CLI sends every statement through it (REPL, `-c`, `-f`); an embedder calls
+//! [`sql`] where it would call `SessionContext::sql`.
+//!
+//! The rewrites, each for SQL that DataFusion 55 would refuse:
+//! - `SELECT *, _rowid FROM "t$rows"`: `*` already holds the system columns there, so naming
+//!   one beside it is a duplicate name to DataFusion. Naming `_rowid` or `_rowaddr` beside
+//!   a `*` over one relation moves it: the `*` leaves it out (`EXCLUDE`) and it comes where
+//!   it is named, as in Lance (DataFusion 55 has no hidden columns: apache/datafusion#15173).
+
+use datafusion::dataframe::DataFrame;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::SessionState;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::{DFParser, Statement};
+use datafusion::sql::sqlparser::ast::{
+    ExcludeSelectItem, Expr, Ident, ObjectName, Query, Select, SelectItem, SetExpr, VisitMut,
+    VisitorMut,
+};
+use datafusion::sql::sqlparser::dialect::dialect_from_str;
+
+use crate::table::{ROW_ADDR, ROW_ID};
+
+/// Runs one statement of SQL text, with natal's rewrites (see the module header).
+pub async fn sql(ctx: &SessionContext, text: &str) -> Result<DataFrame> {
+    let state = ctx.state();
+    let mut statements = parse(&state, text)?;
+    let (Some(mut statement), None) = (statements.pop(), statements.pop()) else {
+        return Err(DataFusionError::Plan(
+            "natal::datafusion::sql runs one statement at a time".into(),
+        ));
+    };
+    rewrite(&mut statement);
+    let plan = state.statement_to_plan(statement).await?;
+    ctx.execute_logical_plan(plan).await
+}
+
+/// The statements of `text`, parsed in the session's SQL dialect.
+pub fn parse(state: &SessionState, text: &str) -> Result<Vec<Statement>> {
+    let dialect = &state.config_options().sql_parser.dialect;
+    let dialect = dialect_from_str(dialect)
+        .ok_or_else(|| DataFusionError::Plan(format!("unsupported SQL dialect {dialect}")))?;
+    Ok(DFParser::parse_sql_with_dialect(text, dialect.as_ref())?.into())
+}
+
+/// Applies natal's rewrites to `statement`; true when one changed it (DataFusion alone
+/// would then refuse or misread it).
+pub fn rewrite(statement: &mut Statement) -> bool {
+    match statement {
+        Statement::Statement(inner) => {
+            let mut rewrites = Rewrites::default();
+            let _ = inner.visit(&mut rewrites);
+            rewrites.changed
+        }
+        Statement::Explain(explain) => rewrite(&mut explain.statement),
+        _ => false,
+    }
+}
+
+#[derive(Default)]
+struct Rewrites {
+    changed: bool,
+}
+
+impl VisitorMut for Rewrites {
+    type Break = ();
+
+    fn post_visit_query(&mut self, query: &mut Query) -> std::ops::ControlFlow<()> {
+        self.changed |= rewrite_set_expr(&mut query.body);
+        std::ops::ControlFlow::Continue(())
+    }
+}
+
+/// The selects of a query body (nested queries are visited on their own).
+fn rewrite_set_expr(body: &mut SetExpr) -> bool {
+    match body {
+        SetExpr::Select(select) => move_named_system_columns(select),
+        SetExpr::SetOperation { left, right, .. } => {
+            // Both sides run: `|` does not short-circuit.
+            rewrite_set_expr(left) | rewrite_set_expr(right)
+        }
+        _ => false,
+    }
+}
+
+/// The system column an unaliased select item names, if it names one.
+fn named_system_column(item: &SelectItem) -> Option<&Ident> {
+    let ident = match item {
+        SelectItem::UnnamedExpr(Expr::Identifier(ident)) => ident,
+        SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last()?,
+        _ => return None,
+    };
+    let name = match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_ascii_lowercase(),
+    };
+    (name == ROW_ID || name == ROW_ADDR).then_some(ident)
+}
+
+/// `SELECT *, _rowid FROM one_relation`: the `*` excludes the system columns named beside it.
+fn move_named_system_columns(select: &mut Select) -> bool {
+    if select.from.len() != 1 || !select.from[0].joins.is_empty() {
+        return false;
+    }
+    let named: Vec<ObjectName> = select
+        .projection
+        .iter()
+        .filter_map(named_system_column)
+        .map(|ident| ObjectName::from(vec![ident.clone()]))
+        .collect();
+    if named.is_empty() {
+        return false;
+    }
+    let mut changed = false;
+    for item in &mut select.projection {
+        let options = match item {
+            SelectItem::Wildcard(options) | SelectItem::QualifiedWildcard(_, options) => options,
+            _ => continue,
+        };
+        let mut excluded = match options.opt_exclude.take() {
+            None => Vec::new(),
+            Some(ExcludeSelectItem::Single(name)) => vec![name],
+            Some(ExcludeSelectItem::Multiple(names)) => names,
+        };
+        for name in &named {
+            if !excluded.contains(name) {
+                excluded.push(name.clone());
+                changed = true;
+            }
+        }
+        options.opt_exclude = Some(ExcludeSelectItem::Multiple(excluded));
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewritten(sql: &str) -> (bool, String) {
+        let state = SessionContext::new().state();
+        let mut statement = parse(&state, sql).unwrap().remove(0);
+        let changed = rewrite(&mut statement);
+        (changed, statement.to_string())
+    }
+
+    #[test]
+    fn a_system_column_named_beside_a_star_leaves_the_star() {
+        let (changed, sql) = rewritten("SELECT *, _rowid FROM \"t$rows\"");
+        assert!(changed);
+        assert_eq!(sql, "SELECT * EXCLUDE (_rowid), _rowid FROM \"t$rows\"");
+        let (_, sql) = rewritten("SELECT r.*, r._rowaddr, _ROWID FROM \"t$rows\" r WHERE a > 1");
+        assert_eq!(
+            sql,
+            "SELECT r.* EXCLUDE (_rowaddr, _ROWID), r._rowaddr, _ROWID FROM \"t$rows\" r WHERE a > 1"
+        );
+        let (changed, sql) =
+            rewritten("SELECT count(*) FROM (SELECT * EXCLUDE (a), _rowid FROM \"t$rows\")");
+        assert!(changed);
+        assert!(sql.contains("EXCLUDE (a, _rowid)"), "{sql}");
+    }
+
+    #[test]
+    fn other_statements_are_left_as_written() {
+        for sql in [
+            "SELECT * FROM \"t$rows\"",
+            "SELECT _rowid, a FROM \"t$rows\"",
+            "SELECT *, _rowid AS id FROM \"t$rows\"",
+            "SELECT *, a._rowid FROM \"t$rows\" a JOIN \"u$rows\" b ON a.k = b.k",
+            "INSERT INTO t VALUES (1)",
+        ] {
+            assert!(!rewritten(sql).0, "{sql}");
+        }
+    }
+}
