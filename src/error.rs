@@ -92,6 +92,14 @@ pub enum Error {
     /// The caller's input cannot be applied (wrong schema, bad arguments, unknown rows).
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// A schema change natal refuses; nothing was committed.
+    #[error("cannot {change}: {reason}")]
+    SchemaChange {
+        /// The change, as SQL would say it.
+        change: String,
+        /// Why not.
+        reason: String,
+    },
     /// A row id that does not name a live row.
     #[error("row id {0} does not name a live row")]
     RowNotFound(crate::rowid::RowId),
@@ -175,6 +183,9 @@ impl From<Error> for datafusion::error::DataFusionError {
             Error::Parquet(e) => datafusion::error::DataFusionError::ParquetError(Box::new(e)),
             Error::ObjectStore(e) => datafusion::error::DataFusionError::ObjectStore(Box::new(e)),
             Error::InvalidInput(msg) => datafusion::error::DataFusionError::Plan(msg),
+            refused @ Error::SchemaChange { .. } => {
+                datafusion::error::DataFusionError::Plan(refused.to_string())
+            }
             other => datafusion::error::DataFusionError::External(Box::new(other)),
         }
     }

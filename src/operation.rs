@@ -26,6 +26,9 @@ pub enum Operation {
     CreateIndex,
     /// An index was dropped.
     DropIndex,
+    /// The schema changed (a column added, dropped, renamed, widened or made nullable);
+    /// no data file was written.
+    AlterSchema,
 }
 
 impl std::fmt::Display for Operation {
@@ -41,6 +44,7 @@ impl std::fmt::Display for Operation {
             Operation::Restore => "restore",
             Operation::CreateIndex => "create index",
             Operation::DropIndex => "drop index",
+            Operation::AlterSchema => "schema change",
         })
     }
 }

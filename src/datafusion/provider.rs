@@ -77,6 +77,11 @@ impl NatalTableProvider {
         &self.table
     }
 
+    /// Which version and columns it exposes.
+    pub fn view(&self) -> ProviderView {
+        self.view
+    }
+
     async fn current(&self) -> Result<Arc<Snapshot>> {
         match self.view.version {
             Some(_) => Ok(self.snapshot.clone()),

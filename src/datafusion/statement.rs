@@ -2,6 +2,8 @@
 //! The natal CLI sends every statement through it (REPL, `-c`, `-f`); an embedder calls
 //! [`sql`] where it would call `SessionContext::sql`.
 //!
+//! natal's own statements: `ALTER TABLE` (`alter.rs`), which DataFusion 55's planner refuses.
+//!
 //! The rewrites, each for SQL that DataFusion 55 would refuse:
 //! - `SELECT *, _rowid FROM "t$rows"`: `*` already holds the system columns there, so naming
 //!   one beside it is a duplicate name to DataFusion. Naming `_rowid` or `_rowaddr` beside
@@ -14,7 +16,7 @@ use datafusion::execution::SessionState;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::{DFParser, Statement};
 use datafusion::sql::sqlparser::ast::{
-    ExcludeSelectItem, Expr, Ident, ObjectName, Query, Select, SelectItem, SetExpr, VisitMut,
+    self, ExcludeSelectItem, Expr, Ident, ObjectName, Query, Select, SelectItem, SetExpr, VisitMut,
     VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
@@ -30,6 +32,11 @@ pub async fn sql(ctx: &SessionContext, text: &str) -> Result<DataFrame> {
             "natal::datafusion::sql runs one statement at a time".into(),
         ));
     };
+    if let Statement::Statement(inner) = &statement {
+        if let ast::Statement::AlterTable(alter) = inner.as_ref() {
+            return super::alter::alter_table(ctx, alter).await;
+        }
+    }
     rewrite(&mut statement);
     let plan = state.statement_to_plan(statement).await?;
     ctx.execute_logical_plan(plan).await
@@ -41,6 +48,12 @@ pub fn parse(state: &SessionState, text: &str) -> Result<Vec<Statement>> {
     let dialect = dialect_from_str(dialect)
         .ok_or_else(|| DataFusionError::Plan(format!("unsupported SQL dialect {dialect}")))?;
     Ok(DFParser::parse_sql_with_dialect(text, dialect.as_ref())?.into())
+}
+
+/// True for a statement natal runs itself (through [`sql`]), not DataFusion.
+pub fn is_natal_statement(statement: &Statement) -> bool {
+    matches!(statement, Statement::Statement(inner)
+        if matches!(inner.as_ref(), ast::Statement::AlterTable(_)))
 }
 
 /// Applies natal's rewrites to `statement`; true when one changed it (DataFusion alone

@@ -102,12 +102,14 @@ impl Manifest {
                         fragment.id, fragment.physical_rows, file.path, file.row_count
                     ));
                 }
-                if let Some(id) = file
-                    .field_ids
-                    .iter()
-                    .find(|id| self.schema.field_by_id(**id).is_none())
-                {
-                    return corrupt(format!("file {} names unknown field id {id}", file.path));
+                // A dropped column's id stays in its files until they are rewritten.
+                let next_id = self.schema.next_field_id;
+                if let Some(id) = file.field_ids.iter().find(|id| **id >= next_id) {
+                    return corrupt(format!(
+                        "file {} names field id {id}, which the schema never assigned (its \
+                         next is {next_id})",
+                        file.path
+                    ));
                 }
             }
             if let Some(seq) = fragment.row_ids.sequence() {
@@ -207,6 +209,7 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> R
         Ok(proto::transaction::Operation::Restore) => Operation::Restore,
         Ok(proto::transaction::Operation::CreateIndex) => Operation::CreateIndex,
         Ok(proto::transaction::Operation::DropIndex) => Operation::DropIndex,
+        Ok(proto::transaction::Operation::AlterSchema) => Operation::AlterSchema,
         _ => return Err(corrupt("unknown transaction operation")),
     };
     Ok(Manifest {
@@ -681,6 +684,7 @@ impl From<&Manifest> for proto::Manifest {
                     Operation::Restore => Op::Restore,
                     Operation::CreateIndex => Op::CreateIndex,
                     Operation::DropIndex => Op::DropIndex,
+                    Operation::AlterSchema => Op::AlterSchema,
                 } as i32,
                 read_version: m.transaction.read_version,
                 rows_added: m.transaction.rows_added,

@@ -42,6 +42,10 @@ pub mod flags {
     /// Some column types keep their nested field names apart from their text (a name Arrow's
     /// type parser cannot read back), which readers must put back in.
     pub const NESTED_FIELD_NAMES: u64 = 1 << 9;
+    /// The version's operation may be a schema change, and fragments may lack columns the
+    /// schema has (read as NULL) or hold columns it dropped (not read): readers must read
+    /// data files by field id.
+    pub const SCHEMA_CHANGES: u64 = 1 << 10;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -50,7 +54,8 @@ pub mod flags {
         | FRAGMENT_SEGMENTS
         | SEGMENT_PATCHES
         | DERIVED_NAMES
-        | NESTED_FIELD_NAMES;
+        | NESTED_FIELD_NAMES
+        | SCHEMA_CHANGES;
     /// Every writer flag this client implements.
     pub const KNOWN_WRITER: u64 = KNOWN_READER | INDEX_SEGMENT_SEQ | MOVE_TALLIES;
 }
@@ -196,6 +201,20 @@ impl Manifest {
         }
         if self.schema.fields.iter().any(|f| names_apart(&f.data_type)) {
             used |= flags::NESTED_FIELD_NAMES;
+        }
+        let schema_ids = self.schema.field_ids();
+        let unlike_schema = |f: &Fragment| {
+            let mut held: Vec<u32> = f.files.iter().flat_map(|d| d.field_ids.clone()).collect();
+            held.sort_unstable();
+            held.dedup();
+            let mut wanted = schema_ids.clone();
+            wanted.sort_unstable();
+            held != wanted
+        };
+        if self.transaction.operation == Operation::AlterSchema
+            || self.fragments.iter().any(unlike_schema)
+        {
+            used |= flags::SCHEMA_CHANGES;
         }
         let reader = used;
         let mut writer = used;

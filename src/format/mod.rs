@@ -11,6 +11,7 @@ mod index;
 mod manifest;
 mod path;
 mod schema;
+mod schema_change;
 mod stats;
 mod stored;
 mod type_text;
@@ -33,6 +34,7 @@ pub use path::{DerivedName, TablePath, TABLE_FILE_DIRS};
 pub use schema::{
     field_id_of, Field, FieldId, Schema, PARQUET_FIELD_ID_META_KEY, RESERVED_COLUMNS,
 };
+pub use schema_change::{widen_stat, widens, SchemaChange};
 pub use stats::{
     truncate_max_binary, truncate_max_utf8, truncate_min_binary, truncate_min_utf8, ColumnStats,
     StatValue, MAX_STAT_BYTES,

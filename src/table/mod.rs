@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+mod alter;
 mod commit;
 mod filter;
 mod index;

@@ -134,3 +134,41 @@ fn a_missing_sql_file_is_a_clear_error() {
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn alter_table_works_in_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let out = natal(&[
+        "--root",
+        root,
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        "CREATE TABLE t (a INT NOT NULL)",
+        "INSERT INTO t VALUES (1)",
+        "ALTER TABLE t ADD COLUMN b VARCHAR; ALTER TABLE t RENAME COLUMN a TO id",
+        "INSERT INTO t VALUES (2, 'two')",
+        "SELECT * FROM t ORDER BY id",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).ends_with("id,b\n1,\n2,two\n"),
+        "{}",
+        text(&out.stdout)
+    );
+    let refused = natal(&[
+        "--root",
+        root,
+        "-q",
+        "-c",
+        "ALTER TABLE t ALTER COLUMN id SET DATA TYPE SMALLINT",
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("not a lossless widening"),
+        "{}",
+        text(&refused.stderr)
+    );
+}

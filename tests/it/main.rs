@@ -16,6 +16,7 @@ mod model;
 mod processes;
 mod recovery;
 mod rowid;
+mod schema;
 mod sql;
 mod storage;
 mod tpch;

@@ -4,6 +4,9 @@
 //! datafusion-cli exactly as typed.
 
 use std::io::BufRead;
+use std::sync::Arc;
+
+use datafusion::common::instant::Instant;
 
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::SessionContext;
@@ -21,17 +24,37 @@ pub(crate) async fn sql(ctx: &SessionContext, text: String, print: &PrintOptions
     let Ok(mut statements) = natal::datafusion::parse(&state, &text) else {
         return exec::exec_from_commands(ctx, vec![text], print).await;
     };
-    let mut rewritten = false;
+    let mut natal_runs = false;
     for statement in &mut statements {
-        rewritten |= natal::datafusion::rewrite(statement);
+        natal_runs |= natal::datafusion::is_natal_statement(statement)
+            | natal::datafusion::rewrite(statement);
     }
-    if !rewritten {
+    if !natal_runs {
         return exec::exec_from_commands(ctx, vec![text], print).await;
     }
     for statement in statements {
-        exec::exec_from_commands(ctx, vec![statement.to_string()], print).await?;
+        if natal::datafusion::is_natal_statement(&statement) {
+            natal_statement(ctx, &statement.to_string(), print).await?;
+        } else {
+            exec::exec_from_commands(ctx, vec![statement.to_string()], print).await?;
+        }
     }
     Ok(())
+}
+
+/// Runs one of natal's own statements and prints its result as datafusion-cli would.
+async fn natal_statement(ctx: &SessionContext, text: &str, print: &PrintOptions) -> Result<()> {
+    let started = Instant::now();
+    let frame = natal::datafusion::sql(ctx, text).await?;
+    let schema = Arc::new(frame.schema().as_arrow().clone());
+    let batches = frame.collect().await?;
+    let rows = batches.iter().map(|b| b.num_rows()).sum();
+    // A statement with no result (ALTER) prints nothing with -q, as DDL does.
+    if schema.fields().is_empty() && print.quiet {
+        return Ok(());
+    }
+    let format = ctx.state().config_options().format.clone();
+    print.print_batches(schema, &batches, started, rows, &format)
 }
 
 /// Runs a SQL file as datafusion-cli does: lines starting `--` or `#!` skipped, a statement

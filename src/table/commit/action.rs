@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use crate::format::{DataFile, Fragment, FragmentRowIds, IndexSegment, Manifest, Operation};
+use crate::format::{
+    DataFile, Fragment, FragmentRowIds, IndexSegment, Manifest, Operation, Schema,
+};
 use crate::rowid::{FragmentId, RowAddress, RowId, RowIdSequence};
 
 /// A data file written for a new fragment, with the ids of its rows.
@@ -81,9 +83,35 @@ pub(crate) enum Action {
     DropIndex {
         name: String,
     },
+    /// Put schema `to` in place of `from` (as read); no data file is written.
+    AlterSchema {
+        from: Box<Schema>,
+        to: Box<Schema>,
+    },
 }
 
 impl Action {
+    /// The fragments this action adds, if it adds any.
+    pub(super) fn new_fragments(&self) -> Option<&[NewFragment]> {
+        match self {
+            Action::Append { fragments }
+            | Action::Overwrite { fragments }
+            | Action::Update { fragments, .. }
+            | Action::Compact { fragments, .. } => Some(fragments),
+            _ => None,
+        }
+    }
+
+    pub(super) fn new_fragments_mut(&mut self) -> Option<&mut Vec<NewFragment>> {
+        match self {
+            Action::Append { fragments }
+            | Action::Overwrite { fragments }
+            | Action::Update { fragments, .. }
+            | Action::Compact { fragments, .. } => Some(fragments),
+            _ => None,
+        }
+    }
+
     /// True when committing this would publish a version equal to the one read: no rows
     /// to add, none to delete. (An overwrite with no rows empties the table; it changes.)
     pub(crate) fn changes_nothing(&self) -> bool {
@@ -96,7 +124,8 @@ impl Action {
             Action::Overwrite { .. }
             | Action::Checkpoint { .. }
             | Action::Restore { .. }
-            | Action::DropIndex { .. } => false,
+            | Action::DropIndex { .. }
+            | Action::AlterSchema { .. } => false,
         }
     }
 
@@ -111,6 +140,7 @@ impl Action {
             Action::Restore { .. } => Operation::Restore,
             Action::CreateIndex { .. } => Operation::CreateIndex,
             Action::DropIndex { .. } => Operation::DropIndex,
+            Action::AlterSchema { .. } => Operation::AlterSchema,
         }
     }
 }

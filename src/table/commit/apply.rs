@@ -119,6 +119,7 @@ pub(super) async fn apply(
                 return Err(Error::invalid(format!("no index named {name}")));
             }
         }
+        Action::AlterSchema { from, to } => super::schema::alter_schema(&mut m, from, to)?,
     }
     m.fragments.sort_by_key(|f| f.id);
     // Coverage never names a fragment the version does not have.

@@ -8,12 +8,16 @@
 //!   by compaction is found in the compacted fragment's sequence;
 //! - compaction rebases over deletes of its input rows (deletion vectors on its output) and
 //!   conflicts with anything else that touched its inputs;
-//! - overwrite and restore rebase over anything; everything else conflicts with them.
+//! - overwrite and restore rebase over anything; everything else conflicts with them;
+//! - a schema change conflicts with another; other actions rebase over it (their new
+//!   fragments' statistics converted to widened types), but for an index build on a column
+//!   it widened or dropped, and rows lacking a NOT NULL column it added.
 
 mod action;
 mod apply;
 mod pause;
 mod rebase;
+mod schema;
 
 use crate::error::{Error, Result};
 use crate::format::Manifest;

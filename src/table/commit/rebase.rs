@@ -8,7 +8,7 @@ use roaring::RoaringBitmap;
 
 use super::action::Action;
 use crate::error::{Error, Result};
-use crate::format::{Manifest, Operation};
+use crate::format::{DataFile, Manifest, Operation};
 use crate::io::TableStore;
 use crate::rowid::{FragmentId, RowAddress, RowId};
 
@@ -29,7 +29,11 @@ pub(super) async fn rebase(
         next.transaction.operation,
         Operation::Delete | Operation::Update | Operation::Compact
     );
+    if next.transaction.operation == Operation::AlterSchema {
+        return rebase_over_schema_change(action, prev, next, read_version);
+    }
     match action {
+        Action::AlterSchema { .. } => Ok(()),
         Action::Overwrite { .. } | Action::Restore { .. } => Ok(()),
         _ if replaces_all => Err(conflict(
             action,
@@ -64,6 +68,44 @@ pub(super) async fn rebase(
         }
         _ => Ok(()),
     }
+}
+
+/// Moves `action` over a schema change (`prev`'s schema to `next`'s).
+fn rebase_over_schema_change(
+    action: &mut Action,
+    prev: &Manifest,
+    next: &Manifest,
+    read_version: u64,
+) -> Result<()> {
+    let (from, to) = (&prev.schema, &next.schema);
+    let retyped_or_dropped = |id| match (from.field_by_id(id), to.field_by_id(id)) {
+        (_, None) => true,
+        (Some(was), Some(now)) => was.data_type != now.data_type,
+        (None, Some(_)) => false,
+    };
+    let refusal = match &*action {
+        Action::AlterSchema { .. } => Some("the schema changed meanwhile".to_string()),
+        Action::CreateIndex { segments } => segments
+            .iter()
+            .find(|s| retyped_or_dropped(s.field_id))
+            .map(|s| {
+                format!(
+                    "the column of index {} was dropped or widened meanwhile",
+                    s.name
+                )
+            }),
+        other => other.new_fragments().and_then(|fragments| {
+            let files: Vec<&DataFile> = fragments.iter().map(|f| &f.file).collect();
+            super::schema::unfit_fragments(&files, from, to)
+        }),
+    };
+    if let Some(reason) = refusal {
+        return Err(conflict(action, read_version, next, reason));
+    }
+    for fragment in action.new_fragments_mut().into_iter().flatten() {
+        super::schema::widen_file_stats(std::slice::from_mut(&mut fragment.file), from, to);
+    }
+    Ok(())
 }
 
 /// Whether the rows a delete or update names could all be followed to a newer version.

@@ -1,0 +1,80 @@
+//! Applying a schema change, and carrying other actions' new fragments across one: a
+//! widened column's statistics are converted where the wider type counts otherwise
+//! (`format::widen_stat`), so every fragment of a version speaks its schema's types.
+
+use crate::error::{Error, Result};
+use crate::format::{widen_stat, DataFile, Manifest, Schema};
+
+/// Puts `to` in place of `from` in `m`: widened columns' statistics converted, the indexes
+/// of dropped columns removed. A widened column must have no index (its keys are of the
+/// old type).
+pub(super) fn alter_schema(m: &mut Manifest, from: &Schema, to: &Schema) -> Result<()> {
+    for field in &from.fields {
+        let widened = to
+            .field_by_id(field.id)
+            .is_some_and(|now| now.data_type != field.data_type);
+        if widened && m.indexes.segments.iter().any(|s| s.field_id == field.id) {
+            return Err(Error::SchemaChange {
+                change: format!("ALTER COLUMN {} SET DATA TYPE", field.name),
+                reason: "the column has an index: drop it first (natal_drop_index)".into(),
+            });
+        }
+        if to.field_by_id(field.id).is_none() {
+            let names: Vec<String> = m
+                .indexes
+                .segments
+                .iter()
+                .filter(|s| s.field_id == field.id)
+                .map(|s| s.name.clone())
+                .collect();
+            for name in names {
+                m.indexes.remove(&name);
+            }
+        }
+    }
+    for fragment in &mut m.fragments {
+        widen_file_stats(&mut fragment.files, from, to);
+    }
+    m.schema = to.clone();
+    Ok(())
+}
+
+/// Converts the statistics of `files`, written under `from`, to `to`'s types.
+pub(super) fn widen_file_stats(files: &mut [DataFile], from: &Schema, to: &Schema) {
+    for file in files {
+        for stats in &mut file.column_stats {
+            let (Some(was), Some(now)) = (
+                from.field_by_id(stats.field_id),
+                to.field_by_id(stats.field_id),
+            ) else {
+                continue;
+            };
+            if was.data_type == now.data_type {
+                continue;
+            }
+            stats.min = stats
+                .min
+                .take()
+                .and_then(|v| widen_stat(v, &was.data_type, &now.data_type));
+            stats.max = stats
+                .max
+                .take()
+                .and_then(|v| widen_stat(v, &was.data_type, &now.data_type));
+        }
+    }
+}
+
+/// Why fragments written under `from` cannot join a version of schema `to`, if they cannot:
+/// a NOT NULL column they do not hold would read NULL.
+pub(super) fn unfit_fragments(files: &[&DataFile], from: &Schema, to: &Schema) -> Option<String> {
+    to.fields
+        .iter()
+        .filter(|f| !f.nullable && from.field_by_id(f.id).is_none())
+        .find(|f| !files.iter().any(|d| d.field_ids.contains(&f.id)))
+        .map(|f| {
+            format!(
+                "the rows lack the NOT NULL column {} added meanwhile",
+                f.name
+            )
+        })
+}
