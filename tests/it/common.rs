@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::{AsArray, Int64Array, RecordBatch, StringArray};
+use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, UInt64Type};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
@@ -76,8 +76,20 @@ pub async fn read_rows(snapshot: &Snapshot) -> natal::Result<BTreeMap<u64, Row>>
         let keys = batch.column(0).as_primitive::<Int64Type>();
         let vals = batch.column(1).as_primitive::<Int64Type>();
         let names = batch.column(2).as_string::<i32>();
-        let ids = batch.column(3).as_primitive::<UInt64Type>();
-        let addrs = batch.column(4).as_primitive::<UInt64Type>();
+        let column = |name: &str| batch.column_by_name(name).expect("system column");
+        let ids = column(natal::ROW_ID).as_primitive::<UInt64Type>();
+        let addrs = column(natal::ROW_ADDR).as_primitive::<UInt64Type>();
+        // Columns past `key, val, name` are the model test's extras, which hold only NULL.
+        for (field, extra) in batch.schema().fields().iter().zip(batch.columns()).skip(3) {
+            if !natal::internals::format::RESERVED_COLUMNS.contains(&field.name().as_str()) {
+                assert_eq!(
+                    extra.null_count(),
+                    extra.len(),
+                    "extra {} holds values",
+                    field.name()
+                );
+            }
+        }
         for i in 0..batch.num_rows() {
             let row = Row {
                 addr: addrs.value(i),

@@ -6,7 +6,8 @@
 //! Each fixture's history has every kind of file the format had on its date: data files,
 //! deletion vectors of several files with moves and outright deletions, row ids in `_rowids/`
 //! files, fragment segments and their patches, an index of two segments, and a relocation
-//! checkpoint.
+//! checkpoint; since 2026-12-01-alter, schema changes (a column added, renamed, widened,
+//! dropped).
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -19,16 +20,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::AsArray;
+use arrow::datatypes::DataType;
 use arrow::datatypes::Int64Type;
 use natal::ManifestLayout;
-use natal::{CompactOptions, Table, TableOptions};
+use natal::{CompactOptions, SchemaChange, Table, TableOptions};
 use object_store::local::LocalFileSystem;
 use object_store::ObjectStore;
 
 use crate::common::{add_to_val, batch, key_matches, read_rows, run, schema};
+use crate::model_schema::pad;
 
 /// Every checked-in fixture, oldest first.
-const FIXTURES: &[&str] = &["2026-12-01"];
+const FIXTURES: &[&str] = &["2026-12-01", "2026-12-01-alter"];
 
 /// Where the fixtures live.
 fn fixtures_dir() -> PathBuf {
@@ -63,6 +66,28 @@ async fn write_history(table: &Table) -> natal::Result<()> {
         .update_where(key_matches(|k| k % 13 == 4), &add_to_val(3))
         .await?;
     table.delete_where(key_matches(|k| k == 60)).await?;
+    // Schema changes (since 2026-12-01-alter): a column added, written (NULL), renamed,
+    // widened and dropped, so the latest version's files hold a field id its schema lost.
+    let add = SchemaChange::AddColumn {
+        name: "x".into(),
+        data_type: DataType::Int32,
+    };
+    table.alter(vec![add]).await?;
+    let padded = pad(batch(&rows(150..160)), table.latest().await?.schema());
+    table.append(vec![padded]).await?;
+    let rename = SchemaChange::RenameColumn {
+        from: "x".into(),
+        to: "y".into(),
+    };
+    table.alter(vec![rename]).await?;
+    let widen = SchemaChange::SetDataType {
+        name: "y".into(),
+        data_type: DataType::Int64,
+    };
+    table.alter(vec![widen]).await?;
+    table
+        .alter(vec![SchemaChange::DropColumn { name: "y".into() }])
+        .await?;
     Ok(())
 }
 

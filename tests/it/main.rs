@@ -13,6 +13,8 @@ mod fuzz_cases;
 mod index;
 mod merge;
 mod model;
+mod model_actions;
+mod model_schema;
 mod processes;
 mod recovery;
 mod rowid;

@@ -3,11 +3,12 @@
 //!
 //! After each step: every live row's id and values; no id ever reused; `resolve` finds
 //! exactly the live rows; rows never moved sit at their birth address; and every retained
-//! version still reads exactly as it did when it was committed. Most cases run with the
+//! version still reads exactly as it did when it was committed, with the columns it had
+//! (schema changes: `model_schema.rs`). Most cases run with the
 //! handle's tiered merging of small fragments on: its merges are versions of their own,
 //! checked as compactions are.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,13 +17,21 @@ use arrow::datatypes::{Int64Type, UInt64Type};
 use natal::Error;
 use natal::ManifestLayout;
 use natal::RowId;
-use natal::{
-    CleanupPolicy, CompactOptions, RowMatch, ScanRequest, Table, TableOptions, TieredMerge,
-};
+use natal::{CleanupPolicy, ScanRequest, Table, TableOptions, TieredMerge};
 use proptest::prelude::*;
 use proptest::sample::Index;
 
 use crate::common::*;
+use crate::model_actions::{run, Action, Ran};
+use crate::model_schema::{extras_of, plan_schema, schema_op, Extras, SchemaOp};
+
+/// A system column of a scan's batch.
+fn system<'a>(batch: &'a arrow::array::RecordBatch, name: &str) -> &'a arrow::array::UInt64Array {
+    batch
+        .column_by_name(name)
+        .expect("system column")
+        .as_primitive::<UInt64Type>()
+}
 
 type State = BTreeMap<u64, (i64, i64)>;
 
@@ -64,6 +73,8 @@ enum Op {
         keep: u8,
     },
     Concurrent(Box<Op>, Box<Op>),
+    /// A change to the extra columns (`model_schema.rs`).
+    Schema(SchemaOp),
 }
 
 fn row_op() -> impl Strategy<Value = Op> {
@@ -99,6 +110,7 @@ fn row_op() -> impl Strategy<Value = Op> {
             .prop_map(|(target, only_small)| Op::Compact { target, only_small }),
         Just(Op::Checkpoint),
         Just(Op::Index),
+        schema_op().prop_map(Op::Schema),
     ]
 }
 
@@ -119,6 +131,11 @@ struct Model {
     moved: HashSet<u64>,
     versions: Vec<(u64, State)>,
     next_key: i64,
+    /// The extra columns now, and of every version.
+    extras: Extras,
+    schemas: HashMap<u64, Extras>,
+    /// Names handed to extras so far (never reused).
+    names: u32,
 }
 
 /// What an operation is expected to do to the model, computed against the state it read.
@@ -133,7 +150,12 @@ enum Expect {
     },
     /// Values unchanged (compaction, checkpoint); rows may move.
     NoValueChange,
-    Restore(State),
+    Restore(State, Extras),
+    /// Rows unchanged; the extras go from `before` to `after`.
+    Schema {
+        before: Extras,
+        after: Extras,
+    },
 }
 
 impl Model {
@@ -259,39 +281,26 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
         }
         Op::Restore(index) => {
             let (version, state) = model.versions[index.index(model.versions.len())].clone();
-            (Action::Restore(version), Expect::Restore(state))
+            let extras = model.schemas[&version].clone();
+            (Action::Restore(version), Expect::Restore(state, extras))
+        }
+        Op::Schema(op) => {
+            let before = model.extras.clone();
+            match plan_schema(op, &before, &mut model.names) {
+                Some((change, after)) => (
+                    Action::Alter(vec![change]),
+                    Expect::Schema { before, after },
+                ),
+                None => (
+                    Action::Alter(vec![]),
+                    Expect::Schema {
+                        after: before.clone(),
+                        before,
+                    },
+                ),
+            }
         }
         Op::Cleanup { .. } | Op::Concurrent(..) => unreachable!("handled by the runner"),
-    }
-}
-
-#[derive(Debug)]
-enum Action {
-    Append(Vec<(i64, i64)>),
-    DeleteWhere(u8, u8, bool),
-    DeleteIds(Vec<u64>),
-    Update(u8, u8, i64, bool),
-    UpdateIds(Vec<u64>, i64),
-    Upsert(Vec<(i64, i64)>),
-    Compact(u64, bool),
-    Checkpoint,
-    Index,
-    Overwrite(Vec<(i64, i64)>),
-    Restore(u64),
-}
-
-/// What an operation reported: the version it left the table at, and whether it published it.
-struct Ran {
-    version: u64,
-    published: bool,
-}
-
-impl<F> From<natal::Committed<F>> for Ran {
-    fn from(committed: natal::Committed<F>) -> Self {
-        Self {
-            version: committed.version,
-            published: committed.published,
-        }
     }
 }
 
@@ -307,56 +316,10 @@ impl Expect {
             } => added.is_empty() && changed.is_empty() && removed.is_empty() && !replace_all,
             // Compaction and indexing publish when they find work; the model cannot tell.
             Expect::NoValueChange => false,
-            Expect::Restore(_) => false,
+            Expect::Restore(..) => false,
+            Expect::Schema { before, after } => before == after,
         }
     }
-}
-
-async fn run(table: &Table, action: &Action) -> natal::Result<Ran> {
-    let modulo = |m: u8, r: u8| key_matches(move |k| k.rem_euclid(m as i64) == r as i64);
-    Ok(match action {
-        Action::Append(rows) => table.append(vec![batch(rows)]).await?.into(),
-        Action::DeleteWhere(m, r, false) => table.delete_where(modulo(*m, *r)).await?.into(),
-        Action::DeleteWhere(m, r, true) => {
-            let rows = RowMatch {
-                filter: Some(KeyModulo::new(*m as i64, *r as i64)),
-                ..Default::default()
-            };
-            table.delete_matching(rows).await?.into()
-        }
-        Action::DeleteIds(ids) => {
-            let ids: Vec<RowId> = ids.iter().map(|v| RowId::from_u64(*v)).collect();
-            table.delete_rows(&ids).await?.into()
-        }
-        Action::Update(m, r, d, false) => table
-            .update_where(modulo(*m, *r), &add_to_val(*d))
-            .await?
-            .into(),
-        Action::Update(m, r, d, true) => {
-            let rows = RowMatch {
-                filter: Some(KeyModulo::new(*m as i64, *r as i64)),
-                ..Default::default()
-            };
-            table.update_matching(rows, &add_to_val(*d)).await?.into()
-        }
-        Action::UpdateIds(ids, d) => {
-            let ids: Vec<RowId> = ids.iter().map(|v| RowId::from_u64(*v)).collect();
-            table.update_rows(&ids, &add_to_val(*d)).await?.into()
-        }
-        Action::Upsert(rows) => table.upsert("key", vec![batch(rows)]).await?.into(),
-        Action::Compact(target, only_small) => {
-            let options = CompactOptions {
-                target_rows_per_fragment: Some(*target),
-                max_deleted_fraction: if *only_small { 1.0 } else { 0.2 },
-                ..Default::default()
-            };
-            table.compact(options).await?.into()
-        }
-        Action::Checkpoint => table.checkpoint().await?.into(),
-        Action::Index => table.create_index(INDEX, "val").await?.into(),
-        Action::Overwrite(rows) => table.overwrite(vec![batch(rows)]).await?.into(),
-        Action::Restore(v) => table.restore(*v).await?.into(),
-    })
 }
 
 /// Applies a committed operation's expectation to the model, checking new ids on the way.
@@ -435,10 +398,15 @@ async fn apply(model: &mut Model, expect: Expect, ran: Ran, table: &Table) {
                 }
             }
         }
-        Expect::Restore(state) => model.live = state,
+        Expect::Restore(state, extras) => {
+            model.live = state;
+            model.extras = extras;
+        }
+        Expect::Schema { after, .. } => model.extras = after,
     }
     model.ever.extend(model.live.keys().copied());
     model.versions.push((version, model.live.clone()));
+    model.schemas.insert(version, model.extras.clone());
 }
 
 async fn check(model: &Model, table: &Table) {
@@ -502,8 +470,8 @@ async fn check(model: &Model, table: &Table) {
     let got: Vec<(u64, u64, i64, i64)> = (0..taken.num_rows())
         .map(|i| {
             (
-                taken.column(3).as_primitive::<UInt64Type>().value(i),
-                taken.column(4).as_primitive::<UInt64Type>().value(i),
+                system(&taken, natal::ROW_ID).value(i),
+                system(&taken, natal::ROW_ADDR).value(i),
                 taken.column(0).as_primitive::<Int64Type>().value(i),
                 taken.column(1).as_primitive::<Int64Type>().value(i),
             )
@@ -521,10 +489,16 @@ async fn check(model: &Model, table: &Table) {
             .unwrap();
         let old: State = old.iter().map(|(id, r)| (*id, (r.key, r.val))).collect();
         assert_eq!(&old, state, "version {version} changed");
+        let schema = table.at_version(*version).await.unwrap().schema().clone();
+        assert_eq!(
+            extras_of(&schema),
+            model.schemas[version],
+            "version {version}'s columns"
+        );
     }
 }
 
-const INDEX: &str = "val_idx";
+use crate::model_actions::INDEX;
 
 /// A probe of the `val` index finds every live row holding the probed values (it may find
 /// more; a scan's filter decides), however the rows were updated, moved or deleted since.
@@ -599,7 +573,7 @@ async fn probe_matches(
     let mut found = BTreeMap::new();
     for batch in batches {
         let vals = batch.column(1).as_primitive::<Int64Type>();
-        let ids = batch.column(3).as_primitive::<UInt64Type>();
+        let ids = system(&batch, natal::ROW_ID);
         for i in 0..batch.num_rows() {
             if wanted(vals.value(i)) {
                 found.insert(ids.value(i), vals.value(i));
@@ -664,11 +638,22 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
             let handle_b = table.planned_at(table.at_version(read_version).await.unwrap());
             let (action_a, expect_a) = plan(a, &read, model);
             let (action_b, expect_b) = plan(b, &read, model);
-            let version = run(&handle_a, &action_a).await.unwrap();
+            let schema = Arc::new(
+                table
+                    .at_version(read_version)
+                    .await
+                    .unwrap()
+                    .schema()
+                    .clone(),
+            );
+            let changes_schema =
+                |e: &Expect| matches!(e, Expect::Schema { before, after } if before != after);
+            let schemas_collide = changes_schema(&expect_a) && changes_schema(&expect_b);
+            let version = run(&handle_a, &action_a, &schema).await.unwrap();
             apply(model, expect_a, version, table).await;
             let merged_after_a = absorb_merges(model, table).await;
             let touched_by_a = touched(&read, &model.live);
-            let result = run(&handle_b, &action_b).await;
+            let result = run(&handle_b, &action_b, &schema).await;
             let conflicts = match &expect_b {
                 Expect::Change {
                     changed, removed, ..
@@ -677,7 +662,7 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
                     .chain(removed.iter())
                     .any(|id| touched_by_a.contains(id)),
                 _ => false,
-            };
+            } || schemas_collide;
             match result {
                 Err(e) if e.is_conflict() => {
                     // Compaction gives way to an update or compaction of its input fragments.
@@ -713,7 +698,8 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
         op => {
             let read = model.live.clone();
             let (action, expect) = plan(op, &read, model);
-            let version = run(table, &action)
+            let schema = Arc::new(table.latest().await.unwrap().schema().clone());
+            let version = run(table, &action, &schema)
                 .await
                 .unwrap_or_else(|e| panic!("{action:?}: {e}"));
             apply(model, expect, version, table).await;
@@ -749,6 +735,9 @@ async fn run_case(ops: Vec<Op>, fragment_rows: u64, files: bool, merge: Option<u
         moved: HashSet::new(),
         versions: vec![(1, State::new())],
         next_key: 0,
+        extras: Extras::new(),
+        schemas: HashMap::from([(1, Extras::new())]),
+        names: 0,
     };
     for op in &ops {
         step(op, &mut model, &table).await;

@@ -352,3 +352,45 @@ async fn an_append_planned_before_a_change_rebases_over_it() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_alter_fixture_reads_each_version_with_the_columns_it_had() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/2026-12-01-alter");
+    let store = Arc::new(object_store::local::LocalFileSystem::new_with_prefix(&dir).unwrap());
+    let table = Table::open(store, "t".into());
+    let columns = |schema: &natal::internals::format::Schema| -> Vec<(String, DataType)> {
+        schema
+            .fields
+            .iter()
+            .map(|f| (f.name.clone(), f.data_type.clone()))
+            .collect()
+    };
+    let base = vec![
+        ("key".to_string(), DataType::Int64),
+        ("val".to_string(), DataType::Int64),
+        ("name".to_string(), DataType::Utf8),
+    ];
+    let with = |name: &str, data_type: DataType| {
+        let mut all = base.clone();
+        all.push((name.to_string(), data_type));
+        all
+    };
+    let latest = table.latest().await.unwrap();
+    assert_eq!(columns(latest.schema()), base);
+    assert_eq!(
+        latest.schema().next_field_id,
+        4,
+        "the dropped column's id is not reused"
+    );
+    assert_ne!(latest.manifest().reader_flags() & flags::SCHEMA_CHANGES, 0);
+    for (version, expected) in [
+        (14, base.clone()),
+        (16, with("x", DataType::Int32)),
+        (17, with("y", DataType::Int32)),
+        (18, with("y", DataType::Int64)),
+    ] {
+        let snapshot = table.at_version(version).await.unwrap();
+        assert_eq!(columns(snapshot.schema()), expected, "version {version}");
+    }
+}

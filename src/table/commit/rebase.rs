@@ -33,6 +33,12 @@ pub(super) async fn rebase(
         return rebase_over_schema_change(action, prev, next, read_version);
     }
     match action {
+        Action::AlterSchema { .. } if next.schema != prev.schema => Err(conflict(
+            action,
+            read_version,
+            next,
+            "the schema changed meanwhile",
+        )),
         Action::AlterSchema { .. } => Ok(()),
         Action::Overwrite { .. } | Action::Restore { .. } => Ok(()),
         _ if replaces_all => Err(conflict(

@@ -1,0 +1,95 @@
+//! What the model test runs: the actions its plans make of operations, and running one on
+//! a table (its writes padded to the schema they plan against).
+
+use std::sync::Arc;
+
+use natal::internals::format::Schema;
+use natal::{CompactOptions, RowId, RowMatch, Table};
+
+use crate::common::{batch, key_matches, KeyModulo};
+use crate::model_schema::{pad, padded_update};
+
+/// The index the model test builds, on `val` (the column updates change).
+pub const INDEX: &str = "val_idx";
+
+#[derive(Debug)]
+pub enum Action {
+    Append(Vec<(i64, i64)>),
+    DeleteWhere(u8, u8, bool),
+    DeleteIds(Vec<u64>),
+    Update(u8, u8, i64, bool),
+    UpdateIds(Vec<u64>, i64),
+    Upsert(Vec<(i64, i64)>),
+    Compact(u64, bool),
+    Checkpoint,
+    Index,
+    Overwrite(Vec<(i64, i64)>),
+    Restore(u64),
+    Alter(Vec<natal::SchemaChange>),
+}
+
+/// What an operation reported: the version it left the table at, and whether it published it.
+pub struct Ran {
+    pub version: u64,
+    pub published: bool,
+}
+
+impl<F> From<natal::Committed<F>> for Ran {
+    fn from(committed: natal::Committed<F>) -> Self {
+        Self {
+            version: committed.version,
+            published: committed.published,
+        }
+    }
+}
+
+/// Runs `action` on `table`, whose writes plan against `schema` (padded to its extras).
+pub async fn run(table: &Table, action: &Action, schema: &Arc<Schema>) -> natal::Result<Ran> {
+    let batch = |rows: &[(i64, i64)]| pad(batch(rows), schema);
+    let add_to_val = |delta: i64| padded_update(delta, schema.clone());
+    let modulo = |m: u8, r: u8| key_matches(move |k| k.rem_euclid(m as i64) == r as i64);
+    Ok(match action {
+        Action::Append(rows) => table.append(vec![batch(rows)]).await?.into(),
+        Action::DeleteWhere(m, r, false) => table.delete_where(modulo(*m, *r)).await?.into(),
+        Action::DeleteWhere(m, r, true) => {
+            let rows = RowMatch {
+                filter: Some(KeyModulo::new(*m as i64, *r as i64)),
+                ..Default::default()
+            };
+            table.delete_matching(rows).await?.into()
+        }
+        Action::DeleteIds(ids) => {
+            let ids: Vec<RowId> = ids.iter().map(|v| RowId::from_u64(*v)).collect();
+            table.delete_rows(&ids).await?.into()
+        }
+        Action::Update(m, r, d, false) => table
+            .update_where(modulo(*m, *r), &add_to_val(*d))
+            .await?
+            .into(),
+        Action::Update(m, r, d, true) => {
+            let rows = RowMatch {
+                filter: Some(KeyModulo::new(*m as i64, *r as i64)),
+                ..Default::default()
+            };
+            table.update_matching(rows, &add_to_val(*d)).await?.into()
+        }
+        Action::UpdateIds(ids, d) => {
+            let ids: Vec<RowId> = ids.iter().map(|v| RowId::from_u64(*v)).collect();
+            table.update_rows(&ids, &add_to_val(*d)).await?.into()
+        }
+        Action::Upsert(rows) => table.upsert("key", vec![batch(rows)]).await?.into(),
+        Action::Compact(target, only_small) => {
+            let options = CompactOptions {
+                target_rows_per_fragment: Some(*target),
+                max_deleted_fraction: if *only_small { 1.0 } else { 0.2 },
+                ..Default::default()
+            };
+            table.compact(options).await?.into()
+        }
+        Action::Checkpoint => table.checkpoint().await?.into(),
+        Action::Index => table.create_index(INDEX, "val").await?.into(),
+        Action::Overwrite(rows) => table.overwrite(vec![batch(rows)]).await?.into(),
+        Action::Restore(v) => table.restore(*v).await?.into(),
+        Action::Alter(changes) => table.alter(changes.clone()).await?.into(),
+    })
+}
