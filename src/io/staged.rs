@@ -8,9 +8,7 @@ use object_store::path::Path;
 use object_store::ObjectStore;
 use url::Url;
 
-use super::store::VERSIONS_DIR;
 use crate::error::{Error, Result};
-use crate::format::TABLE_FILE_DIRS;
 
 /// An upload a writer started and never finished.
 #[derive(Debug)]
@@ -41,11 +39,14 @@ fn is_staging_name(name: &str) -> bool {
         .is_some_and(|(_, suffix)| !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// Every staging file under the table's own directories and its versions directory.
-pub(crate) async fn staged_uploads(table_dir: PathBuf) -> Result<Vec<StagedUpload>> {
+/// Every staging file under the directories `dirs` of `table_dir`.
+pub(crate) async fn staged_uploads(
+    table_dir: PathBuf,
+    dirs: Vec<&'static str>,
+) -> Result<Vec<StagedUpload>> {
     tokio::task::spawn_blocking(move || {
         let mut found = Vec::new();
-        for dir in TABLE_FILE_DIRS.iter().chain([&VERSIONS_DIR]) {
+        for dir in dirs {
             collect(&table_dir.join(dir), &mut found)?;
         }
         Ok(found)

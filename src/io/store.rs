@@ -238,7 +238,11 @@ impl TableStore {
     /// local disk keeps (as staging files its listings hide); none elsewhere.
     pub(crate) async fn staged_uploads(&self) -> Result<Vec<super::StagedUpload>> {
         match self.local_directory() {
-            Some(directory) => super::staged::staged_uploads(directory).await,
+            Some(directory) => {
+                let mut dirs = crate::format::TABLE_FILE_DIRS.to_vec();
+                dirs.push(VERSIONS_DIR);
+                super::staged::staged_uploads(directory, dirs).await
+            }
             None => Ok(Vec::new()),
         }
     }
