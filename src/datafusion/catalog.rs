@@ -38,6 +38,8 @@ pub enum TableKind {
     Relocations,
     /// The index segments (`t$indexes`).
     Indexes,
+    /// The columns of a version, with their field ids (`t$schema`).
+    Schema,
 }
 
 /// True when `name` is a file, not a natal table: it has a `/` (a path or URL), or ends in
@@ -78,7 +80,7 @@ pub struct TableName {
 
 impl TableName {
     /// Parses `t`, `t@v7`, and either with `$rows`, `$versions`, `$fragments`,
-    /// `$relocations` or `$indexes`.
+    /// `$relocations`, `$indexes` or `$schema`.
     ///
     /// # Errors
     /// A plan error for an unknown suffix or a version that is not a number.
@@ -90,10 +92,11 @@ impl TableName {
             Some((rest, "fragments")) => (rest, TableKind::Fragments, false),
             Some((rest, "relocations")) => (rest, TableKind::Relocations, false),
             Some((rest, "indexes")) => (rest, TableKind::Indexes, false),
+            Some((rest, "schema")) => (rest, TableKind::Schema, false),
             Some((_, other)) => {
                 return Err(DataFusionError::Plan(format!(
                     "unknown table suffix '${other}' in '{name}' \
-                     (natal knows $rows, $versions, $fragments, $relocations, $indexes)"
+                     (natal knows $rows, $versions, $fragments, $relocations, $indexes, $schema)"
                 )))
             }
         };
@@ -246,6 +249,7 @@ impl SchemaProvider for NatalSchemaProvider {
             TableKind::Fragments => metadata::fragments(&snapshot)?,
             TableKind::Relocations => metadata::relocations(&snapshot).await?,
             TableKind::Indexes => metadata::indexes(&snapshot)?,
+            TableKind::Schema => metadata::schema(&snapshot)?,
         }))
     }
 

@@ -1,5 +1,6 @@
-//! Metadata tables: `t$versions`, `t$fragments`, `t$relocations` and `t$indexes` (also
-//! `t@v7$fragments` and so on), built from manifests when the name is resolved.
+//! Metadata tables: `t$versions`, `t$fragments`, `t$relocations`, `t$indexes` and
+//! `t$schema` (also `t@v7$fragments` and so on), built from manifests when the name is
+//! resolved.
 
 use std::sync::Arc;
 
@@ -227,4 +228,32 @@ pub(crate) fn indexes(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
 fn deletion_paths(vector: &crate::format::DeletionVector) -> String {
     let paths: Vec<&str> = vector.files().map(|f| f.path.as_str()).collect();
     paths.join(",")
+}
+
+/// One row per column of a version: its position, field id, name, type and nullability.
+/// Field ids are top-level: a struct's children share their column's.
+pub(crate) fn schema(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
+    let fields = &snapshot.schema().fields;
+    mem_table(
+        vec![
+            Field::new("position", DataType::UInt32, false),
+            Field::new("field_id", DataType::UInt32, false),
+            Field::new("name", DataType::Utf8, false),
+            Field::new("data_type", DataType::Utf8, false),
+            Field::new("nullable", DataType::Boolean, false),
+        ],
+        vec![
+            Arc::new(UInt32Array::from_iter_values(0..fields.len() as u32)),
+            Arc::new(UInt32Array::from_iter_values(fields.iter().map(|f| f.id))),
+            Arc::new(StringArray::from_iter_values(
+                fields.iter().map(|f| f.name.as_str()),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                fields.iter().map(|f| f.data_type.to_string()),
+            )),
+            Arc::new(BooleanArray::from(
+                fields.iter().map(|f| f.nullable).collect::<Vec<_>>(),
+            )),
+        ],
+    )
 }

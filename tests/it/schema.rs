@@ -124,6 +124,32 @@ async fn alter_table_changes_the_schema_in_one_version_each_and_writes_no_data()
          | 2  | 2024-03-04 | b |\n\
          +----+------------+---+"
     );
+    // `t$schema` lists each version's columns by field id: the rename kept id 2, `c` is 3.
+    assert_eq!(
+        query(&ctx, "SELECT * FROM \"t$schema\"").await,
+        "+----------+----------+-------+---------------+----------+\n\
+         | position | field_id | name  | data_type     | nullable |\n\
+         +----------+----------+-------+---------------+----------+\n\
+         | 0        | 0        | id    | Int64         | true     |\n\
+         | 1        | 1        | d     | Timestamp(µs) | true     |\n\
+         | 2        | 2        | label | Utf8View      | true     |\n\
+         | 3        | 3        | c     | Int64         | true     |\n\
+         +----------+----------+-------+---------------+----------+"
+    );
+    assert_eq!(
+        query(
+            &ctx,
+            "SELECT name, data_type, nullable FROM \"t@v2$schema\""
+        )
+        .await,
+        "+------+-----------+----------+\n\
+         | name | data_type | nullable |\n\
+         +------+-----------+----------+\n\
+         | id   | Int32     | false    |\n\
+         | d    | Date32    | true     |\n\
+         | s    | Utf8View  | true     |\n\
+         +------+-----------+----------+"
+    );
     let schema = ctx.table("t").await.unwrap().schema().clone();
     assert_eq!(schema.field(0).data_type(), &DataType::Int64);
     assert!(schema.field(0).is_nullable());
