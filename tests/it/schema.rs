@@ -420,3 +420,34 @@ async fn the_alter_fixture_reads_each_version_with_the_columns_it_had() {
         assert_eq!(columns(snapshot.schema()), expected, "version {version}");
     }
 }
+
+/// `LIKE 'prefix%'` prunes fragments by their string bounds (seed 004 "Pruning"), also
+/// after the column was renamed: bounds belong to field ids, not names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_like_prefix_prunes_by_string_bounds_across_a_rename() {
+    let (_dir, ctx) = catalog_session();
+    query(&ctx, "CREATE TABLE t (s VARCHAR)").await;
+    query(&ctx, "SET natal.merge_fan_in = 0").await;
+    for rows in [
+        "('apple'), ('apricot')",
+        "('banana'), ('blue')",
+        "('cherry')",
+    ] {
+        query(&ctx, &format!("INSERT INTO t VALUES {rows}")).await;
+    }
+    query(&ctx, "ALTER TABLE t RENAME COLUMN s TO fruit").await;
+    let frame = natal::datafusion::sql(&ctx, "SELECT fruit FROM t WHERE fruit LIKE 'ba%'")
+        .await
+        .unwrap();
+    let plan = frame.clone().create_physical_plan().await.unwrap();
+    let shown = datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(true)
+        .to_string();
+    assert!(shown.contains("fragments=1 (pruned 2)"), "{shown}");
+    assert_eq!(
+        pretty_format_batches(&frame.collect().await.unwrap())
+            .unwrap()
+            .to_string(),
+        "+--------+\n| fruit  |\n+--------+\n| banana |\n+--------+"
+    );
+}
