@@ -55,11 +55,13 @@ fn an_unsupported_root_scheme_is_a_clear_error() {
     assert!(stderr.contains("unsupported scheme 'ftp'"), "{stderr}");
 }
 
-/// `natal` with `stdin` as its input (the REPL reads piped lines).
-fn natal_with_input(args: &[&str], stdin: &str) -> Output {
+/// `natal` in directory `cwd` (where the REPL keeps its `.history`) with `stdin` as its
+/// input (the REPL reads piped lines).
+fn natal_with_input(cwd: &std::path::Path, args: &[&str], stdin: &str) -> Output {
     use std::io::Write;
     let mut child = Command::new(env!("CARGO_BIN_EXE_natal"))
         .args(args)
+        .current_dir(cwd)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -109,6 +111,7 @@ fn a_system_column_beside_a_star_works_in_commands_files_and_the_repl() {
     assert_eq!(text(&from_file.stdout), format!("one\n1\n{expected}"));
 
     let repl = natal_with_input(
+        dir.path(),
         &["--root", root, "-q", "--format", "csv"],
         &format!("{query}\n\\q\n"),
     );
