@@ -2,6 +2,7 @@
 //! statement turned into [`SchemaChange`]s and committed as one version
 //! ([`Table::alter`](crate::Table::alter)). Reached through natal's SQL entry point.
 
+use datafusion::catalog::TableProvider;
 use datafusion::dataframe::DataFrame;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::SessionContext;
@@ -33,8 +34,9 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
             "{name} is read-only (a version or the $rows face): alter the table by its name"
         )));
     }
-    let table = natal.table().clone();
-    let schema = table.latest().await?.schema().clone();
+    // The columns of the version the provider resolved (`IF [NOT] EXISTS` asks of them).
+    let schema = natal.schema();
+    let has_column = |name: &str| schema.field_with_name(name).is_ok();
     let normalize = ctx
         .state()
         .config_options()
@@ -54,7 +56,7 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
                 ..
             } => {
                 let name = column(&column_def.name);
-                if *if_not_exists && schema.field_by_name(&name).is_some() {
+                if *if_not_exists && has_column(&name) {
                     continue;
                 }
                 if column_position.is_some() {
@@ -86,7 +88,7 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
             } => {
                 for ident in column_names {
                     let name = column(ident);
-                    if *if_exists && schema.field_by_name(&name).is_none() {
+                    if *if_exists && !has_column(&name) {
                         continue;
                     }
                     changes.push(SchemaChange::DropColumn { name });
@@ -126,7 +128,7 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
             other => return Err(refused(format!("{other} is not supported"))),
         }
     }
-    table.alter(changes).await?;
+    natal.table().alter(changes).await?;
     ctx.read_empty()
 }
 

@@ -48,7 +48,7 @@ pub use guard::DmlGuard;
 pub use provider::{NatalTableProvider, ProviderView};
 pub use rowid_list::{FoldRowIdLists, RowIdIn};
 pub use scan::NatalScanExec;
-pub use statement::{is_natal_statement, parse, rewrite, sql};
+pub use statement::{is_natal_statement, parse, rewrite, run_statement, sql};
 
 datafusion::common::extensions_options! {
     /// natal's session options, set with `SET natal.<option> = <value>` once

@@ -25,20 +25,25 @@ use crate::table::{ROW_ADDR, ROW_ID};
 
 /// Runs one statement of SQL text, with natal's rewrites (see the module header).
 pub async fn sql(ctx: &SessionContext, text: &str) -> Result<DataFrame> {
-    let state = ctx.state();
-    let mut statements = parse(&state, text)?;
-    let (Some(mut statement), None) = (statements.pop(), statements.pop()) else {
+    let mut statements = parse(&ctx.state(), text)?;
+    let (Some(statement), None) = (statements.pop(), statements.pop()) else {
         return Err(DataFusionError::Plan(
             "natal::datafusion::sql runs one statement at a time".into(),
         ));
     };
+    run_statement(ctx, statement).await
+}
+
+/// Runs one parsed statement: natal's own ([`is_natal_statement`]) by natal, any other
+/// planned by DataFusion after natal's rewrites.
+pub async fn run_statement(ctx: &SessionContext, mut statement: Statement) -> Result<DataFrame> {
     if let Statement::Statement(inner) = &statement {
         if let ast::Statement::AlterTable(alter) = inner.as_ref() {
             return super::alter::alter_table(ctx, alter).await;
         }
     }
     rewrite(&mut statement);
-    let plan = state.statement_to_plan(statement).await?;
+    let plan = ctx.state().statement_to_plan(statement).await?;
     ctx.execute_logical_plan(plan).await
 }
 

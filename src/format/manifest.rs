@@ -202,14 +202,15 @@ impl Manifest {
         if self.schema.fields.iter().any(|f| names_apart(&f.data_type)) {
             used |= flags::NESTED_FIELD_NAMES;
         }
-        let schema_ids = self.schema.field_ids();
+        let mut schema_ids = self.schema.field_ids();
+        schema_ids.sort_unstable();
+        // A fragment whose files hold another set of field ids than the schema's.
         let unlike_schema = |f: &Fragment| {
-            let mut held: Vec<u32> = f.files.iter().flat_map(|d| d.field_ids.clone()).collect();
-            held.sort_unstable();
-            held.dedup();
-            let mut wanted = schema_ids.clone();
-            wanted.sort_unstable();
-            held != wanted
+            let foreign = f.files.iter().flat_map(|d| &d.field_ids);
+            foreign
+                .into_iter()
+                .any(|id| schema_ids.binary_search(id).is_err())
+                || schema_ids.iter().any(|&id| f.file_holding(id).is_none())
         };
         if self.transaction.operation == Operation::AlterSchema
             || self.fragments.iter().any(unlike_schema)

@@ -52,7 +52,7 @@ pub(crate) async fn staged_uploads(
         Ok(found)
     })
     .await
-    .map_err(|e| Error::invalid(format!("listing staged uploads: {e}")))?
+    .map_err(|e| Error::internal(format!("listing staged uploads: {e}")))?
 }
 
 fn collect(dir: &LocalPath, found: &mut Vec<StagedUpload>) -> Result<()> {

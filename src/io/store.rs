@@ -86,6 +86,8 @@ pub struct TableStore {
     incarnation: Arc<Mutex<Option<String>>>,
     /// Counts the bytes data-file reads receive, for one scan's metrics.
     pub(crate) bytes_read: Option<Arc<AtomicU64>>,
+    /// The table's directory when the store is a local disk (found once, at `new`).
+    local_directory: Option<Arc<std::path::PathBuf>>,
 }
 
 impl TableStore {
@@ -111,7 +113,9 @@ impl TableStore {
 
     /// The table at `root` of `store`, with empty caches.
     pub fn new(store: Arc<dyn ObjectStore>, root: Path) -> Self {
+        let local_directory = super::staged::local_directory(store.as_ref(), &root).map(Arc::new);
         Self {
+            local_directory,
             store,
             root,
             footers: FileCache::new(CACHED_FILES),
@@ -230,8 +234,8 @@ impl TableStore {
     }
 
     /// The table's directory when it is on a local disk.
-    pub(crate) fn local_directory(&self) -> Option<std::path::PathBuf> {
-        super::staged::local_directory(self.store.as_ref(), &self.root)
+    pub(crate) fn local_directory(&self) -> Option<&std::path::Path> {
+        self.local_directory.as_deref().map(|d| d.as_path())
     }
 
     /// Uploads a killed writer left unfinished in the table's directories, which only a
@@ -241,7 +245,7 @@ impl TableStore {
             Some(directory) => {
                 let mut dirs = crate::format::TABLE_FILE_DIRS.to_vec();
                 dirs.push(VERSIONS_DIR);
-                super::staged::staged_uploads(directory, dirs).await
+                super::staged::staged_uploads(directory.to_path_buf(), dirs).await
             }
             None => Ok(Vec::new()),
         }

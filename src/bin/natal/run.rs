@@ -34,7 +34,7 @@ pub(crate) async fn sql(ctx: &SessionContext, text: String, print: &PrintOptions
     }
     for statement in statements {
         if natal::datafusion::is_natal_statement(&statement) {
-            natal_statement(ctx, &statement.to_string(), print).await?;
+            natal_statement(ctx, statement, print).await?;
         } else {
             exec::exec_from_commands(ctx, vec![statement.to_string()], print).await?;
         }
@@ -43,9 +43,13 @@ pub(crate) async fn sql(ctx: &SessionContext, text: String, print: &PrintOptions
 }
 
 /// Runs one of natal's own statements and prints its result as datafusion-cli would.
-async fn natal_statement(ctx: &SessionContext, text: &str, print: &PrintOptions) -> Result<()> {
+async fn natal_statement(
+    ctx: &SessionContext,
+    statement: datafusion::sql::parser::Statement,
+    print: &PrintOptions,
+) -> Result<()> {
     let started = Instant::now();
-    let frame = natal::datafusion::sql(ctx, text).await?;
+    let frame = natal::datafusion::run_statement(ctx, statement).await?;
     let schema = Arc::new(frame.schema().as_arrow().clone());
     let batches = frame.collect().await?;
     let rows = batches.iter().map(|b| b.num_rows()).sum();

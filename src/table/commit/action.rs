@@ -92,16 +92,6 @@ pub(crate) enum Action {
 
 impl Action {
     /// The fragments this action adds, if it adds any.
-    pub(super) fn new_fragments(&self) -> Option<&[NewFragment]> {
-        match self {
-            Action::Append { fragments }
-            | Action::Overwrite { fragments }
-            | Action::Update { fragments, .. }
-            | Action::Compact { fragments, .. } => Some(fragments),
-            _ => None,
-        }
-    }
-
     pub(super) fn new_fragments_mut(&mut self) -> Option<&mut Vec<NewFragment>> {
         match self {
             Action::Append { fragments }

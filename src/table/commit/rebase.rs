@@ -8,7 +8,7 @@ use roaring::RoaringBitmap;
 
 use super::action::Action;
 use crate::error::{Error, Result};
-use crate::format::{DataFile, Manifest, Operation};
+use crate::format::{Manifest, Operation};
 use crate::io::TableStore;
 use crate::rowid::{FragmentId, RowAddress, RowId};
 
@@ -29,17 +29,22 @@ pub(super) async fn rebase(
         next.transaction.operation,
         Operation::Delete | Operation::Update | Operation::Compact
     );
+    // A schema change rebases over anything that left the schema as it read it.
+    if let Action::AlterSchema { .. } = action {
+        return match next.schema == prev.schema {
+            true => Ok(()),
+            false => Err(conflict(
+                action,
+                read_version,
+                next,
+                "the schema changed meanwhile",
+            )),
+        };
+    }
     if next.transaction.operation == Operation::AlterSchema {
         return rebase_over_schema_change(action, prev, next, read_version);
     }
     match action {
-        Action::AlterSchema { .. } if next.schema != prev.schema => Err(conflict(
-            action,
-            read_version,
-            next,
-            "the schema changed meanwhile",
-        )),
-        Action::AlterSchema { .. } => Ok(()),
         Action::Overwrite { .. } | Action::Restore { .. } => Ok(()),
         _ if replaces_all => Err(conflict(
             action,
@@ -89,26 +94,22 @@ fn rebase_over_schema_change(
         (Some(was), Some(now)) => was.data_type != now.data_type,
         (None, Some(_)) => false,
     };
-    let refusal = match &*action {
-        Action::AlterSchema { .. } => Some("the schema changed meanwhile".to_string()),
-        Action::CreateIndex { segments } => segments
-            .iter()
-            .find(|s| retyped_or_dropped(s.field_id))
-            .map(|s| {
-                format!(
-                    "the column of index {} was dropped or widened meanwhile",
-                    s.name
-                )
-            }),
-        other => other.new_fragments().and_then(|fragments| {
-            let files: Vec<&DataFile> = fragments.iter().map(|f| &f.file).collect();
-            super::schema::unfit_fragments(&files, from, to)
-        }),
+    if let Action::CreateIndex { segments } = &*action {
+        if let Some(s) = segments.iter().find(|s| retyped_or_dropped(s.field_id)) {
+            let reason = format!(
+                "the column of index {} was dropped or widened meanwhile",
+                s.name
+            );
+            return Err(conflict(action, read_version, next, reason));
+        }
+    }
+    let Some(fragments) = action.new_fragments_mut() else {
+        return Ok(());
     };
-    if let Some(reason) = refusal {
+    if let Some(reason) = super::schema::unfit_fragments(fragments, from, to) {
         return Err(conflict(action, read_version, next, reason));
     }
-    for fragment in action.new_fragments_mut().into_iter().flatten() {
+    for fragment in fragments {
         super::schema::widen_file_stats(std::slice::from_mut(&mut fragment.file), from, to);
     }
     Ok(())

@@ -2,6 +2,7 @@
 //! widened column's statistics are converted where the wider type counts otherwise
 //! (`format::widen_stat`), so every fragment of a version speaks its schema's types.
 
+use super::NewFragment;
 use crate::error::{Error, Result};
 use crate::format::{widen_stat, DataFile, Manifest, Schema};
 
@@ -10,14 +11,20 @@ use crate::format::{widen_stat, DataFile, Manifest, Schema};
 /// old type).
 pub(super) fn alter_schema(m: &mut Manifest, from: &Schema, to: &Schema) -> Result<()> {
     for field in &from.fields {
-        let widened = to
-            .field_by_id(field.id)
-            .is_some_and(|now| now.data_type != field.data_type);
-        if widened && m.indexes.segments.iter().any(|s| s.field_id == field.id) {
-            return Err(Error::SchemaChange {
-                change: format!("ALTER COLUMN {} SET DATA TYPE", field.name),
-                reason: "the column has an index: drop it first (natal_drop_index)".into(),
-            });
+        let index = m.indexes.segments.iter().find(|s| s.field_id == field.id);
+        if let (Some(now), Some(index)) = (to.field_by_id(field.id), index) {
+            if now.data_type != field.data_type {
+                return Err(Error::SchemaChange {
+                    change: format!(
+                        "ALTER COLUMN {} SET DATA TYPE {}",
+                        field.name, now.data_type
+                    ),
+                    reason: format!(
+                        "index {} is on the column: drop it first (natal_drop_index)",
+                        index.name
+                    ),
+                });
+            }
         }
         if to.field_by_id(field.id).is_none() {
             let names: Vec<String> = m
@@ -66,11 +73,15 @@ pub(super) fn widen_file_stats(files: &mut [DataFile], from: &Schema, to: &Schem
 
 /// Why fragments written under `from` cannot join a version of schema `to`, if they cannot:
 /// a NOT NULL column they do not hold would read NULL.
-pub(super) fn unfit_fragments(files: &[&DataFile], from: &Schema, to: &Schema) -> Option<String> {
+pub(super) fn unfit_fragments(
+    fragments: &[NewFragment],
+    from: &Schema,
+    to: &Schema,
+) -> Option<String> {
     to.fields
         .iter()
         .filter(|f| !f.nullable && from.field_by_id(f.id).is_none())
-        .find(|f| !files.iter().any(|d| d.field_ids.contains(&f.id)))
+        .find(|f| !fragments.iter().any(|n| n.file.field_ids.contains(&f.id)))
         .map(|f| {
             format!(
                 "the rows lack the NOT NULL column {} added meanwhile",
