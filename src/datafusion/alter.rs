@@ -10,8 +10,17 @@ use datafusion::sql::sqlparser::ast::{
     AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, Ident,
 };
 
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::compute::can_cast_types;
+use arrow::datatypes::DataType;
+use datafusion::common::DFSchema;
+use datafusion::logical_expr::ExprSchemable;
+
 use super::NatalTableProvider;
 use crate::format::SchemaChange;
+use crate::{NewColumn, ROW_ADDR, ROW_ID};
 
 fn refused(what: impl std::fmt::Display) -> DataFusionError {
     DataFusionError::Plan(format!("ALTER TABLE: {what}"))
@@ -62,15 +71,13 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
                 if column_position.is_some() {
                     return Err(refused("a column is added last (no FIRST or AFTER)"));
                 }
+                let mut not_null = false;
+                let mut default = None;
                 for option in &column_def.options {
                     match &option.option {
                         ColumnOption::Null => {}
-                        ColumnOption::NotNull => {
-                            return Err(refused(format!(
-                                "cannot add NOT NULL column {name}: rows that exist have no \
-                                 value for it, so an added column is nullable"
-                            )))
-                        }
+                        ColumnOption::NotNull => not_null = true,
+                        ColumnOption::Default(expr) => default = Some(expr),
                         other => {
                             return Err(refused(format!(
                                 "ADD COLUMN {name} ... {other} is not supported"
@@ -79,7 +86,26 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
                     }
                 }
                 let data_type = arrow_type(ctx, &column_def.data_type).await?;
-                changes.push(SchemaChange::AddColumn { name, data_type });
+                match default {
+                    Some(expr) if alter.operations.len() == 1 => {
+                        let column = (name, data_type, !not_null);
+                        add_with_values(ctx, natal, column, &expr.to_string()).await?;
+                        return ctx.read_empty();
+                    }
+                    Some(_) => {
+                        return Err(refused(format!(
+                            "ADD COLUMN {name} ... DEFAULT computes a value per row: give it \
+                             an ALTER TABLE of its own"
+                        )))
+                    }
+                    None if not_null => {
+                        return Err(refused(format!(
+                            "cannot add NOT NULL column {name} without a DEFAULT: rows that \
+                             exist would have no value for it"
+                        )))
+                    }
+                    None => changes.push(SchemaChange::AddColumn { name, data_type }),
+                }
             }
             AlterTableOperation::DropColumn {
                 column_names,
@@ -130,6 +156,114 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
     }
     natal.table().alter(changes).await?;
     ctx.read_empty()
+}
+
+/// Adds `column` (name, type, nullable) with the value of `default` (SQL) for every row:
+/// evaluated per row over the table's columns and `_rowid` (natal's extension of SQL's
+/// constant DEFAULT), cast to the column's type. A default naming no column is also the
+/// column's default for later INSERTs that omit it.
+async fn add_with_values(
+    ctx: &SessionContext,
+    natal: &NatalTableProvider,
+    (name, data_type, nullable): (String, DataType, bool),
+    default: &str,
+) -> Result<()> {
+    let bad_default =
+        |reason: String| refused(format!("ADD COLUMN {name} DEFAULT {default}: {reason}"));
+    let table_schema = DFSchema::try_from(natal.predicate_schema().as_ref().clone())?;
+    let expr = ctx
+        .parse_sql_expr(default, &table_schema)
+        .map_err(|e| bad_default(e.to_string()))?;
+    let from = expr
+        .get_type(&table_schema)
+        .map_err(|e| bad_default(e.to_string()))?;
+    if !can_cast_types(&from, &data_type) {
+        return Err(bad_default(format!(
+            "a {from} cannot be cast to {data_type}"
+        )));
+    }
+    let expr = expr.cast_to(&data_type, &table_schema)?;
+    // The batch the values are computed from: the columns the default names, then _rowid.
+    let referenced = expr.column_refs();
+    let inputs: Vec<String> = table_schema
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .filter(|n| n != ROW_ID && n != ROW_ADDR)
+        .filter(|n| referenced.iter().any(|c| &c.name == n))
+        .collect();
+    if referenced.iter().any(|c| c.name == ROW_ADDR) {
+        return Err(bad_default(
+            "a row's address is not one of its values".into(),
+        ));
+    }
+    let mut input_fields: Vec<arrow::datatypes::FieldRef> = inputs
+        .iter()
+        .map(|n| Ok(table_schema.field_with_unqualified_name(n)?.clone()))
+        .collect::<Result<_>>()?;
+    input_fields.push(Arc::new(arrow::datatypes::Field::new(
+        ROW_ID,
+        DataType::UInt64,
+        false,
+    )));
+    let input_schema = DFSchema::try_from(arrow::datatypes::Schema::new(input_fields))?;
+    let physical = ctx.create_physical_expr(expr.clone(), &input_schema)?;
+    let default_value = match referenced.is_empty() && !expr.is_volatile() {
+        true => Some(constant_text(physical.as_ref(), &input_schema)?),
+        false => None,
+    };
+    let column = NewColumn {
+        name: name.clone(),
+        data_type,
+        nullable,
+        inputs,
+        default_value,
+    };
+    let change = format!("ADD COLUMN {name} DEFAULT {default}");
+    let values = move |batch: &RecordBatch| -> crate::Result<ArrayRef> {
+        physical
+            .evaluate(batch)
+            .and_then(|v| v.into_array(batch.num_rows()))
+            .map_err(|e| crate::Error::SchemaChange {
+                change: change.clone(),
+                reason: format!("computing a row's value: {e}"),
+            })
+    };
+    natal
+        .table()
+        .add_column_with_values(column, &values)
+        .await?;
+    Ok(())
+}
+
+/// A constant expression's value as the text natal stores for a column's default.
+fn constant_text(
+    expr: &dyn datafusion::physical_plan::PhysicalExpr,
+    schema: &DFSchema,
+) -> Result<String> {
+    let probe: Vec<arrow::datatypes::Field> = schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    let empty = RecordBatch::try_new_with_options(
+        Arc::new(arrow::datatypes::Schema::new(probe)),
+        schema
+            .fields()
+            .iter()
+            .map(|f| arrow::array::new_null_array(f.data_type(), 1))
+            .collect(),
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(1)),
+    )?;
+    let value = expr.evaluate(&empty)?.into_array(1)?;
+    let text = arrow::compute::cast(&value, &DataType::Utf8)?;
+    let text = text.as_string::<i32>();
+    if text.is_null(0) {
+        return Err(refused(
+            "a DEFAULT of NULL is every column's default: omit it",
+        ));
+    }
+    Ok(text.value(0).to_string())
 }
 
 /// The Arrow type DataFusion gives SQL type `sql` (as in a CAST), so `ALTER` and `CREATE`

@@ -230,7 +230,8 @@ fn deletion_paths(vector: &crate::format::DeletionVector) -> String {
     paths.join(",")
 }
 
-/// One row per column of a version: its position, field id, name, type and nullability.
+/// One row per column of a version: its position, field id, name, type, nullability and
+/// default (NULL: none).
 /// Field ids are top-level: a struct's children share their column's.
 pub(crate) fn schema(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
     let fields = &snapshot.schema().fields;
@@ -241,6 +242,7 @@ pub(crate) fn schema(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
             Field::new("name", DataType::Utf8, false),
             Field::new("data_type", DataType::Utf8, false),
             Field::new("nullable", DataType::Boolean, false),
+            Field::new("default", DataType::Utf8, true),
         ],
         vec![
             Arc::new(UInt32Array::from_iter_values(0..fields.len() as u32)),
@@ -253,6 +255,12 @@ pub(crate) fn schema(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
             )),
             Arc::new(BooleanArray::from(
                 fields.iter().map(|f| f.nullable).collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(
+                fields
+                    .iter()
+                    .map(|f| f.default_value.as_deref())
+                    .collect::<Vec<_>>(),
             )),
         ],
     )

@@ -42,6 +42,8 @@ pub struct NatalTableProvider {
     /// The snapshot the provider was created with; its schema is the provider's.
     snapshot: Arc<Snapshot>,
     schema: SchemaRef,
+    /// Columns' defaults (SQL `DEFAULT`), for INSERTs that omit them.
+    defaults: std::collections::HashMap<String, Expr>,
 }
 
 fn system_fields() -> [Field; 2] {
@@ -64,11 +66,23 @@ impl NatalTableProvider {
     /// A provider whose schema is `snapshot`'s (the version it pins, or the latest one).
     pub fn from_snapshot(table: Table, view: ProviderView, snapshot: Snapshot) -> Self {
         let schema = table_schema(&snapshot, view.system_columns);
+        // A default's text was checked when the manifest was read.
+        let defaults = snapshot
+            .schema()
+            .fields
+            .iter()
+            .filter_map(|f| {
+                let array = f.default_array().ok()??;
+                let value = datafusion::scalar::ScalarValue::try_from_array(&array, 0).ok()?;
+                Some((f.name.clone(), datafusion::prelude::lit(value)))
+            })
+            .collect();
         Self {
             table,
             view,
             snapshot: Arc::new(snapshot),
             schema,
+            defaults,
         }
     }
 
@@ -100,7 +114,7 @@ impl NatalTableProvider {
 
     /// The schema filters and DML predicates are compiled against: user columns plus both
     /// system columns (what `delete_where`/`update_where` predicates see).
-    fn predicate_schema(&self) -> SchemaRef {
+    pub(super) fn predicate_schema(&self) -> SchemaRef {
         table_schema(&self.snapshot, true)
     }
 }
@@ -123,6 +137,10 @@ impl TableProvider for NatalTableProvider {
 
     fn table_type(&self) -> TableType {
         TableType::Base
+    }
+
+    fn get_column_default(&self, column: &str) -> Option<&Expr> {
+        self.defaults.get(column)
     }
 
     fn supports_filters_pushdown(

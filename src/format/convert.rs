@@ -78,6 +78,11 @@ impl Manifest {
     /// loaded fragments kept in segment files).
     pub(crate) fn validate(&self, path: &str) -> Result<()> {
         let corrupt = |reason: String| Err(Error::corrupt(path, reason));
+        for field in &self.schema.fields {
+            if let Err(e) = field.default_array() {
+                return corrupt(e.to_string());
+            }
+        }
         for pair in self.fragments.windows(2) {
             if pair[0].id >= pair[1].id {
                 return corrupt(format!(
@@ -151,6 +156,7 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> R
                     name: f.name,
                     data_type,
                     nullable: f.nullable,
+                    default_value: f.default_value,
                 })
             })
             .collect::<Result<_>>()?,
@@ -628,6 +634,7 @@ impl From<&Manifest> for proto::Manifest {
                             data_type,
                             nullable: f.nullable,
                             nested_field_names,
+                            default_value: f.default_value.clone(),
                         }
                     })
                     .collect(),

@@ -46,6 +46,11 @@ pub mod flags {
     /// schema has (read as NULL) or hold columns it dropped (not read): readers must read
     /// data files by field id.
     pub const SCHEMA_CHANGES: u64 = 1 << 10;
+    /// Some fragment's columns lie in several data files (a column added with values has
+    /// its own file per fragment): readers must zip a fragment's files by row.
+    pub const COLUMN_FILES: u64 = 1 << 11;
+    /// Some column has a default value, which a writer must give rows written without it.
+    pub const COLUMN_DEFAULTS: u64 = 1 << 12;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -55,9 +60,10 @@ pub mod flags {
         | SEGMENT_PATCHES
         | DERIVED_NAMES
         | NESTED_FIELD_NAMES
-        | SCHEMA_CHANGES;
+        | SCHEMA_CHANGES
+        | COLUMN_FILES;
     /// Every writer flag this client implements.
-    pub const KNOWN_WRITER: u64 = KNOWN_READER | INDEX_SEGMENT_SEQ | MOVE_TALLIES;
+    pub const KNOWN_WRITER: u64 = KNOWN_READER | INDEX_SEGMENT_SEQ | MOVE_TALLIES | COLUMN_DEFAULTS;
 }
 
 /// One version of a table.
@@ -217,6 +223,9 @@ impl Manifest {
         {
             used |= flags::SCHEMA_CHANGES;
         }
+        if self.fragments.iter().any(|f| f.files.len() > 1) {
+            used |= flags::COLUMN_FILES;
+        }
         let reader = used;
         let mut writer = used;
         if self.indexes.uses_segment_seq() {
@@ -228,6 +237,9 @@ impl Manifest {
                 .is_some_and(|d| d.files().any(|file| file.moved_rows > 0))
         }) {
             writer |= flags::MOVE_TALLIES;
+        }
+        if self.schema.fields.iter().any(|f| f.default_value.is_some()) {
+            writer |= flags::COLUMN_DEFAULTS;
         }
         (reader, writer)
     }

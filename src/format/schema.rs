@@ -32,6 +32,32 @@ pub struct Field {
     pub data_type: DataType,
     /// Whether it may hold nulls.
     pub nullable: bool,
+    /// The value rows written without this column get (as text cast to its type; SQL's
+    /// `DEFAULT`); `None`: NULL.
+    pub default_value: Option<String>,
+}
+
+impl Field {
+    /// Its default value as a one-row array of its type, if it has one: the stored text
+    /// cast (strictly: text that does not read as the type is an error naming the column).
+    pub fn default_array(&self) -> Result<Option<arrow::array::ArrayRef>> {
+        let Some(text) = &self.default_value else {
+            return Ok(None);
+        };
+        let options = arrow::compute::CastOptions {
+            safe: false,
+            ..Default::default()
+        };
+        let array = arrow::array::StringArray::from(vec![text.as_str()]);
+        arrow::compute::cast_with_options(&array, &self.data_type, &options)
+            .map(Some)
+            .map_err(|e| {
+                Error::invalid(format!(
+                    "column {}'s default '{text}' is not a {}: {e}",
+                    self.name, self.data_type
+                ))
+            })
+    }
 }
 
 /// A table's columns, with field ids.
@@ -75,6 +101,7 @@ impl Schema {
                 name: field.name().clone(),
                 data_type: field.data_type().clone(),
                 nullable: field.is_nullable(),
+                default_value: None,
             });
         }
         if fields.is_empty() {

@@ -167,6 +167,7 @@ impl Schema {
                     name: name.clone(),
                     data_type: data_type.clone(),
                     nullable: true,
+                    default_value: None,
                 });
                 next.next_field_id = next
                     .next_field_id

@@ -13,7 +13,7 @@ use arrow::array::{
     new_null_array, ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder, RecordBatch,
     RecordBatchOptions,
 };
-use arrow::compute::{cast, concat_batches};
+use arrow::compute::cast;
 use arrow::datatypes::{DataType, SchemaRef};
 use futures::stream::{self, BoxStream};
 use futures::{FutureExt, StreamExt, TryStreamExt};
@@ -23,6 +23,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::PageIndexPolicy;
 use roaring::RoaringBitmap;
 
+use super::column_files::{column_in, zip_files};
 use super::pages::{file_schema_as_table, selected_ranges, PagePruning};
 use super::panics::{panicked, parquet_read};
 use super::reader::{page_ranges, ObjectFileReader};
@@ -239,44 +240,48 @@ impl TableStore {
                     .boxed());
             }
         }
-        // Several column groups (or missing columns): read each whole, then zip.
-        let mut columns: Vec<Option<ArrayRef>> = vec![None; field_ids.len()];
-        let mut rows = None;
-        for (file_index, ids) in per_file {
-            let file = &fragment.files[file_index];
-            let batches: Vec<RecordBatch> = self
-                .read_file(file, &ids, selection.clone())
-                .await?
-                .try_collect()
-                .await?;
-            let Some(first) = batches.first() else {
-                continue;
-            };
-            let batch = concat_batches(&first.schema(), &batches)
-                .map_err(|e| unlike_table(file.path.as_str(), e.into()))?;
-            rows = Some(batch.num_rows());
-            for id in ids {
-                if let Some(slot) = field_ids.iter().position(|f| *f == id) {
-                    columns[slot] = column_by_field_id(&batch, id);
-                }
-            }
+        // Several column files, or columns no file holds (added since): each file streams
+        // the rows, zipped batch by batch; a missing column reads as nulls.
+        let mut files = Vec::with_capacity(per_file.len());
+        for (file_index, ids) in &per_file {
+            let file = &fragment.files[*file_index];
+            let stream = self.read_file(file, ids, selection.clone()).await?;
+            files.push((file.path.to_string(), stream));
         }
-        let rows = rows.unwrap_or_else(|| {
-            selection
+        let field_ids = field_ids.to_vec();
+        let conform_batch = move |batches: Vec<RecordBatch>, rows: usize| {
+            let arrays = field_ids
+                .iter()
+                .zip(output.fields())
+                .map(|(&id, f)| conform_column(column_in(&batches, id), f.data_type(), rows))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(RecordBatch::try_new_with_options(
+                output.clone(),
+                arrays,
+                &RecordBatchOptions::new().with_row_count(Some(rows)),
+            )?)
+        };
+        if files.is_empty() {
+            // No file holds any of the columns: rows of nulls, as many as are selected.
+            let rows = selection
                 .as_ref()
-                .map_or(fragment.physical_rows as usize, |s| s.row_count())
-        });
-        let arrays = columns
-            .into_iter()
-            .zip(output.fields())
-            .map(|(c, f)| conform_column(c, f.data_type(), rows))
-            .collect::<Result<Vec<_>>>()?;
-        let batch = RecordBatch::try_new_with_options(
-            output.clone(),
-            arrays,
-            &RecordBatchOptions::new().with_row_count(Some(rows)),
-        )?;
-        Ok(stream::iter(vec![Ok(batch)]).boxed())
+                .map_or(fragment.physical_rows as usize, |s| s.row_count());
+            let chunks: Vec<usize> = (0..rows)
+                .step_by(READ_BATCH_ROWS)
+                .map(|start| READ_BATCH_ROWS.min(rows - start))
+                .collect();
+            return Ok(stream::iter(chunks)
+                .map(move |n| conform_batch(Vec::new(), n))
+                .boxed());
+        }
+        let paths: Vec<String> = files.iter().map(|(p, _)| p.clone()).collect();
+        Ok(zip_files(files)
+            .map(move |batches| {
+                let batches = batches?;
+                let rows = batches.first().map_or(0, RecordBatch::num_rows);
+                conform_batch(batches, rows).map_err(|e| unlike_table(&paths.join(", "), e))
+            })
+            .boxed())
     }
 
     /// Streams the columns `field_ids` of one file, in file column order. A panic of the
@@ -597,7 +602,7 @@ fn conform(batch: RecordBatch, field_ids: &[FieldId], output: &SchemaRef) -> Res
     )?)
 }
 
-fn column_by_field_id(batch: &RecordBatch, id: u32) -> Option<ArrayRef> {
+pub(super) fn column_by_field_id(batch: &RecordBatch, id: u32) -> Option<ArrayRef> {
     let position = batch
         .schema()
         .fields()

@@ -4,6 +4,7 @@
 
 mod cache;
 mod checkpoint;
+mod column_files;
 mod data;
 mod data_write;
 mod deletion;

@@ -44,6 +44,7 @@ use crate::format::{Manifest, Operation, Schema, TransactionSummary};
 use crate::io::{check_storable, ManifestLayout, TableStore};
 use write::{delete_written, write_native_fragments};
 
+pub use alter::{ColumnValues, NewColumn};
 pub use filter::{predicate_layout, RowPredicate};
 pub use index::{IndexBuild, IndexOptions, IndexProbe};
 pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, Compaction};

@@ -17,13 +17,15 @@ use arrow::datatypes::{Int64Type, UInt64Type};
 use natal::Error;
 use natal::ManifestLayout;
 use natal::RowId;
-use natal::{CleanupPolicy, ScanRequest, Table, TableOptions, TieredMerge};
+use natal::{CleanupPolicy, ScanRequest, SchemaChange, Table, TableOptions, TieredMerge};
 use proptest::prelude::*;
 use proptest::sample::Index;
 
 use crate::common::*;
 use crate::model_actions::{run, Action, Ran};
-use crate::model_schema::{extras_of, plan_schema, schema_op, Extras, SchemaOp};
+use crate::model_schema::{
+    check_extras, forget, plan_schema, schema_changed, schema_op, Extras, SchemaOp,
+};
 
 /// A system column of a scan's batch.
 fn system<'a>(batch: &'a arrow::array::RecordBatch, name: &str) -> &'a arrow::array::UInt64Array {
@@ -286,7 +288,12 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
         }
         Op::Schema(op) => {
             let before = model.extras.clone();
-            match plan_schema(op, &before, &mut model.names) {
+            match plan_schema(op, &before, &mut model.names, read.keys().copied()) {
+                Some((SchemaChange::AddColumn { name, .. }, after))
+                    if matches!(op, SchemaOp::AddValued) =>
+                {
+                    (Action::AddValued(name), Expect::Schema { before, after })
+                }
                 Some((change, after)) => (
                     Action::Alter(vec![change]),
                     Expect::Schema { before, after },
@@ -357,6 +364,7 @@ async fn apply(model: &mut Model, expect: Expect, ran: Ran, table: &Table) {
             if replace_all {
                 model.live.clear();
             }
+            forget(&mut model.extras, changed.keys().copied());
             for id in removed {
                 assert!(model.live.remove(&id).is_some(), "removed id {id} was live");
             }
@@ -402,7 +410,7 @@ async fn apply(model: &mut Model, expect: Expect, ran: Ran, table: &Table) {
             model.live = state;
             model.extras = extras;
         }
-        Expect::Schema { after, .. } => model.extras = after,
+        Expect::Schema { after, .. } => model.extras = schema_changed(&model.extras, after),
     }
     model.ever.extend(model.live.keys().copied());
     model.versions.push((version, model.live.clone()));
@@ -489,12 +497,11 @@ async fn check(model: &Model, table: &Table) {
             .unwrap();
         let old: State = old.iter().map(|(id, r)| (*id, (r.key, r.val))).collect();
         assert_eq!(&old, state, "version {version} changed");
-        let schema = table.at_version(*version).await.unwrap().schema().clone();
-        assert_eq!(
-            extras_of(&schema),
-            model.schemas[version],
-            "version {version}'s columns"
-        );
+        check_extras(
+            &table.at_version(*version).await.unwrap(),
+            &model.schemas[version],
+        )
+        .await;
     }
 }
 
@@ -679,9 +686,26 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
                     let indexed_meanwhile = matches!(action_b, Action::Index)
                         && (merged_after_a
                             || matches!(action_a, Action::Index | Action::Compact(..)));
+                    // Values computed for a column give way to rows written meanwhile, and
+                    // rows rewritten give way to values computed meanwhile.
+                    let rewrites = |a: &Action| {
+                        matches!(
+                            a,
+                            Action::Update(..)
+                                | Action::UpdateIds(..)
+                                | Action::Upsert(_)
+                                | Action::Compact(..)
+                        )
+                    };
+                    let valued_meanwhile = (matches!(action_b, Action::AddValued(_))
+                        && (merged_after_a
+                            || rewrites(&action_a)
+                            || matches!(action_a, Action::Append(_) | Action::Overwrite(_))))
+                        || (matches!(action_a, Action::AddValued(_)) && rewrites(&action_b));
                     let allowed = conflicts
                         || (matches!(action_b, Action::Compact(..)) && rewrote)
-                        || indexed_meanwhile;
+                        || indexed_meanwhile
+                        || valued_meanwhile;
                     assert!(
                         allowed,
                         "unexpected conflict for {action_b:?} after {action_a:?}: {e}"

@@ -1,24 +1,40 @@
-//! The model test's schema side: nullable extra columns after `key, val, name`, added,
-//! dropped, renamed and widened between (and concurrently with) row operations. Writes put
-//! NULL in every extra, so the model keeps its row state as it is and checks each version's
-//! extras (names and types) apart, and that every extra reads NULL.
+//! The model test's schema side: nullable extra columns after `key, val, name`, added
+//! (empty, or with values), dropped, renamed and widened between (and concurrently with) row
+//! operations. An extra added with values holds each then-live row's key; writes put NULL
+//! in every extra. So the model keeps its row state as it is, and per extra the ids whose
+//! row holds its key there: rows updated since read NULL, as do rows written since.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use arrow::array::{new_null_array, RecordBatch};
-use arrow::datatypes::DataType;
+use arrow::array::{new_null_array, Array, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Int64Type};
+use futures::TryStreamExt;
 use natal::internals::format::Schema;
-use natal::SchemaChange;
+use natal::{NewColumn, ScanRequest, SchemaChange, Snapshot, Table};
 use proptest::prelude::*;
 use proptest::sample::Index;
 
+/// An extra column: its name and type, and the ids of the rows holding their key in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extra {
+    /// Which column this is, whatever its name (the count of names handed out when it was
+    /// added).
+    pub tag: u32,
+    pub name: String,
+    pub data_type: DataType,
+    pub valued: Arc<BTreeSet<u64>>,
+}
+
 /// The extra columns of a version, in table order.
-pub type Extras = Vec<(String, DataType)>;
+pub type Extras = Vec<Extra>;
 
 /// A schema operation of the model test.
 #[derive(Debug, Clone)]
 pub enum SchemaOp {
     Add,
+    /// Add a column holding each row's key (`Table::add_column_with_values`).
+    AddValued,
     Drop(Index),
     Rename(Index),
     Widen(Index),
@@ -27,26 +43,38 @@ pub enum SchemaOp {
 pub fn schema_op() -> impl Strategy<Value = SchemaOp> {
     prop_oneof![
         2 => Just(SchemaOp::Add),
+        2 => Just(SchemaOp::AddValued),
         1 => any::<Index>().prop_map(SchemaOp::Drop),
         1 => any::<Index>().prop_map(SchemaOp::Rename),
         1 => any::<Index>().prop_map(SchemaOp::Widen),
     ]
 }
 
-/// The change `op` asks of a table with `extras`, and the extras it leaves; `None` when
-/// there is no extra to drop, rename or widen. Widening an Int64 extra changes nothing.
+/// The change `op` asks of a table with `extras` whose live rows are `live`, and the extras
+/// it leaves; `None` when there is no extra to drop, rename or widen. Widening an Int64
+/// extra changes nothing. (For [`SchemaOp::AddValued`] the change only names the column.)
 pub fn plan_schema(
     op: &SchemaOp,
     extras: &Extras,
     names: &mut u32,
+    live: impl Iterator<Item = u64>,
 ) -> Option<(SchemaChange, Extras)> {
     let mut after = extras.clone();
     let pick = |index: &Index| (!extras.is_empty()).then(|| index.index(extras.len()));
     *names += 1;
     let change = match op {
-        SchemaOp::Add => {
+        SchemaOp::Add | SchemaOp::AddValued => {
             let name = format!("x{names}");
-            after.push((name.clone(), DataType::Int32));
+            let valued = match op {
+                SchemaOp::AddValued => live.collect(),
+                _ => BTreeSet::new(),
+            };
+            after.push(Extra {
+                tag: *names,
+                name: name.clone(),
+                data_type: DataType::Int32,
+                valued: Arc::new(valued),
+            });
             SchemaChange::AddColumn {
                 name,
                 data_type: DataType::Int32,
@@ -54,20 +82,20 @@ pub fn plan_schema(
         }
         SchemaOp::Drop(index) => {
             let at = pick(index)?;
-            let (name, _) = after.remove(at);
+            let name = after.remove(at).name;
             SchemaChange::DropColumn { name }
         }
         SchemaOp::Rename(index) => {
             let at = pick(index)?;
             let to = format!("r{names}");
-            let from = std::mem::replace(&mut after[at].0, to.clone());
+            let from = std::mem::replace(&mut after[at].name, to.clone());
             SchemaChange::RenameColumn { from, to }
         }
         SchemaOp::Widen(index) => {
             let at = pick(index)?;
-            after[at].1 = DataType::Int64;
+            after[at].data_type = DataType::Int64;
             SchemaChange::SetDataType {
-                name: after[at].0.clone(),
+                name: after[at].name.clone(),
                 data_type: DataType::Int64,
             }
         }
@@ -75,12 +103,86 @@ pub fn plan_schema(
     Some((change, after))
 }
 
-/// The extras of `schema`: its columns after the first three.
-pub fn extras_of(schema: &Schema) -> Extras {
-    schema.fields[3..]
+/// The extras a schema change planned against an older state leaves on `now`: `planned`,
+/// with each column's rows as `now` has them (rewrites since the plan forgot some).
+pub fn schema_changed(now: &Extras, planned: Extras) -> Extras {
+    planned
+        .into_iter()
+        .map(|mut extra| {
+            if let Some(current) = now.iter().find(|e| e.tag == extra.tag) {
+                extra.valued = current.valued.clone();
+            }
+            extra
+        })
+        .collect()
+}
+
+/// Rows `ids` were rewritten by a write padded with NULL: no extra holds their key now.
+pub fn forget(extras: &mut Extras, ids: impl Iterator<Item = u64> + Clone) {
+    for extra in extras.iter_mut() {
+        if ids.clone().any(|id| extra.valued.contains(&id)) {
+            let valued = Arc::make_mut(&mut extra.valued);
+            for id in ids.clone() {
+                valued.remove(&id);
+            }
+        }
+    }
+}
+
+/// Adds an Int32 column `name` holding each live row's key.
+pub async fn add_valued(table: &Table, name: &str) -> natal::Result<natal::Committed> {
+    let column = NewColumn {
+        name: name.to_string(),
+        data_type: DataType::Int32,
+        nullable: true,
+        inputs: vec!["key".to_string()],
+        default_value: None,
+    };
+    let keys = |batch: &RecordBatch| Ok(arrow::compute::cast(batch.column(0), &DataType::Int32)?);
+    table.add_column_with_values(column, &keys).await
+}
+
+/// Checks `snapshot`'s extras against the model's: names and types, and per live row the
+/// key where the model says the row holds it, NULL elsewhere.
+pub async fn check_extras(snapshot: &Snapshot, extras: &Extras) {
+    let columns: Vec<(String, DataType)> = snapshot.schema().fields[3..]
         .iter()
         .map(|f| (f.name.clone(), f.data_type.clone()))
-        .collect()
+        .collect();
+    let expected: Vec<(String, DataType)> = extras
+        .iter()
+        .map(|e| (e.name.clone(), e.data_type.clone()))
+        .collect();
+    let version = snapshot.version();
+    assert_eq!(columns, expected, "version {version}'s columns");
+    let request = ScanRequest {
+        with_row_id: true,
+        ..Default::default()
+    };
+    let batches: Vec<RecordBatch> = snapshot
+        .scan(request)
+        .await
+        .expect("scan")
+        .try_collect()
+        .await
+        .expect("scan");
+    for batch in batches {
+        let keys = batch.column(0).as_primitive::<Int64Type>();
+        let ids = batch
+            .column(batch.num_columns() - 1)
+            .as_primitive::<arrow::datatypes::UInt64Type>();
+        for (at, extra) in extras.iter().enumerate() {
+            let column =
+                arrow::compute::cast(batch.column(3 + at), &DataType::Int64).expect("cast");
+            let values = column.as_primitive::<Int64Type>();
+            for i in 0..batch.num_rows() {
+                let id = ids.value(i);
+                let want = extra.valued.contains(&id).then(|| keys.value(i));
+                let got = values.is_valid(i).then(|| values.value(i));
+                assert_eq!(got, want, "version {version}: row {id}'s {}", extra.name);
+            }
+        }
+    }
 }
 
 /// `batch` (`key, val, name`) with NULL in every extra of `schema`, the schema its write

@@ -83,10 +83,12 @@ pub(crate) enum Action {
     DropIndex {
         name: String,
     },
-    /// Put schema `to` in place of `from` (as read); no data file is written.
+    /// Put schema `to` in place of `from` (as read), attaching `column_files` (the values
+    /// of columns added with values, one file per fragment) beside each fragment's files.
     AlterSchema {
         from: Box<Schema>,
         to: Box<Schema>,
+        column_files: Vec<(FragmentId, DataFile)>,
     },
 }
 

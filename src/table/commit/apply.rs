@@ -119,7 +119,14 @@ pub(super) async fn apply(
                 return Err(Error::invalid(format!("no index named {name}")));
             }
         }
-        Action::AlterSchema { from, to } => super::schema::alter_schema(&mut m, from, to)?,
+        Action::AlterSchema {
+            from,
+            to,
+            column_files,
+        } => {
+            super::schema::alter_schema(&mut m, from, to)?;
+            super::schema::attach_column_files(&mut m, column_files)?;
+        }
     }
     m.fragments.sort_by_key(|f| f.id);
     // Coverage never names a fragment the version does not have.

@@ -29,17 +29,19 @@ pub(super) async fn rebase(
         next.transaction.operation,
         Operation::Delete | Operation::Update | Operation::Compact
     );
-    // A schema change rebases over anything that left the schema as it read it.
-    if let Action::AlterSchema { .. } = action {
-        return match next.schema == prev.schema {
-            true => Ok(()),
-            false => Err(conflict(
-                action,
-                read_version,
-                next,
-                "the schema changed meanwhile",
-            )),
-        };
+    // A schema change rebases over anything that left the schema as it read it; one that
+    // adds values, over what left every row where it computed them.
+    if let Action::AlterSchema { column_files, .. } = action {
+        if next.schema != prev.schema {
+            let reason = "the schema changed meanwhile";
+            return Err(conflict(action, read_version, next, reason));
+        }
+        if !column_files.is_empty() {
+            if let Some(reason) = super::schema::rows_changed_under_values(prev, next) {
+                return Err(conflict(action, read_version, next, reason));
+            }
+        }
+        return Ok(());
     }
     if next.transaction.operation == Operation::AlterSchema {
         return rebase_over_schema_change(action, prev, next, read_version);
@@ -99,6 +101,15 @@ fn rebase_over_schema_change(
             let reason = format!(
                 "the column of index {} was dropped or widened meanwhile",
                 s.name
+            );
+            return Err(conflict(action, read_version, next, reason));
+        }
+    }
+    // Rows carried into new fragments would lose the values computed for them.
+    if matches!(action, Action::Update { .. } | Action::Compact { .. }) {
+        if let Some(column) = super::schema::added_with_values(prev, next).first() {
+            let reason = format!(
+                "column {column} was added with values meanwhile: the rows rewritten lack them"
             );
             return Err(conflict(action, read_version, next, reason));
         }

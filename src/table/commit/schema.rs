@@ -5,6 +5,7 @@
 use super::NewFragment;
 use crate::error::{Error, Result};
 use crate::format::{widen_stat, DataFile, Manifest, Schema};
+use crate::rowid::FragmentId;
 
 /// Puts `to` in place of `from` in `m`: widened columns' statistics converted, the indexes
 /// of dropped columns removed. A widened column must have no index (its keys are of the
@@ -44,6 +45,68 @@ pub(super) fn alter_schema(m: &mut Manifest, from: &Schema, to: &Schema) -> Resu
     }
     m.schema = to.clone();
     Ok(())
+}
+
+/// Puts each column file beside the files of its fragment, which must still hold the rows
+/// it was computed for (the rebase rules refuse a version that rewrote or added any).
+pub(super) fn attach_column_files(
+    m: &mut Manifest,
+    column_files: &[(FragmentId, DataFile)],
+) -> Result<()> {
+    for (fragment_id, file) in column_files {
+        let fragment = m
+            .fragments
+            .iter_mut()
+            .find(|f| f.id == *fragment_id)
+            .ok_or_else(|| Error::internal(format!("fragment {fragment_id} is gone")))?;
+        if file.row_count != u64::from(fragment.physical_rows) {
+            return Err(Error::internal(format!(
+                "column file for fragment {fragment_id} has {} rows, the fragment {}",
+                file.row_count, fragment.physical_rows
+            )));
+        }
+        fragment.files.push(file.clone());
+    }
+    Ok(())
+}
+
+/// The columns `next` added with values over `prev`: new in its schema, and held by a file
+/// of one of its fragments.
+pub(super) fn added_with_values<'a>(prev: &Manifest, next: &'a Manifest) -> Vec<&'a str> {
+    next.schema
+        .fields
+        .iter()
+        .filter(|f| prev.schema.field_by_id(f.id).is_none())
+        .filter(|f| {
+            next.fragments
+                .iter()
+                .any(|g| g.file_holding(f.id).is_some())
+        })
+        .map(|f| f.name.as_str())
+        .collect()
+}
+
+/// Why column values computed from `prev`'s rows cannot join `next`, if they cannot: rows
+/// were added or rewritten meanwhile (they have no value computed), or a fragment given a
+/// value file is gone. Deletions alone leave every computed value in place.
+pub(super) fn rows_changed_under_values(prev: &Manifest, next: &Manifest) -> Option<String> {
+    let same_rows = |a: &crate::format::Fragment, b: &crate::format::Fragment| {
+        a.files == b.files && a.physical_rows == b.physical_rows
+    };
+    if let Some(new) = next
+        .fragments
+        .iter()
+        .find(|f| prev.fragment(f.id).is_none_or(|p| !same_rows(p, f)))
+    {
+        return Some(format!(
+            "fragment {} was written meanwhile: its rows have no value computed",
+            new.id
+        ));
+    }
+    prev.fragments
+        .iter()
+        .find(|f| next.fragment(f.id).is_none())
+        .map(|gone| format!("fragment {} was rewritten meanwhile", gone.id))
 }
 
 /// Converts the statistics of `files`, written under `from`, to `to`'s types.
