@@ -1,5 +1,6 @@
 //! natal's integration tests: one binary, one module per area.
 
+mod add_column;
 mod bad_input;
 mod cli;
 mod common;

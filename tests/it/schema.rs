@@ -16,7 +16,7 @@ use object_store::memory::InMemory;
 use crate::common::catalog_session;
 
 /// Runs `sql` through natal's entry point and returns its rows as a pretty table.
-async fn query(ctx: &SessionContext, sql: &str) -> String {
+pub(crate) async fn query(ctx: &SessionContext, sql: &str) -> String {
     let frame = natal::datafusion::sql(ctx, sql)
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
@@ -27,7 +27,7 @@ async fn query(ctx: &SessionContext, sql: &str) -> String {
     pretty_format_batches(&batches).unwrap().to_string()
 }
 
-async fn fails(ctx: &SessionContext, sql: &str) -> String {
+pub(crate) async fn fails(ctx: &SessionContext, sql: &str) -> String {
     match natal::datafusion::sql(ctx, sql).await {
         Ok(frame) => match frame.collect().await {
             Ok(_) => panic!("{sql} should fail"),
@@ -42,7 +42,7 @@ async fn latest_version(ctx: &SessionContext) -> String {
 }
 
 /// Every data file of the table's directory.
-fn data_files(dir: &std::path::Path) -> BTreeSet<String> {
+pub(crate) fn data_files(dir: &std::path::Path) -> BTreeSet<String> {
     std::fs::read_dir(dir.join("t").join("data"))
         .map(|entries| {
             entries
