@@ -82,7 +82,11 @@ async fn a_constant_default_is_kept_for_later_inserts() {
     let (dir, ctx) = catalog_session();
     query(&ctx, "CREATE TABLE t (id INT)").await;
     query(&ctx, "INSERT INTO t VALUES (1), (2)").await;
-    query(&ctx, "ALTER TABLE t ADD COLUMN tag VARCHAR DEFAULT 'new' || '!'").await;
+    query(
+        &ctx,
+        "ALTER TABLE t ADD COLUMN tag VARCHAR DEFAULT 'new' || '!'",
+    )
+    .await;
     query(&ctx, "INSERT INTO t (id) VALUES (3)").await;
     query(&ctx, "INSERT INTO t VALUES (4, 'given')").await;
     let expected = "+----+-------+\n\
@@ -113,14 +117,29 @@ async fn bad_defaults_are_errors_that_commit_nothing() {
     let version = query(&ctx, "SELECT max(version) AS v FROM \"t$versions\"").await;
     for (sql, says) in [
         ("ALTER TABLE t ADD COLUMN c INT DEFAULT nope + 1", "nope"),
-        ("ALTER TABLE t ADD COLUMN c DATE DEFAULT true", "cannot be cast"),
-        ("ALTER TABLE t ADD COLUMN c INT DEFAULT CAST(s AS INT)", "computing"),
-        ("ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT NULLIF(id, 1)", "NOT NULL"),
+        (
+            "ALTER TABLE t ADD COLUMN c DATE DEFAULT true",
+            "cannot be cast",
+        ),
+        (
+            "ALTER TABLE t ADD COLUMN c INT DEFAULT CAST(s AS INT)",
+            "computing",
+        ),
+        (
+            "ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT NULLIF(id, 1)",
+            "NOT NULL",
+        ),
         ("ALTER TABLE t ADD COLUMN c INT NOT NULL", "DEFAULT"),
         ("ALTER TABLE t ADD COLUMN id INT DEFAULT 1", "exists"),
         ("ALTER TABLE t ADD COLUMN c INT DEFAULT _rowaddr", "address"),
-        ("ALTER TABLE t ADD COLUMN c INT DEFAULT 1, ADD COLUMN e INT", "its own"),
-        ("ALTER TABLE \"t@v1\" ADD COLUMN c INT DEFAULT 1", "read-only"),
+        (
+            "ALTER TABLE t ADD COLUMN c INT DEFAULT 1, ADD COLUMN e INT",
+            "its own",
+        ),
+        (
+            "ALTER TABLE \"t@v1\" ADD COLUMN c INT DEFAULT 1",
+            "read-only",
+        ),
     ] {
         let error = fails(&ctx, sql).await;
         assert!(error.contains(says), "{sql}: {error}");
@@ -133,7 +152,11 @@ async fn bad_defaults_are_errors_that_commit_nothing() {
     // A default may name the row's id (natal's extension).
     query(&ctx, "ALTER TABLE t ADD COLUMN born BIGINT DEFAULT _rowid").await;
     assert_eq!(
-        query(&ctx, "SELECT count(*) AS n FROM \"t$rows\" WHERE born = _rowid").await,
+        query(
+            &ctx,
+            "SELECT count(*) AS n FROM \"t$rows\" WHERE born = _rowid"
+        )
+        .await,
         "+---+\n| n |\n+---+\n| 2 |\n+---+"
     );
 }
@@ -171,7 +194,8 @@ fn k2_by_key(batches: &[RecordBatch]) -> Vec<(i64, Option<i64>)> {
     let mut out = Vec::new();
     for b in batches {
         let keys = b.column(0).as_primitive::<Int64Type>();
-        let k2 = b.column(3).as_primitive::<Int64Type>();
+        let k2 = arrow::compute::cast(b.column(3), &DataType::Int64).unwrap();
+        let k2 = k2.as_primitive::<Int64Type>();
         for i in 0..b.num_rows() {
             out.push((keys.value(i), k2.is_valid(i).then(|| k2.value(i))));
         }
@@ -205,13 +229,20 @@ async fn values_rebase_over_deletes_and_give_way_to_rewrites() {
     assert_eq!(found, expected);
     let latest = table.latest().await.unwrap();
     assert_ne!(latest.manifest().reader_flags() & flags::COLUMN_FILES, 0);
-    assert!(latest.manifest().fragments.iter().all(|f| f.files.len() == 2));
+    assert!(latest
+        .manifest()
+        .fragments
+        .iter()
+        .all(|f| f.files.len() == 2));
 
     // An append, or a compaction, meanwhile: a conflict, and no column file left.
     for case in ["append", "compact"] {
         let (table, store) = memory_table(4).await;
         table.append(vec![batch(&rows(0..10))]).await.unwrap();
-        table.delete_where(key_matches(|k| k % 2 == 0)).await.unwrap();
+        table
+            .delete_where(key_matches(|k| k % 2 == 0))
+            .await
+            .unwrap();
         let other = table.clone();
         let before = data_paths(&store).await;
         let error = add_key_copy(&table, || match case {
@@ -259,4 +290,37 @@ async fn data_paths(store: &Arc<dyn object_store::ObjectStore>) -> BTreeSet<Stri
     let prefix = object_store::path::Path::from("t/data");
     let listed: Vec<_> = store.list(Some(&prefix)).try_collect().await.unwrap();
     listed.into_iter().map(|m| m.location.to_string()).collect()
+}
+
+#[tokio::test]
+async fn the_columns_fixture_reads_its_values_and_default() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/2026-12-02-columns");
+    let store = Arc::new(object_store::local::LocalFileSystem::new_with_prefix(&dir).unwrap());
+    let table = Table::open(store, "t".into());
+    let latest = table.latest().await.unwrap();
+    assert_ne!(latest.manifest().reader_flags() & flags::COLUMN_FILES, 0);
+    assert!(latest
+        .manifest()
+        .fragments
+        .iter()
+        .any(|f| f.files.len() == 2));
+    let found = k2_by_key(&all_rows(&table).await);
+    assert!(found.iter().any(|(_, v)| v.is_some()), "values were read");
+    for (key, k2) in found {
+        assert!(k2.is_none_or(|v| v == key), "row {key}: k2 {k2:?}");
+        assert_eq!(
+            k2.is_none(),
+            key >= 160,
+            "rows written later read NULL: {key}"
+        );
+    }
+    let with_default = table.at_version(23).await.unwrap();
+    let d = with_default.schema().field_by_name("d").unwrap();
+    assert_eq!(d.default_value.as_deref(), Some("5"));
+    assert_ne!(
+        with_default.manifest().writer_flags() & flags::COLUMN_DEFAULTS,
+        0
+    );
+    assert_eq!(latest.manifest().writer_flags() & flags::COLUMN_DEFAULTS, 0);
 }

@@ -7,7 +7,8 @@
 //! deletion vectors of several files with moves and outright deletions, row ids in `_rowids/`
 //! files, fragment segments and their patches, an index of two segments, and a relocation
 //! checkpoint; since 2026-12-01-alter, schema changes (a column added, renamed, widened,
-//! dropped).
+//! dropped); since 2026-12-02-columns, a column added with values (a file per fragment) and
+//! a column default.
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -28,10 +29,10 @@ use object_store::local::LocalFileSystem;
 use object_store::ObjectStore;
 
 use crate::common::{add_to_val, batch, key_matches, read_rows, run, schema};
-use crate::model_schema::pad;
+use crate::model_schema::{pad, padded_update};
 
 /// Every checked-in fixture, oldest first.
-const FIXTURES: &[&str] = &["2026-12-01", "2026-12-01-alter"];
+const FIXTURES: &[&str] = &["2026-12-01", "2026-12-01-alter", "2026-12-02-columns"];
 
 /// Where the fixtures live.
 fn fixtures_dir() -> PathBuf {
@@ -87,6 +88,26 @@ async fn write_history(table: &Table) -> natal::Result<()> {
     table.alter(vec![widen]).await?;
     table
         .alter(vec![SchemaChange::DropColumn { name: "y".into() }])
+        .await?;
+    // Columns added with values (since 2026-12-02-columns): each fragment gains a file of
+    // its own for `k2` (each row's key); a column `d` with a default comes and goes.
+    crate::model_schema::add_valued(table, "k2").await?;
+    let padded = pad(batch(&rows(160..170)), table.latest().await?.schema());
+    table.append(vec![padded]).await?;
+    table.delete_where(key_matches(|k| k % 17 == 5)).await?;
+    let with_default = natal::NewColumn {
+        name: "d".into(),
+        data_type: DataType::Int32,
+        nullable: true,
+        inputs: vec![],
+        default_value: Some("5".into()),
+    };
+    let nulls = |b: &arrow::array::RecordBatch| {
+        Ok(arrow::array::new_null_array(&DataType::Int32, b.num_rows()))
+    };
+    table.add_column_with_values(with_default, &nulls).await?;
+    table
+        .alter(vec![SchemaChange::DropColumn { name: "d".into() }])
         .await?;
     Ok(())
 }
@@ -225,14 +246,16 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
         );
 
         // Today's natal writes to it: every kind of write, then reads what it wrote.
+        // (Its writes pad the fixture's extra columns with NULL.)
         let mut model = before;
+        let schema = Arc::new(table.latest().await.unwrap().schema().clone());
         table
-            .append(vec![batch(&[(1000, 1), (1001, 2)])])
+            .append(vec![pad(batch(&[(1000, 1), (1001, 2)]), &schema)])
             .await
             .unwrap();
         model.extend([(1000, 1), (1001, 2)]);
         table
-            .update_where(key_matches(|k| k % 4 == 0), &add_to_val(5))
+            .update_where(key_matches(|k| k % 4 == 0), &padded_update(5, schema))
             .await
             .unwrap();
         for (k, v) in model.iter_mut() {
@@ -250,7 +273,11 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
         assert_eq!(latest_by_key(&table).await, model, "{fixture:?}");
         table.compact(CompactOptions::default()).await.unwrap();
         assert_eq!(latest_by_key(&table).await, model, "{fixture:?}");
-        run(&ctx, "INSERT INTO t VALUES (2000, 20, 'n2000-20')").await;
+        run(
+            &ctx,
+            "INSERT INTO t (key, val, name) VALUES (2000, 20, 'n2000-20')",
+        )
+        .await;
         model.insert(2000, 20);
         assert_eq!(latest_by_key(&table).await, model, "{fixture:?}");
 
