@@ -86,6 +86,11 @@ impl NatalTableProvider {
         }
     }
 
+    /// Its user columns (no system columns), as of the version it resolved.
+    pub(super) fn schema_of_user_columns(&self) -> SchemaRef {
+        self.snapshot.schema().to_arrow()
+    }
+
     /// The table the provider reads and writes.
     pub fn table(&self) -> &Table {
         &self.table
@@ -141,6 +146,31 @@ impl TableProvider for NatalTableProvider {
 
     fn get_column_default(&self, column: &str) -> Option<&Expr> {
         self.defaults.get(column)
+    }
+
+    async fn merge_into(
+        &self,
+        state: &dyn Session,
+        source: Arc<dyn ExecutionPlan>,
+        merge_schema: datafusion::common::DFSchemaRef,
+        on: Expr,
+        clauses: Vec<datafusion::logical_expr::dml::MergeIntoClause>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.writable("MERGE")?;
+        if self.view.system_columns {
+            return Err(DataFusionError::Plan(format!(
+                "MERGE into {ROW_ID}-bearing views is not allowed; merge into the table itself"
+            )));
+        }
+        let table = self.writer(state)?;
+        let exec = super::merge::MergeExec::try_new(
+            self,
+            table,
+            state,
+            source,
+            (merge_schema, on, clauses),
+        )?;
+        Ok(Arc::new(exec))
     }
 
     fn supports_filters_pushdown(

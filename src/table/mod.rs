@@ -19,6 +19,7 @@
 //! ```
 
 mod alter;
+mod changes;
 mod commit;
 mod filter;
 mod index;
@@ -45,6 +46,7 @@ use crate::io::{check_storable, ManifestLayout, TableStore};
 use write::{delete_written, write_native_fragments};
 
 pub use alter::{ColumnValues, NewColumn};
+pub use changes::RowChangeSet;
 pub use filter::{predicate_layout, RowPredicate};
 pub use index::{IndexBuild, IndexOptions, IndexProbe};
 pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, Compaction};

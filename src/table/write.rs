@@ -162,6 +162,13 @@ pub(crate) async fn delete_written(store: &TableStore, fragments: &[NewFragment]
     }
 }
 
+/// Whether a write that failed with `error` surely published nothing, so the files it wrote
+/// are no version's and may be deleted: any error but the store's (a store error while
+/// publishing may hide a version that landed; cleanup decides about its files later).
+pub(crate) fn surely_unpublished(error: &Error) -> bool {
+    error.is_conflict() || !matches!(error, Error::ObjectStore(_))
+}
+
 /// Writes `batches` as native fragments of at most `max_rows` rows. On an error (from the
 /// input, the schema or the store) the files written so far are deleted.
 pub(crate) async fn write_native_fragments(

@@ -13,6 +13,7 @@ mod fuzz;
 mod fuzz_cases;
 mod index;
 mod merge;
+mod merge_into;
 mod model;
 mod model_actions;
 mod model_schema;

@@ -1,0 +1,92 @@
+//! A set of row changes committed as one version: rows deleted, rows given new values
+//! (keeping their ids, as an update's), rows inserted (native). What a MERGE makes, and what
+//! an embedder that computes its own changes commits.
+
+use std::collections::HashSet;
+
+use arrow::array::RecordBatch;
+
+use super::commit::Action;
+use super::write::{surely_unpublished, FragmentWriter};
+use super::{Committed, Table};
+use crate::error::{Error, Result};
+use crate::rowid::{RowAddress, RowId};
+
+/// Rows to change in one commit ([`Table::commit_changes`]); ids and addresses as read
+/// from the version the handle plans against.
+#[derive(Debug, Default, Clone)]
+pub struct RowChangeSet {
+    /// Rows to delete.
+    pub deleted: Vec<(RowId, RowAddress)>,
+    /// New values of rows, in the table's schema, each row keeping its id: per batch, the
+    /// id and address of each of its rows.
+    pub updated: Vec<(RecordBatch, Vec<(RowId, RowAddress)>)>,
+    /// New rows, in the table's schema.
+    pub inserted: Vec<RecordBatch>,
+}
+
+impl RowChangeSet {
+    /// True when it changes no row.
+    pub fn is_empty(&self) -> bool {
+        self.deleted.is_empty()
+            && self.updated.iter().all(|(b, _)| b.num_rows() == 0)
+            && self.inserted.iter().all(|b| b.num_rows() == 0)
+    }
+}
+
+impl Table {
+    /// Commits `changes` as one version: deleted rows become tombstones, updated rows move
+    /// to new fragments keeping their ids (point entries), inserted rows are native. It
+    /// rebases as an update does: a row deleted or updated meanwhile is a conflict. A row
+    /// named twice (deleted and updated, or updated twice) is an error; nothing is written.
+    pub async fn commit_changes(&self, changes: RowChangeSet) -> Result<Committed> {
+        let read = self.read_snapshot().await?;
+        read.manifest().check_writable(&self.store.display())?;
+        let mut named: HashSet<RowId> = HashSet::new();
+        let mut rows: Vec<(RowId, RowAddress)> = changes.deleted;
+        for (batch, ids) in &changes.updated {
+            if batch.num_rows() != ids.len() {
+                return Err(Error::invalid(format!(
+                    "{} updated rows with {} ids",
+                    batch.num_rows(),
+                    ids.len()
+                )));
+            }
+            rows.extend(ids.iter().copied());
+        }
+        for (id, _) in &rows {
+            if !named.insert(*id) {
+                return Err(Error::invalid(format!("row {id} is changed twice")));
+            }
+        }
+        let schema = read.schema().clone();
+        let target = read.manifest().fragment_row_target();
+        let mut writer = FragmentWriter::new(&self.store, &schema, target, true);
+        let written = async {
+            for (batch, ids) in changes.updated {
+                let carried = ids.iter().map(|(id, _)| Some(*id)).collect();
+                writer.push(batch, carried).await?;
+            }
+            for batch in changes.inserted {
+                let carried = vec![None; batch.num_rows()];
+                writer.push(batch, carried).await?;
+            }
+            Ok::<_, Error>(())
+        }
+        .await;
+        if let Err(e) = written {
+            writer.abandon().await;
+            return Err(e);
+        }
+        let fragments = writer.finish().await?;
+        let action = Action::Update {
+            rows,
+            fragments: fragments.clone(),
+        };
+        let committed = self.commit_write_then_merge(&read, action).await;
+        if committed.as_ref().is_err_and(surely_unpublished) {
+            super::write::delete_written(&self.store, &fragments).await;
+        }
+        committed
+    }
+}
