@@ -158,6 +158,12 @@ fn fold_column<'a>(fragments: &[(&'a Fragment, f64)], field_id: FieldId) -> Colu
     let mut bounded = true;
     for (fragment, share) in fragments {
         let Some(stats) = fragment.column_stats(field_id) else {
+            if fragment.file_holding(field_id).is_none() {
+                // The fragment predates the column: each row reads NULL, bounding nothing.
+                let rows = f64::from(fragment.physical_rows) * share;
+                fold.nulls = fold.nulls.map(|sum| sum + rows);
+                continue;
+            }
             bounded = false;
             fold.nulls = None;
             fold.bytes = None;

@@ -342,6 +342,13 @@ impl Table {
         }
     }
 
+    /// The version this handle's operations plan against: the one given to
+    /// [`Self::planned_at`], or else the latest. Ids and addresses handed to
+    /// [`Self::commit_changes`] are read from it.
+    pub async fn snapshot(&self) -> Result<Arc<Snapshot>> {
+        self.read_snapshot().await
+    }
+
     /// The version an operation plans against.
     async fn read_snapshot(&self) -> Result<Arc<Snapshot>> {
         match &self.planned_at {

@@ -16,6 +16,7 @@ mod merge;
 mod merge_into;
 mod model;
 mod model_actions;
+mod model_index;
 mod model_schema;
 mod processes;
 mod recovery;

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{AsArray, Int64Array};
+use arrow::array::AsArray;
 use arrow::datatypes::{Int64Type, UInt64Type};
 use natal::Error;
 use natal::ManifestLayout;
@@ -35,7 +35,7 @@ fn system<'a>(batch: &'a arrow::array::RecordBatch, name: &str) -> &'a arrow::ar
         .as_primitive::<UInt64Type>()
 }
 
-type State = BTreeMap<u64, (i64, i64)>;
+pub type State = BTreeMap<u64, (i64, i64)>;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -65,6 +65,14 @@ enum Op {
         /// Rewrite only small fragments, however many rows the others have deleted: older
         /// copies of moved rows then outlive the fragments the rows moved to.
         only_small: bool,
+    },
+    /// Delete some rows, update others, insert new ones, in one commit (what a MERGE
+    /// commits: `Table::commit_changes`).
+    Changes {
+        deleted: Vec<Index>,
+        updated: Vec<Index>,
+        new_rows: u8,
+        delta: i64,
     },
     Checkpoint,
     /// Index `val` (the column updates change) under `val_idx`.
@@ -110,6 +118,18 @@ fn row_op() -> impl Strategy<Value = Op> {
             }),
         (2u8..30, any::<bool>())
             .prop_map(|(target, only_small)| Op::Compact { target, only_small }),
+        (
+            prop::collection::vec(any::<Index>(), 0..3),
+            prop::collection::vec(any::<Index>(), 0..3),
+            0u8..3,
+            1i64..50
+        )
+            .prop_map(|(deleted, updated, new_rows, delta)| Op::Changes {
+                deleted,
+                updated,
+                new_rows,
+                delta
+            }),
         Just(Op::Checkpoint),
         Just(Op::Index),
         schema_op().prop_map(Op::Schema),
@@ -262,6 +282,26 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
                 .chain(added.iter().copied())
                 .collect();
             (Action::Upsert(input), change(added, changed, vec![]))
+        }
+        Op::Changes {
+            deleted,
+            updated,
+            new_rows,
+            delta,
+        } => {
+            let removed = pick(deleted);
+            let changed: BTreeMap<u64, (i64, i64)> = pick(updated)
+                .into_iter()
+                .filter(|id| !removed.contains(id))
+                .map(|id| (id, (read[&id].0, read[&id].1 + delta)))
+                .collect();
+            let added = model.fresh_rows(*new_rows);
+            let action = Action::Changes {
+                deleted: removed.clone(),
+                updated: changed.clone().into_iter().collect(),
+                inserted: added.clone(),
+            };
+            (action, change(added, changed, removed))
         }
         Op::Compact { target, only_small } => (
             Action::Compact(*target as u64, *only_small),
@@ -490,7 +530,7 @@ async fn check(model: &Model, table: &Table) {
         .filter_map(|id| actual.get(id).map(|r| (*id, r.addr, r.key, r.val)))
         .collect();
     assert_eq!(got, expected, "take of {asked:?}");
-    check_index(model, &snapshot).await;
+    crate::model_index::check_index(&model.live, &snapshot).await;
     for (version, state) in &model.versions {
         let old = read_rows(&table.at_version(*version).await.unwrap())
             .await
@@ -503,97 +543,6 @@ async fn check(model: &Model, table: &Table) {
         )
         .await;
     }
-}
-
-use crate::model_actions::INDEX;
-
-/// A probe of the `val` index finds every live row holding the probed values (it may find
-/// more; a scan's filter decides), however the rows were updated, moved or deleted since.
-async fn check_index(model: &Model, snapshot: &natal::Snapshot) {
-    use natal::IndexLookup;
-    if snapshot.manifest().indexes.field_of(INDEX).is_none() {
-        return;
-    }
-    let mut wanted: Vec<i64> = model
-        .live
-        .values()
-        .step_by(3)
-        .take(3)
-        .map(|r| r.1)
-        .collect();
-    wanted.push(i64::MIN);
-    let values = Arc::new(Int64Array::from(wanted.clone()));
-    probe_matches(model, snapshot, IndexLookup::Values(values), |v| {
-        wanted.contains(&v)
-    })
-    .await;
-    // Ranges: from a live value (included) to 10 above it (excluded), and open-ended.
-    let low = model.live.values().next().map_or(0, |r| r.1);
-    let bound = |v: i64, inclusive| Some((Arc::new(Int64Array::from(vec![v])) as _, inclusive));
-    let ranges: [(IndexLookup, ValueTest); 3] = [
-        (
-            IndexLookup::Range {
-                low: bound(low, true),
-                high: bound(low + 10, false),
-            },
-            Box::new(move |v| v >= low && v < low + 10),
-        ),
-        (
-            IndexLookup::Range {
-                low: bound(low, false),
-                high: None,
-            },
-            Box::new(move |v| v > low),
-        ),
-        (
-            IndexLookup::Range {
-                low: None,
-                high: bound(low, true),
-            },
-            Box::new(move |v| v <= low),
-        ),
-    ];
-    for (lookup, wanted) in ranges {
-        probe_matches(model, snapshot, lookup, wanted).await;
-    }
-}
-
-type ValueTest = Box<dyn Fn(i64) -> bool>;
-
-/// A scan narrowed by `lookup` holds every live row whose `val` passes `wanted`.
-async fn probe_matches(
-    model: &Model,
-    snapshot: &natal::Snapshot,
-    lookup: natal::IndexLookup,
-    wanted: impl Fn(i64) -> bool,
-) {
-    let described = format!("{lookup:?}");
-    let request = ScanRequest {
-        with_row_id: true,
-        index: Some(Arc::new(natal::IndexProbe::new(INDEX, lookup))),
-        ..Default::default()
-    };
-    let batches: Vec<arrow::array::RecordBatch> =
-        futures::TryStreamExt::try_collect(snapshot.scan(request).await.unwrap())
-            .await
-            .unwrap();
-    let mut found = BTreeMap::new();
-    for batch in batches {
-        let vals = batch.column(1).as_primitive::<Int64Type>();
-        let ids = system(&batch, natal::ROW_ID);
-        for i in 0..batch.num_rows() {
-            if wanted(vals.value(i)) {
-                found.insert(ids.value(i), vals.value(i));
-            }
-        }
-    }
-    let expected: BTreeMap<u64, i64> = model
-        .live
-        .iter()
-        .filter(|(_, r)| wanted(r.1))
-        .map(|(id, r)| (*id, r.1))
-        .collect();
-    assert_eq!(found, expected, "index probe {described}");
 }
 
 /// Records the versions a handle's tiered merges published after its write (values
@@ -679,6 +628,7 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
                             Action::Update(..)
                                 | Action::UpdateIds(..)
                                 | Action::Upsert(_)
+                                | Action::Changes { .. }
                                 | Action::Compact(..)
                         );
                     // An index segment gives way to one covering the same fragments, or to a
@@ -694,6 +644,7 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
                             Action::Update(..)
                                 | Action::UpdateIds(..)
                                 | Action::Upsert(_)
+                                | Action::Changes { .. }
                                 | Action::Compact(..)
                         )
                     };

@@ -20,6 +20,12 @@ pub enum Action {
     Update(u8, u8, i64, bool),
     UpdateIds(Vec<u64>, i64),
     Upsert(Vec<(i64, i64)>),
+    /// Rows deleted, updated (id, new key and val) and inserted in one commit.
+    Changes {
+        deleted: Vec<u64>,
+        updated: Vec<(u64, (i64, i64))>,
+        inserted: Vec<(i64, i64)>,
+    },
     Compact(u64, bool),
     Checkpoint,
     Index,
@@ -80,6 +86,28 @@ pub async fn run(table: &Table, action: &Action, schema: &Arc<Schema>) -> natal:
             table.update_rows(&ids, &add_to_val(*d)).await?.into()
         }
         Action::Upsert(rows) => table.upsert("key", vec![batch(rows)]).await?.into(),
+        Action::Changes {
+            deleted,
+            updated,
+            inserted,
+        } => {
+            // Ids and addresses as of the version the handle plans against.
+            let read = table.snapshot().await?;
+            let mut at = Vec::new();
+            for id in deleted.iter().chain(updated.iter().map(|(id, _)| id)) {
+                let id = RowId::from_u64(*id);
+                let addr = read.resolve(id).await?.expect("a live row");
+                at.push((id, addr));
+            }
+            let updated_at = at.split_off(deleted.len());
+            let values: Vec<(i64, i64)> = updated.iter().map(|(_, v)| *v).collect();
+            let changes = natal::RowChangeSet {
+                deleted: at,
+                updated: vec![(batch(&values), updated_at)],
+                inserted: vec![batch(inserted)],
+            };
+            table.commit_changes(changes).await?.into()
+        }
         Action::Compact(target, only_small) => {
             let options = CompactOptions {
                 target_rows_per_fragment: Some(*target),

@@ -106,7 +106,12 @@ fn rebase_over_schema_change(
         }
     }
     // Rows carried into new fragments would lose the values computed for them.
-    if matches!(action, Action::Update { .. } | Action::Compact { .. }) {
+    let rewrites_rows = match &*action {
+        Action::Update { fragments, .. } => !fragments.is_empty(),
+        Action::Compact { .. } => true,
+        _ => false,
+    };
+    if rewrites_rows {
         if let Some(column) = super::schema::added_with_values(prev, next).first() {
             let reason = format!(
                 "column {column} was added with values meanwhile: the rows rewritten lack them"
