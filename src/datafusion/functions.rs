@@ -1,7 +1,9 @@
 //! Maintenance as table functions — `natal_compact('t')`, `natal_checkpoint('t')`,
 //! `natal_cleanup('t', keep_versions [, keep_newer_than_seconds [, min_file_age_seconds]])`,
 //! `natal_restore('t', version)`, `natal_create_index('t', 'column' [, 'name'])`,
-//! `natal_drop_index('t', 'name')` — and DML as functions: `natal_delete`, `natal_update`.
+//! `natal_drop_index('t', 'name')` — schema changes as functions (`natal_add_column`,
+//! `natal_drop_column`, `natal_rename_column`, `natal_alter_column`, for engines that do not
+//! route `ALTER TABLE`) — and DML as functions: `natal_delete`, `natal_update`.
 //! Arguments are checked while planning; the work happens when the plan executes (so
 //! `EXPLAIN` changes nothing) and yields one row of figures.
 
@@ -27,10 +29,11 @@ use super::dml::count_schema;
 use super::leaf::{figures_stream, leaf_exec_methods, leaf_properties};
 use super::progress_of;
 use super::provider::{NatalTableProvider, ProviderView};
+use crate::format::SchemaChange;
 use crate::table::{CleanupPolicy, CompactOptions, IndexOptions, ProgressHandle, Table};
 
 /// What a function does when executed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 enum Operation {
     Compact,
     Checkpoint,
@@ -49,6 +52,10 @@ enum Operation {
     },
     DropIndex {
         name: String,
+    },
+    /// A schema change (`natal_add_column` and its kin), as `ALTER TABLE` makes it.
+    Alter {
+        change: SchemaChange,
     },
 }
 
@@ -74,7 +81,7 @@ impl Operation {
                 "rows_indexed",
                 "bytes_written",
             ],
-            Operation::DropIndex { .. } => &["version"],
+            Operation::DropIndex { .. } | Operation::Alter { .. } => &["version"],
         }
     }
 
@@ -155,6 +162,11 @@ impl Operation {
                 ]
             }
             Operation::DropIndex { name } => vec![Some(table.drop_index(&name).await?.version)],
+            Operation::Alter { change } => {
+                let committed = table.alter(vec![change]).await?;
+                // NULL: the change changed nothing, nothing published.
+                vec![committed.published.then_some(committed.version)]
+            }
         })
     }
 }
@@ -179,6 +191,10 @@ impl NatalFunction {
             "natal_update",
             "natal_create_index",
             "natal_drop_index",
+            "natal_add_column",
+            "natal_drop_column",
+            "natal_rename_column",
+            "natal_alter_column",
         ]
         .into_iter()
         .map(|name| {
@@ -307,6 +323,10 @@ impl TableFunctionImpl for NatalFunction {
                 let index = literal_string(name, exprs, 1, "index name")?;
                 (Operation::DropIndex { name: index }, 2)
             }
+            "natal_add_column"
+            | "natal_drop_column"
+            | "natal_rename_column"
+            | "natal_alter_column" => schema_change(name, exprs, args.session())?,
             _ => {
                 let version = literal_u64(name, exprs, 1, "version")?.ok_or_else(|| {
                     DataFusionError::Plan(format!("{name}: missing argument 2 (version)"))
@@ -423,6 +443,63 @@ impl ExecutionPlan for OperationExec {
             operation.run(table, progress_of(&context)),
         )
     }
+}
+
+/// The change `natal_add_column('t', 'c', 'TYPE')`, `natal_drop_column('t', 'c')`,
+/// `natal_rename_column('t', 'a', 'b')` or `natal_alter_column('t', 'c', 'TYPE' | 'DROP NOT
+/// NULL')` asks for, with its argument count. Types are SQL types, read as a `CAST` reads
+/// them. A field path into a struct (`'s.f'`) is refused: field ids are per top-level column.
+fn schema_change(name: &str, exprs: &[Expr], session: &dyn Session) -> Result<(Operation, usize)> {
+    let column = |i: usize, what: &str| -> Result<String> {
+        let path = literal_string(name, exprs, i, what)?;
+        if path.contains('.') {
+            return Err(DataFusionError::Plan(format!(
+                "{name}: '{path}' is a field path; natal changes top-level columns only \
+                 (a struct's fields share their column's field id)"
+            )));
+        }
+        Ok(path)
+    };
+    let sql_type = |i: usize| -> Result<DataType> {
+        let text = literal_string(name, exprs, i, "type")?;
+        let state = session
+            .as_any()
+            .downcast_ref::<datafusion::execution::session_state::SessionState>()
+            .ok_or_else(|| DataFusionError::Plan(format!("{name}: needs a SessionState")))?;
+        let empty = datafusion::common::DFSchema::empty();
+        let cast = state
+            .create_logical_expr(&format!("CAST(NULL AS {text})"), &empty)
+            .map_err(|e| DataFusionError::Plan(format!("{name}: '{text}' is not a type: {e}")))?;
+        use datafusion::logical_expr::ExprSchemable;
+        cast.get_type(&empty)
+    };
+    let change = match name {
+        "natal_add_column" => SchemaChange::AddColumn {
+            name: column(1, "column")?,
+            data_type: sql_type(2)?,
+        },
+        "natal_drop_column" => SchemaChange::DropColumn {
+            name: column(1, "column")?,
+        },
+        "natal_rename_column" => SchemaChange::RenameColumn {
+            from: column(1, "column")?,
+            to: column(2, "new name")?,
+        },
+        _ => {
+            let column = column(1, "column")?;
+            match literal_string(name, exprs, 2, "type or 'DROP NOT NULL'")? {
+                what if what.trim().eq_ignore_ascii_case("drop not null") => {
+                    SchemaChange::DropNotNull { name: column }
+                }
+                _ => SchemaChange::SetDataType {
+                    name: column,
+                    data_type: sql_type(2)?,
+                },
+            }
+        }
+    };
+    let arguments = if name == "natal_drop_column" { 2 } else { 3 };
+    Ok((Operation::Alter { change }, arguments))
 }
 
 /// `natal_delete('t', 'predicate')` and `natal_update('t', 'predicate', 'column', 'value'

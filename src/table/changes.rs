@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use arrow::array::RecordBatch;
+use arrow::array::{RecordBatch, UInt64Array};
 
 use super::commit::Action;
 use super::write::{surely_unpublished, FragmentWriter};
@@ -32,6 +32,31 @@ impl RowChangeSet {
             && self.updated.iter().all(|(b, _)| b.num_rows() == 0)
             && self.inserted.iter().all(|b| b.num_rows() == 0)
     }
+}
+
+/// The updated rows as one batch in id order, with their ids: rows carried in id order
+/// keep their fragment's row-id sequence a few runs, where join order would make it one
+/// entry per row.
+fn in_id_order(
+    updated: Vec<(RecordBatch, Vec<(RowId, RowAddress)>)>,
+) -> Result<Option<(RecordBatch, Vec<RowId>)>> {
+    let Some(schema) = updated.first().map(|(b, _)| b.schema()) else {
+        return Ok(None);
+    };
+    let ids: Vec<u64> = updated
+        .iter()
+        .flat_map(|(_, ids)| ids.iter().map(|(id, _)| id.as_u64()))
+        .collect();
+    let batches: Vec<RecordBatch> = updated.into_iter().map(|(b, _)| b).collect();
+    let all = arrow::compute::concat_batches(&schema, &batches)?;
+    let order = arrow::compute::sort_to_indices(&UInt64Array::from(ids.clone()), None, None)?;
+    let sorted = arrow::compute::take_record_batch(&all, &order)?;
+    let ids = order
+        .values()
+        .iter()
+        .map(|&i| RowId::from_u64(ids[i as usize]))
+        .collect();
+    Ok(Some((sorted, ids)))
 }
 
 impl Table {
@@ -63,9 +88,10 @@ impl Table {
         let target = read.manifest().fragment_row_target();
         let mut writer = FragmentWriter::new(&self.store, &schema, target, true);
         let written = async {
-            for (batch, ids) in changes.updated {
-                let carried = ids.iter().map(|(id, _)| Some(*id)).collect();
-                writer.push(batch, carried).await?;
+            if let Some((batch, ids)) = in_id_order(changes.updated)? {
+                writer
+                    .push(batch, ids.into_iter().map(Some).collect())
+                    .await?;
             }
             for batch in changes.inserted {
                 let carried = vec![None; batch.num_rows()];

@@ -444,8 +444,28 @@ impl Table {
             .iter()
             .position(|f| f.name == key)
             .unwrap_or(0);
-        // Index the live keys of the table.
-        let mut existing: HashMap<Vec<u8>, (RowId, RowAddress)> = HashMap::new();
+        // Index the input's keys (the small side), then probe it with the table's: memory
+        // and hashing stay proportional to the input, not to the table.
+        let mut wanted: HashMap<Vec<u8>, (usize, usize)> = HashMap::new();
+        for (b, batch) in batches.iter().enumerate() {
+            schema.check_input(&batch.schema())?;
+            let column = batch.column(key_index);
+            let keys = converter.convert_columns(std::slice::from_ref(column))?;
+            for i in (0..batch.num_rows()).filter(|&i| column.is_valid(i)) {
+                if wanted
+                    .insert(keys.row(i).as_ref().to_vec(), (b, i))
+                    .is_some()
+                {
+                    return Err(Error::invalid(format!(
+                        "key column '{key}' repeats a value in the upsert input",
+                        key = key_field.name
+                    )));
+                }
+            }
+        }
+        let mut carried: Vec<Vec<Option<RowId>>> =
+            batches.iter().map(|b| vec![None; b.num_rows()]).collect();
+        let mut rows = Vec::new();
         let mut scan = read
             .scan(ScanRequest {
                 columns: Some(vec![key.to_string()]),
@@ -455,11 +475,16 @@ impl Table {
             })
             .await?;
         while let Some(batch) = scan.try_next().await? {
-            let keys = converter.convert_columns(&[batch.column(0).clone()])?;
+            let column = batch.column(0);
+            let keys = converter.convert_columns(std::slice::from_ref(column))?;
             let (ids, addrs) = system_columns(&batch)?;
-            for (i, (id, addr)) in ids.into_iter().zip(addrs).enumerate() {
-                if batch.column(0).is_valid(i) {
-                    existing.insert(keys.row(i).as_ref().to_vec(), (id, addr));
+            for i in (0..batch.num_rows()).filter(|&i| column.is_valid(i)) {
+                // A key the table holds twice (no constraint forbids it) is replaced once.
+                if let Some(&(b, row)) = wanted.get(keys.row(i).as_ref()) {
+                    if carried[b][row].is_none() {
+                        carried[b][row] = Some(ids[i]);
+                        rows.push((ids[i], addrs[i]));
+                    }
                 }
             }
         }
@@ -469,29 +494,8 @@ impl Table {
             read.manifest().fragment_row_target(),
             true,
         );
-        let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
-        let mut rows = Vec::new();
-        for batch in batches {
-            schema.check_input(&batch.schema())?;
-            let keys = converter.convert_columns(&[batch.column(key_index).clone()])?;
-            let mut carried = Vec::with_capacity(batch.num_rows());
-            for i in 0..batch.num_rows() {
-                let key = keys.row(i).as_ref().to_vec();
-                if !seen.insert(key.clone()) {
-                    return Err(Error::invalid(format!(
-                        "key column '{key}' repeats a value in the upsert input",
-                        key = key_field.name
-                    )));
-                }
-                match existing.get(&key) {
-                    Some(&(id, addr)) if batch.column(key_index).is_valid(i) => {
-                        carried.push(Some(id));
-                        rows.push((id, addr));
-                    }
-                    _ => carried.push(None),
-                }
-            }
-            writer.push(batch, carried).await?;
+        for (batch, ids) in batches.into_iter().zip(carried) {
+            writer.push(batch, ids).await?;
         }
         let fragments = writer.finish().await?;
         self.commit_write_then_merge(&read, Action::Update { rows, fragments })

@@ -324,3 +324,57 @@ async fn the_columns_fixture_reads_its_values_and_default() {
     );
     assert_eq!(latest.manifest().writer_flags() & flags::COLUMN_DEFAULTS, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_changes_as_table_functions() {
+    let (_dir, ctx) = catalog_session();
+    query(&ctx, "CREATE TABLE t (id INT NOT NULL, s VARCHAR)").await;
+    query(&ctx, "INSERT INTO t VALUES (1, 'a')").await;
+    for call in [
+        "SELECT * FROM natal_add_column('t', 'n', 'SMALLINT')",
+        "SELECT * FROM natal_alter_column('t', 'n', 'BIGINT')",
+        "SELECT * FROM natal_alter_column('t', 'id', 'drop not null')",
+        "SELECT * FROM natal_rename_column('t', 's', 'label')",
+        "SELECT * FROM natal_drop_column('t', 'label')",
+    ] {
+        let version = query(&ctx, call).await;
+        assert!(
+            !version.contains("|         |"),
+            "{call} published: {version}"
+        );
+    }
+    assert_eq!(
+        query(&ctx, "SELECT name, data_type, nullable FROM \"t$schema\"").await,
+        "+------+-----------+----------+\n\
+         | name | data_type | nullable |\n\
+         +------+-----------+----------+\n\
+         | id   | Int32     | true     |\n\
+         | n    | Int64     | true     |\n\
+         +------+-----------+----------+"
+    );
+    // A change that changes nothing publishes nothing (version NULL).
+    let same = query(&ctx, "SELECT * FROM natal_alter_column('t', 'n', 'BIGINT')").await;
+    assert!(same.contains("|         |"), "{same}");
+    for (call, says) in [
+        (
+            "SELECT * FROM natal_add_column('t', 'x', 'NOPE')",
+            "not a type",
+        ),
+        ("SELECT * FROM natal_drop_column('t', 's.f')", "field path"),
+        (
+            "SELECT * FROM natal_alter_column('t', 'n', 'INT')",
+            "cannot",
+        ),
+        (
+            "SELECT * FROM natal_rename_column('t', 'n')",
+            "missing argument 3",
+        ),
+        (
+            "SELECT * FROM natal_drop_column('t', 'n', 'x')",
+            "at most 2",
+        ),
+    ] {
+        let error = fails(&ctx, call).await;
+        assert!(error.contains(says), "{call}: {error}");
+    }
+}
