@@ -15,27 +15,12 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::{Int64Array, RecordBatch, StringArray};
-use common::{env, ms, schema, write_table, Rng};
+use common::{bytes_under, env, ms, schema, write_table, Rng};
 use datafusion::prelude::SessionContext;
-
-/// Bytes of every file under `dir`.
-fn bytes_under(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .filter_map(Result::ok)
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => bytes_under(&e.path()),
-            _ => e.metadata().map_or(0, |m| m.len()),
-        })
-        .sum()
-}
 
 async fn sql(ctx: &SessionContext, text: &str) -> datafusion::error::Result<()> {
     natal::datafusion::sql(ctx, text).await?.collect().await?;

@@ -20,25 +20,11 @@ mod common;
 use std::path::Path;
 use std::time::Instant;
 
-use common::{env, ms, write_table, Rng};
+use common::{bytes_under, env, ms, write_table, Rng};
 use datafusion::prelude::SessionContext;
 
 /// Runs per measurement in alternation; the reported figure is their median.
 const RUNS: usize = 11;
-
-/// Bytes of every file under `dir`.
-fn bytes_under(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .filter_map(Result::ok)
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => bytes_under(&e.path()),
-            _ => e.metadata().map_or(0, |m| m.len()),
-        })
-        .sum()
-}
 
 /// Files under `dir`.
 fn files_under(dir: &Path) -> usize {

@@ -133,3 +133,18 @@ pub async fn write_table(
         .await?;
     Ok(())
 }
+
+/// Bytes of every file under `dir`.
+#[allow(dead_code)] // not every bench measures what it wrote
+pub fn bytes_under(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => bytes_under(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
+}

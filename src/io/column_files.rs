@@ -3,7 +3,7 @@
 //! into batches where its own row groups end, and the streams are zipped batch by batch, so
 //! a wide scan of such a fragment holds a batch per file, never the fragment.
 
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::RecordBatch;
 use futures::stream::{self, BoxStream};
 use futures::StreamExt;
 
@@ -69,14 +69,6 @@ pub(super) fn zip_files(
         Ok(Some((out, sources)))
     })
     .boxed()
-}
-
-/// The column with field id `id` in any of `batches` (the first that holds it: callers
-/// read each field from one file only).
-pub(super) fn column_in(batches: &[RecordBatch], id: u32) -> Option<ArrayRef> {
-    batches
-        .iter()
-        .find_map(|b| super::data::column_by_field_id(b, id))
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::PageIndexPolicy;
 use roaring::RoaringBitmap;
 
-use super::column_files::{column_in, zip_files};
+use super::column_files::zip_files;
 use super::pages::{file_schema_as_table, selected_ranges, PagePruning};
 use super::panics::{panicked, parquet_read};
 use super::reader::{page_ranges, ObjectFileReader};
@@ -602,7 +602,13 @@ fn conform(batch: RecordBatch, field_ids: &[FieldId], output: &SchemaRef) -> Res
     )?)
 }
 
-pub(super) fn column_by_field_id(batch: &RecordBatch, id: u32) -> Option<ArrayRef> {
+/// The column with field id `id` in any of `batches` (the first that holds it: a field is
+/// read from one file only).
+fn column_in(batches: &[RecordBatch], id: u32) -> Option<ArrayRef> {
+    batches.iter().find_map(|b| column_by_field_id(b, id))
+}
+
+fn column_by_field_id(batch: &RecordBatch, id: u32) -> Option<ArrayRef> {
     let position = batch
         .schema()
         .fields()

@@ -13,7 +13,7 @@ use natal::internals::format::flags;
 use natal::{CompactOptions, Error, NewColumn, Table};
 
 use crate::common::{batch, catalog_session, key_matches, memory_table};
-use crate::schema::{data_files, fails, query};
+use crate::schema::{data_files, fails, fails_with, query};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn add_column_default_writes_only_the_column_and_keeps_every_id() {
@@ -115,35 +115,36 @@ async fn bad_defaults_are_errors_that_commit_nothing() {
     query(&ctx, "INSERT INTO t VALUES (1, 'a'), (2, '2')").await;
     let files = data_files(dir.path());
     let version = query(&ctx, "SELECT max(version) AS v FROM \"t$versions\"").await;
-    for (sql, says) in [
-        ("ALTER TABLE t ADD COLUMN c INT DEFAULT nope + 1", "nope"),
-        (
-            "ALTER TABLE t ADD COLUMN c DATE DEFAULT true",
-            "cannot be cast",
-        ),
-        (
-            "ALTER TABLE t ADD COLUMN c INT DEFAULT CAST(s AS INT)",
-            "computing",
-        ),
-        (
-            "ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT NULLIF(id, 1)",
-            "NOT NULL",
-        ),
-        ("ALTER TABLE t ADD COLUMN c INT NOT NULL", "DEFAULT"),
-        ("ALTER TABLE t ADD COLUMN id INT DEFAULT 1", "exists"),
-        ("ALTER TABLE t ADD COLUMN c INT DEFAULT _rowaddr", "address"),
-        (
-            "ALTER TABLE t ADD COLUMN c INT DEFAULT 1, ADD COLUMN e INT",
-            "its own",
-        ),
-        (
-            "ALTER TABLE \"t@v1\" ADD COLUMN c INT DEFAULT 1",
-            "read-only",
-        ),
-    ] {
-        let error = fails(&ctx, sql).await;
-        assert!(error.contains(says), "{sql}: {error}");
-    }
+    fails_with(
+        &ctx,
+        &[
+            ("ALTER TABLE t ADD COLUMN c INT DEFAULT nope + 1", "nope"),
+            (
+                "ALTER TABLE t ADD COLUMN c DATE DEFAULT true",
+                "cannot be cast",
+            ),
+            (
+                "ALTER TABLE t ADD COLUMN c INT DEFAULT CAST(s AS INT)",
+                "computing",
+            ),
+            (
+                "ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT NULLIF(id, 1)",
+                "NOT NULL",
+            ),
+            ("ALTER TABLE t ADD COLUMN c INT NOT NULL", "DEFAULT"),
+            ("ALTER TABLE t ADD COLUMN id INT DEFAULT 1", "exists"),
+            ("ALTER TABLE t ADD COLUMN c INT DEFAULT _rowaddr", "address"),
+            (
+                "ALTER TABLE t ADD COLUMN c INT DEFAULT 1, ADD COLUMN e INT",
+                "its own",
+            ),
+            (
+                "ALTER TABLE \"t@v1\" ADD COLUMN c INT DEFAULT 1",
+                "read-only",
+            ),
+        ],
+    )
+    .await;
     assert_eq!(data_files(dir.path()), files, "no file left behind");
     assert_eq!(
         query(&ctx, "SELECT max(version) AS v FROM \"t$versions\"").await,
@@ -355,26 +356,27 @@ async fn schema_changes_as_table_functions() {
     // A change that changes nothing publishes nothing (version NULL).
     let same = query(&ctx, "SELECT * FROM natal_alter_column('t', 'n', 'BIGINT')").await;
     assert!(same.contains("|         |"), "{same}");
-    for (call, says) in [
-        (
-            "SELECT * FROM natal_add_column('t', 'x', 'NOPE')",
-            "not a type",
-        ),
-        ("SELECT * FROM natal_drop_column('t', 's.f')", "field path"),
-        (
-            "SELECT * FROM natal_alter_column('t', 'n', 'INT')",
-            "cannot",
-        ),
-        (
-            "SELECT * FROM natal_rename_column('t', 'n')",
-            "missing argument 3",
-        ),
-        (
-            "SELECT * FROM natal_drop_column('t', 'n', 'x')",
-            "at most 2",
-        ),
-    ] {
-        let error = fails(&ctx, call).await;
-        assert!(error.contains(says), "{call}: {error}");
-    }
+    fails_with(
+        &ctx,
+        &[
+            (
+                "SELECT * FROM natal_add_column('t', 'x', 'NOPE')",
+                "not a type",
+            ),
+            ("SELECT * FROM natal_drop_column('t', 's.f')", "field path"),
+            (
+                "SELECT * FROM natal_alter_column('t', 'n', 'INT')",
+                "cannot",
+            ),
+            (
+                "SELECT * FROM natal_rename_column('t', 'n')",
+                "missing argument 3",
+            ),
+            (
+                "SELECT * FROM natal_drop_column('t', 'n', 'x')",
+                "at most 2",
+            ),
+        ],
+    )
+    .await;
 }

@@ -37,6 +37,14 @@ pub(crate) async fn fails(ctx: &SessionContext, sql: &str) -> String {
     }
 }
 
+/// Runs each statement of `cases`, which must fail with an error containing its text.
+pub(crate) async fn fails_with(ctx: &SessionContext, cases: &[(&str, &str)]) {
+    for (sql, says) in cases {
+        let error = fails(ctx, sql).await;
+        assert!(error.contains(says), "{sql}: {error}");
+    }
+}
+
 async fn latest_version(ctx: &SessionContext) -> String {
     query(ctx, "SELECT max(version) AS v FROM \"t$versions\"").await
 }
