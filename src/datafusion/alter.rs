@@ -46,11 +46,8 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
     // The columns of the version the provider resolved (`IF [NOT] EXISTS` asks of them).
     let schema = natal.schema();
     let has_column = |name: &str| schema.field_with_name(name).is_ok();
-    let normalize = ctx
-        .state()
-        .config_options()
-        .sql_parser
-        .enable_ident_normalization;
+    let state = ctx.state();
+    let normalize = state.config_options().sql_parser.enable_ident_normalization;
     let column = |ident: &Ident| match ident.quote_style {
         None if normalize => ident.value.to_lowercase(),
         _ => ident.value.clone(),
@@ -85,7 +82,7 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
                         }
                     }
                 }
-                let data_type = arrow_type(ctx, &column_def.data_type).await?;
+                let data_type = sql_type(&state, &column_def.data_type.to_string())?;
                 match default {
                     Some(expr) if alter.operations.len() == 1 => {
                         let column = (name, data_type, !not_null);
@@ -137,7 +134,7 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
                         ..
                     } => SchemaChange::SetDataType {
                         name,
-                        data_type: arrow_type(ctx, data_type).await?,
+                        data_type: sql_type(&state, &data_type.to_string())?,
                     },
                     AlterColumnOperation::SetNotNull => {
                         return Err(refused(format!(
@@ -185,22 +182,19 @@ async fn add_with_values(
     let expr = expr.cast_to(&data_type, &table_schema)?;
     // The batch the values are computed from: the columns the default names, then _rowid.
     let referenced = expr.column_refs();
-    let inputs: Vec<String> = table_schema
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .filter(|n| n != ROW_ID && n != ROW_ADDR)
-        .filter(|n| referenced.iter().any(|c| &c.name == n))
-        .collect();
     if referenced.iter().any(|c| c.name == ROW_ADDR) {
         return Err(bad_default(
             "a row's address is not one of its values".into(),
         ));
     }
-    let mut input_fields: Vec<arrow::datatypes::FieldRef> = inputs
+    let mut input_fields: Vec<arrow::datatypes::FieldRef> = table_schema
+        .fields()
         .iter()
-        .map(|n| Ok(table_schema.field_with_unqualified_name(n)?.clone()))
-        .collect::<Result<_>>()?;
+        .filter(|f| f.name() != ROW_ID && f.name() != ROW_ADDR)
+        .filter(|f| referenced.iter().any(|c| &c.name == f.name()))
+        .cloned()
+        .collect();
+    let inputs: Vec<String> = input_fields.iter().map(|f| f.name().clone()).collect();
     input_fields.push(Arc::new(arrow::datatypes::Field::new(
         ROW_ID,
         DataType::UInt64,
@@ -209,7 +203,7 @@ async fn add_with_values(
     let input_schema = DFSchema::try_from(arrow::datatypes::Schema::new(input_fields))?;
     let physical = ctx.create_physical_expr(expr.clone(), &input_schema)?;
     let default_value = match referenced.is_empty() && !expr.is_volatile() {
-        true => Some(constant_text(physical.as_ref(), &input_schema)?),
+        true => Some(constant_text(physical.as_ref())?),
         false => None,
     };
     let column = NewColumn {
@@ -236,26 +230,15 @@ async fn add_with_values(
     Ok(())
 }
 
-/// A constant expression's value as the text natal stores for a column's default.
-fn constant_text(
-    expr: &dyn datafusion::physical_plan::PhysicalExpr,
-    schema: &DFSchema,
-) -> Result<String> {
-    let probe: Vec<arrow::datatypes::Field> = schema
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone().with_nullable(true))
-        .collect();
-    let empty = RecordBatch::try_new_with_options(
-        Arc::new(arrow::datatypes::Schema::new(probe)),
-        schema
-            .fields()
-            .iter()
-            .map(|f| arrow::array::new_null_array(f.data_type(), 1))
-            .collect(),
+/// A constant expression's value (it reads no column, so one row of none will do) as the
+/// text natal stores for a column's default.
+fn constant_text(expr: &dyn datafusion::physical_plan::PhysicalExpr) -> Result<String> {
+    let one_row = RecordBatch::try_new_with_options(
+        Arc::new(arrow::datatypes::Schema::empty()),
+        vec![],
         &arrow::array::RecordBatchOptions::new().with_row_count(Some(1)),
     )?;
-    let value = expr.evaluate(&empty)?.into_array(1)?;
+    let value = expr.evaluate(&one_row)?.into_array(1)?;
     let text = arrow::compute::cast(&value, &DataType::Utf8)?;
     let text = text.as_string::<i32>();
     if text.is_null(0) {
@@ -266,12 +249,14 @@ fn constant_text(
     Ok(text.value(0).to_string())
 }
 
-/// The Arrow type DataFusion gives SQL type `sql` (as in a CAST), so `ALTER` and `CREATE`
-/// agree on what `INT` or `VARCHAR` is.
-async fn arrow_type(
-    ctx: &SessionContext,
-    sql: &datafusion::sql::sqlparser::ast::DataType,
-) -> Result<arrow::datatypes::DataType> {
-    let probe = ctx.sql(&format!("SELECT CAST(NULL AS {sql})")).await?;
-    Ok(probe.schema().field(0).data_type().clone())
+/// The Arrow type DataFusion gives the SQL type `sql` (as a CAST reads it), so `ALTER`, the
+/// `natal_*_column` functions and `CREATE` agree on what `INT` or `VARCHAR` is.
+pub(super) fn sql_type(
+    state: &datafusion::execution::session_state::SessionState,
+    sql: &str,
+) -> Result<DataType> {
+    let empty = DFSchema::empty();
+    state
+        .create_logical_expr(&format!("CAST(NULL AS {sql})"), &empty)?
+        .get_type(&empty)
 }

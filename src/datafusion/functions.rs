@@ -466,12 +466,8 @@ fn schema_change(name: &str, exprs: &[Expr], session: &dyn Session) -> Result<(O
             .as_any()
             .downcast_ref::<datafusion::execution::session_state::SessionState>()
             .ok_or_else(|| DataFusionError::Plan(format!("{name}: needs a SessionState")))?;
-        let empty = datafusion::common::DFSchema::empty();
-        let cast = state
-            .create_logical_expr(&format!("CAST(NULL AS {text})"), &empty)
-            .map_err(|e| DataFusionError::Plan(format!("{name}: '{text}' is not a type: {e}")))?;
-        use datafusion::logical_expr::ExprSchemable;
-        cast.get_type(&empty)
+        super::alter::sql_type(state, &text)
+            .map_err(|e| DataFusionError::Plan(format!("{name}: '{text}' is not a type: {e}")))
     };
     let change = match name {
         "natal_add_column" => SchemaChange::AddColumn {

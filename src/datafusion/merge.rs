@@ -31,14 +31,14 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::dml::{MergeIntoAction, MergeIntoClause, MergeIntoClauseKind};
 use datafusion::logical_expr::{Expr, JoinType, LogicalPlanBuilder};
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::execution_plan::EmissionType;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, Partitioning, PlanProperties,
+    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, PlanProperties,
 };
 use futures::TryStreamExt;
 
 use super::dml::count_schema;
-use super::leaf::figures_stream;
+use super::leaf::{figures_stream, leaf_properties};
 use super::{progress_of, NatalTableProvider, ProviderView};
 use crate::rowid::{RowAddress, RowId};
 use crate::table::{RowChangeSet, Table, ROW_ADDR, ROW_ID};
@@ -90,36 +90,16 @@ impl MergeExec {
             .next()
             .and_then(|(q, _)| q.cloned())
             .ok_or_else(|| plan_error("the target's columns have no qualifier"))?;
+        // Assignments name columns the table has, checked while planning.
         let user = provider.schema_of_user_columns();
         for clause in &clauses {
             if let MergeIntoAction::Update(assignments) = &clause.action {
                 for (column, _) in assignments {
-                    let name = column.rsplit('.').next().unwrap_or(column);
-                    if name == ROW_ID || name == ROW_ADDR {
-                        return Err(plan_error(format!(
-                            "{name} is assigned by natal and cannot be updated"
-                        )));
-                    }
-                    user.index_of(name)
-                        .map_err(|_| plan_error(format!("no column named '{column}' to update")))?;
+                    assigned_column(&user, column)?;
                 }
             }
         }
-        let defaults = user
-            .fields()
-            .iter()
-            .filter_map(|f| {
-                use datafusion::catalog::TableProvider;
-                let default = provider.get_column_default(f.name())?;
-                Some((f.name().clone(), default.clone()))
-            })
-            .collect();
-        let properties = Arc::new(PlanProperties::new(
-            datafusion::physical_expr::EquivalenceProperties::new(count_schema()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
+        let properties = leaf_properties(count_schema(), 1, EmissionType::Final);
         Ok(Self {
             table,
             source,
@@ -129,7 +109,7 @@ impl MergeExec {
                 merge_schema,
                 on,
                 clauses,
-                defaults,
+                defaults: provider.column_defaults().clone(),
             },
             properties,
         })
@@ -233,7 +213,7 @@ enum Compiled {
 async fn merge(table: Table, source: SendableRecordBatchStream, spec: MergeSpec) -> Result<u64> {
     let source_schema = source.schema();
     let batches: Vec<RecordBatch> = source.try_collect().await?;
-    let snapshot = table.latest().await?;
+    let snapshot = Arc::new(table.latest().await?);
     let version = snapshot.version();
     let user = snapshot.schema().to_arrow();
     let target_columns = user.fields().len();
@@ -245,47 +225,15 @@ async fn merge(table: Table, source: SendableRecordBatchStream, spec: MergeSpec)
         .nth(target_columns)
         .and_then(|(q, _)| q.cloned())
         .unwrap_or_else(|| TableReference::bare("__natal_merge_source_rows"));
-    let mut fields: Vec<Field> = source_schema
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(Field::new(SOURCE_MARK, DataType::Boolean, false));
-    let marked_schema: SchemaRef = Arc::new(Schema::new(fields));
-    let marked = batches
-        .into_iter()
-        .map(|b| {
-            let mut columns = b.columns().to_vec();
-            columns.push(Arc::new(BooleanArray::from(vec![true; b.num_rows()])));
-            RecordBatch::try_new_with_options(
-                marked_schema.clone(),
-                columns,
-                &RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
-            )
-        })
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let source_table = MemTable::try_new(marked_schema, vec![marked])?;
+    let source_table = marked_source(&source_schema, batches)?;
     let target_view = ProviderView {
         version: Some(version),
         system_columns: true,
     };
     // The join reads the version the commit plans against.
-    let target_provider = NatalTableProvider::try_new(table.clone(), target_view).await?;
+    let target_provider =
+        NatalTableProvider::from_snapshot(table.clone(), target_view, snapshot.clone());
 
-    let by_source = spec
-        .clauses
-        .iter()
-        .any(|c| c.kind.canonical() == MergeIntoClauseKind::NotMatchedBySource);
-    let by_target = spec
-        .clauses
-        .iter()
-        .any(|c| c.kind.is_not_matched_by_target());
-    let join_type = match (by_source, by_target) {
-        (true, true) => JoinType::Full,
-        (true, false) => JoinType::Left,
-        (false, true) => JoinType::Right,
-        (false, false) => JoinType::Inner,
-    };
     let source_plan = LogicalPlanBuilder::scan(
         source_qualifier,
         provider_as_source(Arc::new(source_table)),
@@ -297,7 +245,7 @@ async fn merge(table: Table, source: SendableRecordBatchStream, spec: MergeSpec)
         provider_as_source(Arc::new(target_provider)),
         None,
     )?
-    .join_on(source_plan, join_type, vec![spec.on.clone()])?
+    .join_on(source_plan, join_type(&spec.clauses), vec![spec.on.clone()])?
     .build()?;
     let joined = DataFrame::new(spec.state.clone(), plan);
     let joined_schema: DFSchemaRef = Arc::new(joined.schema().clone());
@@ -382,6 +330,56 @@ async fn merge(table: Table, source: SendableRecordBatchStream, spec: MergeSpec)
     Ok(count)
 }
 
+/// The source's rows with a column [`SOURCE_MARK`] of `true`, which reads NULL in a joined
+/// row that has no source row.
+fn marked_source(schema: &SchemaRef, batches: Vec<RecordBatch>) -> Result<MemTable> {
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new(SOURCE_MARK, DataType::Boolean, false));
+    let marked_schema: SchemaRef = Arc::new(Schema::new(fields));
+    let marked = batches
+        .into_iter()
+        .map(|b| {
+            let mut columns = b.columns().to_vec();
+            columns.push(Arc::new(BooleanArray::from(vec![true; b.num_rows()])));
+            RecordBatch::try_new_with_options(
+                marked_schema.clone(),
+                columns,
+                &RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
+            )
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    MemTable::try_new(marked_schema, vec![marked])
+}
+
+/// The join the clauses need (target on the left): target rows no source row matches only
+/// with a `NOT MATCHED BY SOURCE` clause, source rows no target row matches only with a
+/// `NOT MATCHED` one.
+fn join_type(clauses: &[MergeIntoClause]) -> JoinType {
+    let by_source = clauses
+        .iter()
+        .any(|c| c.kind.canonical() == MergeIntoClauseKind::NotMatchedBySource);
+    let by_target = clauses.iter().any(|c| c.kind.is_not_matched_by_target());
+    match (by_source, by_target) {
+        (true, true) => JoinType::Full,
+        (true, false) => JoinType::Left,
+        (false, true) => JoinType::Right,
+        (false, false) => JoinType::Inner,
+    }
+}
+
+/// The position among the target's user columns of `column`, an UPDATE's assignment
+/// (maybe qualified); natal's system columns are not assignable.
+fn assigned_column(user: &Schema, column: &str) -> Result<usize> {
+    let name = column.rsplit('.').next().unwrap_or(column);
+    if name == ROW_ID || name == ROW_ADDR {
+        return Err(plan_error(format!(
+            "{name} is assigned by natal and cannot be updated"
+        )));
+    }
+    user.index_of(name)
+        .map_err(|_| plan_error(format!("no column named '{column}' to update")))
+}
+
 /// Each clause's predicate and values as physical expressions over the joined rows.
 fn compile(spec: &MergeSpec, joined: &DFSchemaRef, user: &SchemaRef) -> Result<Vec<Clause>> {
     let physical = |expr: &Expr| spec.state.create_physical_expr(expr.clone(), joined);
@@ -404,11 +402,7 @@ fn compile(spec: &MergeSpec, joined: &DFSchemaRef, user: &SchemaRef) -> Result<V
                         .map(|f| target_column(f.name()))
                         .collect();
                     for (column, value) in assignments {
-                        let name = column.rsplit('.').next().unwrap_or(column);
-                        let at = user.index_of(name).map_err(|_| {
-                            plan_error(format!("no column named '{column}' to update"))
-                        })?;
-                        values[at] = value.clone();
+                        values[assigned_column(user, column)?] = value.clone();
                     }
                     Compiled::Values(values.iter().map(&physical).collect::<Result<_>>()?, false)
                 }

@@ -64,7 +64,12 @@ impl NatalTableProvider {
     }
 
     /// A provider whose schema is `snapshot`'s (the version it pins, or the latest one).
-    pub fn from_snapshot(table: Table, view: ProviderView, snapshot: Snapshot) -> Self {
+    pub fn from_snapshot(
+        table: Table,
+        view: ProviderView,
+        snapshot: impl Into<Arc<Snapshot>>,
+    ) -> Self {
+        let snapshot = snapshot.into();
         let schema = table_schema(&snapshot, view.system_columns);
         // A default's text was checked when the manifest was read.
         let defaults = snapshot
@@ -80,7 +85,7 @@ impl NatalTableProvider {
         Self {
             table,
             view,
-            snapshot: Arc::new(snapshot),
+            snapshot,
             schema,
             defaults,
         }
@@ -89,6 +94,11 @@ impl NatalTableProvider {
     /// Its user columns (no system columns), as of the version it resolved.
     pub(super) fn schema_of_user_columns(&self) -> SchemaRef {
         self.snapshot.schema().to_arrow()
+    }
+
+    /// Its columns' defaults (SQL `DEFAULT`), by column name.
+    pub(super) fn column_defaults(&self) -> &std::collections::HashMap<String, Expr> {
+        &self.defaults
     }
 
     /// The table the provider reads and writes.

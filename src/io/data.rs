@@ -235,7 +235,10 @@ impl TableStore {
                 // A column the file holds in another shape than the table's is damage.
                 return Ok(stream
                     .map(move |batch| {
-                        conform(batch?, &field_ids, &output).map_err(|e| unlike_table(&path, e))
+                        let batch = batch?;
+                        let rows = batch.num_rows();
+                        conform(&[batch], rows, &field_ids, &output)
+                            .map_err(|e| unlike_table(&path, e))
                     })
                     .boxed());
             }
@@ -249,18 +252,6 @@ impl TableStore {
             files.push((file.path.to_string(), stream));
         }
         let field_ids = field_ids.to_vec();
-        let conform_batch = move |batches: Vec<RecordBatch>, rows: usize| {
-            let arrays = field_ids
-                .iter()
-                .zip(output.fields())
-                .map(|(&id, f)| conform_column(column_in(&batches, id), f.data_type(), rows))
-                .collect::<Result<Vec<_>>>()?;
-            Ok(RecordBatch::try_new_with_options(
-                output.clone(),
-                arrays,
-                &RecordBatchOptions::new().with_row_count(Some(rows)),
-            )?)
-        };
         if files.is_empty() {
             // No file holds any of the columns: rows of nulls, as many as are selected.
             let rows = selection
@@ -271,7 +262,7 @@ impl TableStore {
                 .map(|start| READ_BATCH_ROWS.min(rows - start))
                 .collect();
             return Ok(stream::iter(chunks)
-                .map(move |n| conform_batch(Vec::new(), n))
+                .map(move |n| conform(&[], n, &field_ids, &output))
                 .boxed());
         }
         let paths: Vec<String> = files.iter().map(|(p, _)| p.clone()).collect();
@@ -279,7 +270,8 @@ impl TableStore {
             .map(move |batches| {
                 let batches = batches?;
                 let rows = batches.first().map_or(0, RecordBatch::num_rows);
-                conform_batch(batches, rows).map_err(|e| unlike_table(&paths.join(", "), e))
+                conform(&batches, rows, &field_ids, &output)
+                    .map_err(|e| unlike_table(&paths.join(", "), e))
             })
             .boxed())
     }
@@ -586,14 +578,19 @@ impl Selected {
     }
 }
 
-/// Renames file columns to the table's current names, orders them as requested, and casts
-/// losslessly widened types.
-fn conform(batch: RecordBatch, field_ids: &[FieldId], output: &SchemaRef) -> Result<RecordBatch> {
-    let rows = batch.num_rows();
+/// The table's batch of `rows` rows from `batches` (the same rows of one or more of a
+/// fragment's files): file columns renamed to the table's current names, ordered as
+/// requested, losslessly widened types cast, columns no file holds as nulls.
+fn conform(
+    batches: &[RecordBatch],
+    rows: usize,
+    field_ids: &[FieldId],
+    output: &SchemaRef,
+) -> Result<RecordBatch> {
     let columns = field_ids
         .iter()
         .zip(output.fields())
-        .map(|(&id, field)| conform_column(column_by_field_id(&batch, id), field.data_type(), rows))
+        .map(|(&id, field)| conform_column(column_in(batches, id), field.data_type(), rows))
         .collect::<Result<Vec<_>>>()?;
     Ok(RecordBatch::try_new_with_options(
         output.clone(),

@@ -9,7 +9,7 @@ use futures::TryStreamExt;
 
 use super::commit::Action;
 use super::scan_request::ScanRequest;
-use super::write::surely_unpublished;
+use super::write::{delete_files, surely_unpublished};
 use super::{Committed, RowChanges, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::{DataFile, Field, Fragment, Schema, SchemaChange};
@@ -114,25 +114,12 @@ impl Table {
                 let file = self.store.write_data_file(&file_schema, &[batch]).await?;
                 written.push((fragment.id, file));
             }
-            Ok(())
+            self.commit(&read, alter_action(from, to, written.clone()))
+                .await
         }
         .await;
-        let outcome = match outcome {
-            Ok(()) => {
-                self.commit(&read, alter_action(from, to, written.clone()))
-                    .await
-            }
-            Err(e) => Err(e),
-        };
         if outcome.as_ref().is_err_and(surely_unpublished) {
-            use object_store::ObjectStoreExt;
-            for (_, file) in &written {
-                let _ = self
-                    .store
-                    .object_store()
-                    .delete(&self.store.path(&file.path))
-                    .await;
-            }
+            delete_files(&self.store, written.iter().map(|(_, file)| file)).await;
         }
         outcome
     }

@@ -335,9 +335,9 @@ impl Table {
     /// A handle whose operations read `snapshot` instead of the latest version, as a writer
     /// that read an older version would. Commits still land on the latest version, rebasing
     /// or failing with [`Error::Conflict`] by the usual rules.
-    pub fn planned_at(&self, snapshot: Snapshot) -> Self {
+    pub fn planned_at(&self, snapshot: impl Into<Arc<Snapshot>>) -> Self {
         Self {
-            planned_at: Some(Arc::new(snapshot)),
+            planned_at: Some(snapshot.into()),
             ..self.clone()
         }
     }

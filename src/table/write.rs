@@ -6,6 +6,7 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use arrow::compute::filter_record_batch;
 use arrow::datatypes::UInt64Type;
 use arrow::row::{RowConverter, SortField};
 use futures::stream::BoxStream;
@@ -15,9 +16,9 @@ use super::commit::{Action, NewFragment};
 use super::filter::{RowPredicate, WholeRowPredicate};
 use super::progress::{ProgressHandle, ScanProgress};
 use super::scan_request::{ScanRequest, ROW_ADDR, ROW_ID};
-use super::{Committed, Snapshot, Table};
+use super::{Committed, RowChangeSet, Snapshot, Table};
 use crate::error::{Error, Result};
-use crate::format::Schema;
+use crate::format::{DataFile, Schema};
 use crate::io::TableStore;
 use crate::rowid::{RowAddress, RowId, RowIdSet};
 
@@ -150,15 +151,17 @@ impl<'a> FragmentWriter<'a> {
     }
 }
 
-/// Deletes the data files of `fragments`, written by a write that will not commit them. Best
-/// effort: a file left behind (the store failed again) is an orphan that cleanup removes.
+/// Deletes the data files of `fragments`, written by a write that will not commit them.
 pub(crate) async fn delete_written(store: &TableStore, fragments: &[NewFragment]) {
+    delete_files(store, fragments.iter().map(|f| &f.file)).await;
+}
+
+/// Deletes `files`, written by a write that will not commit them. Best effort: a file left
+/// behind (the store failed again) is an orphan that cleanup removes.
+pub(crate) async fn delete_files(store: &TableStore, files: impl Iterator<Item = &DataFile>) {
     use object_store::ObjectStoreExt;
-    for fragment in fragments {
-        let _ = store
-            .object_store()
-            .delete(&store.path(&fragment.file.path))
-            .await;
+    for file in files {
+        let _ = store.object_store().delete(&store.path(&file.path)).await;
     }
 }
 
@@ -463,9 +466,8 @@ impl Table {
                 }
             }
         }
-        let mut carried: Vec<Vec<Option<RowId>>> =
+        let mut matched: Vec<Vec<Option<(RowId, RowAddress)>>> =
             batches.iter().map(|b| vec![None; b.num_rows()]).collect();
-        let mut rows = Vec::new();
         let mut scan = read
             .scan(ScanRequest {
                 columns: Some(vec![key.to_string()]),
@@ -481,29 +483,27 @@ impl Table {
             for i in (0..batch.num_rows()).filter(|&i| column.is_valid(i)) {
                 // A key the table holds twice (no constraint forbids it) is replaced once.
                 if let Some(&(b, row)) = wanted.get(keys.row(i).as_ref()) {
-                    if carried[b][row].is_none() {
-                        carried[b][row] = Some(ids[i]);
-                        rows.push((ids[i], addrs[i]));
-                    }
+                    matched[b][row].get_or_insert((ids[i], addrs[i]));
                 }
             }
         }
-        let mut writer = FragmentWriter::new(
-            &self.store,
-            &schema,
-            read.manifest().fragment_row_target(),
-            true,
-        );
-        for (batch, ids) in batches.into_iter().zip(carried) {
-            writer.push(batch, ids).await?;
+        // Matched rows are updates keeping their ids, the others inserts: one commit.
+        let mut changes = RowChangeSet::default();
+        for (batch, matched) in batches.into_iter().zip(matched) {
+            let is_match: BooleanArray = matched.iter().map(|m| Some(m.is_some())).collect();
+            let ids: Vec<(RowId, RowAddress)> = matched.into_iter().flatten().collect();
+            let unmatched = arrow::compute::not(&is_match)?;
+            changes
+                .updated
+                .push((filter_record_batch(&batch, &is_match)?, ids));
+            changes
+                .inserted
+                .push(filter_record_batch(&batch, &unmatched)?);
         }
-        let fragments = writer.finish().await?;
-        self.commit_write_then_merge(&read, Action::Update { rows, fragments })
-            .await
+        self.planned_at(read).commit_changes(changes).await
     }
 }
 
-/// Every user column plus both system columns.
 /// The rows a closure over whole rows matches, found as a [`RowPredicate`] is.
 fn whole_rows_matching(
     read: &Snapshot,

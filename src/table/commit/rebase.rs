@@ -112,7 +112,7 @@ fn rebase_over_schema_change(
         _ => false,
     };
     if rewrites_rows {
-        if let Some(column) = super::schema::added_with_values(prev, next).first() {
+        if let Some(column) = super::schema::added_with_values(prev, next) {
             let reason = format!(
                 "column {column} was added with values meanwhile: the rows rewritten lack them"
             );

@@ -54,11 +54,12 @@ pub(super) fn attach_column_files(
     column_files: &[(FragmentId, DataFile)],
 ) -> Result<()> {
     for (fragment_id, file) in column_files {
-        let fragment = m
+        // Fragments are kept sorted by id.
+        let at = m
             .fragments
-            .iter_mut()
-            .find(|f| f.id == *fragment_id)
-            .ok_or_else(|| Error::internal(format!("fragment {fragment_id} is gone")))?;
+            .binary_search_by_key(fragment_id, |f| f.id)
+            .map_err(|_| Error::internal(format!("fragment {fragment_id} is gone")))?;
+        let fragment = &mut m.fragments[at];
         if file.row_count != u64::from(fragment.physical_rows) {
             return Err(Error::internal(format!(
                 "column file for fragment {fragment_id} has {} rows, the fragment {}",
@@ -70,20 +71,19 @@ pub(super) fn attach_column_files(
     Ok(())
 }
 
-/// The columns `next` added with values over `prev`: new in its schema, and held by a file
-/// of one of its fragments.
-pub(super) fn added_with_values<'a>(prev: &Manifest, next: &'a Manifest) -> Vec<&'a str> {
+/// A column `next` added with values over `prev`, if it added one: new in its schema, and
+/// held by a file of one of its fragments.
+pub(super) fn added_with_values<'a>(prev: &Manifest, next: &'a Manifest) -> Option<&'a str> {
     next.schema
         .fields
         .iter()
         .filter(|f| prev.schema.field_by_id(f.id).is_none())
-        .filter(|f| {
+        .find(|f| {
             next.fragments
                 .iter()
                 .any(|g| g.file_holding(f.id).is_some())
         })
         .map(|f| f.name.as_str())
-        .collect()
 }
 
 /// Why column values computed from `prev`'s rows cannot join `next`, if they cannot: rows
