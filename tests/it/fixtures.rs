@@ -8,7 +8,8 @@
 //! files, fragment segments and their patches, an index of two segments, and a relocation
 //! checkpoint; since 2026-12-01-alter, schema changes (a column added, renamed, widened,
 //! dropped); since 2026-12-02-columns, a column added with values (a file per fragment) and
-//! a column default.
+//! a column default; since 2026-12-02-nested, a second table `n` of nested columns (structs,
+//! lists, maps) written before nested fields had field ids of their own.
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -32,7 +33,12 @@ use crate::common::{add_to_val, batch, key_matches, read_rows, run, schema};
 use crate::model_schema::{pad, padded_update};
 
 /// Every checked-in fixture, oldest first.
-const FIXTURES: &[&str] = &["2026-12-01", "2026-12-01-alter", "2026-12-02-columns"];
+const FIXTURES: &[&str] = &[
+    "2026-12-01",
+    "2026-12-01-alter",
+    "2026-12-02-columns",
+    "2026-12-02-nested",
+];
 
 /// Where the fixtures live.
 fn fixtures_dir() -> PathBuf {
@@ -160,6 +166,13 @@ async fn write_fixture(dir: &Path) {
     write_history(&table).await.expect("history");
     let expected = describe(&table).await.expect("describe");
     std::fs::write(dir.join("expected.txt"), expected).expect("expected.txt");
+    // Nested columns (since 2026-12-02-nested), written through SQL.
+    let ctx = datafusion::prelude::SessionContext::new();
+    natal::datafusion::register(&ctx, dir.to_str().expect("a UTF-8 path")).expect("catalog");
+    crate::nested::write_history(&ctx).await;
+    let nested = Table::open(local_store(dir), "n".into());
+    let expected = crate::nested::describe(&ctx, &nested).await;
+    std::fs::write(dir.join("expected-n.txt"), expected).expect("expected-n.txt");
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -284,6 +297,17 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
         // And the versions the old natal wrote still read as they did.
         let again = describe(&table).await.unwrap();
         assert!(again.starts_with(&expected), "{fixture:?}: history changed");
+
+        // Nested columns, where the fixture has them, read as they did.
+        if let Ok(expected) = std::fs::read_to_string(fixture.join("expected-n.txt")) {
+            let nested = Table::open(local_store(scratch.path()), "n".into());
+            let found = crate::nested::describe(&ctx, &nested).await;
+            assert!(
+                found == expected,
+                "{fixture:?} reads n differently:\n{}",
+                first_difference(&expected, &found)
+            );
+        }
     }
 }
 

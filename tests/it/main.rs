@@ -18,6 +18,7 @@ mod model;
 mod model_actions;
 mod model_index;
 mod model_schema;
+mod nested;
 mod processes;
 mod recovery;
 mod rowid;
