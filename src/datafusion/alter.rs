@@ -7,7 +7,7 @@ use datafusion::dataframe::DataFrame;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, Ident,
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, Ident, MySQLColumnPosition,
 };
 
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use datafusion::common::DFSchema;
 use datafusion::logical_expr::ExprSchemable;
 
 use super::NatalTableProvider;
-use crate::format::SchemaChange;
+use crate::format::{Position, SchemaChange};
 use crate::{NewColumn, ROW_ADDR, ROW_ID};
 
 fn refused(what: impl std::fmt::Display) -> DataFusionError {
@@ -65,9 +65,7 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
                 if *if_not_exists && has_column(&name) {
                     continue;
                 }
-                if column_position.is_some() {
-                    return Err(refused("a column is added last (no FIRST or AFTER)"));
-                }
+                let position = column_position.as_ref().map(|p| moved_to(p, &column));
                 let mut not_null = false;
                 let mut default = None;
                 for option in &column_def.options {
@@ -84,6 +82,12 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
                 }
                 let data_type = sql_type(&state, &column_def.data_type.to_string())?;
                 match default {
+                    Some(_) if position.is_some() => {
+                        return Err(refused(format!(
+                            "ADD COLUMN {name} ... DEFAULT is added last: move it after, with \
+                             ALTER TABLE ... MODIFY COLUMN {name} <type> FIRST or AFTER <column>"
+                        )))
+                    }
                     Some(expr) if alter.operations.len() == 1 => {
                         let column = (name, data_type, !not_null);
                         add_with_values(ctx, natal, column, &expr.to_string()).await?;
@@ -101,7 +105,18 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
                              exist would have no value for it"
                         )))
                     }
-                    None => changes.push(SchemaChange::AddColumn { name, data_type }),
+                    None => {
+                        changes.push(SchemaChange::AddColumn {
+                            name: name.as_str().into(),
+                            data_type,
+                        });
+                        if let Some(to) = position {
+                            changes.push(SchemaChange::Move {
+                                name: name.into(),
+                                to,
+                            });
+                        }
+                    }
                 }
             }
             AlterTableOperation::DropColumn {
@@ -114,18 +129,44 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
                     if *if_exists && !has_column(&name) {
                         continue;
                     }
-                    changes.push(SchemaChange::DropColumn { name });
+                    changes.push(SchemaChange::DropColumn { name: name.into() });
                 }
             }
             AlterTableOperation::RenameColumn {
                 old_column_name,
                 new_column_name,
             } => changes.push(SchemaChange::RenameColumn {
-                from: column(old_column_name),
+                from: column(old_column_name).into(),
                 to: column(new_column_name),
             }),
+            AlterTableOperation::ChangeColumn {
+                old_name,
+                new_name,
+                data_type,
+                options,
+                column_position,
+            } => {
+                let (from, to) = (column(old_name), column(new_name));
+                changes.push(SchemaChange::RenameColumn {
+                    from: from.into(),
+                    to: to.clone(),
+                });
+                let data_type = sql_type(&state, &data_type.to_string())?;
+                let position = column_position.as_ref().map(|p| moved_to(p, &column));
+                changes.extend(modified(&to, data_type, options, position)?);
+            }
+            AlterTableOperation::ModifyColumn {
+                col_name,
+                data_type,
+                options,
+                column_position,
+            } => {
+                let data_type = sql_type(&state, &data_type.to_string())?;
+                let position = column_position.as_ref().map(|p| moved_to(p, &column));
+                changes.extend(modified(&column(col_name), data_type, options, position)?);
+            }
             AlterTableOperation::AlterColumn { column_name, op } => {
-                let name = column(column_name);
+                let name: crate::FieldPath = column(column_name).into();
                 changes.push(match op {
                     AlterColumnOperation::DropNotNull => SchemaChange::DropNotNull { name },
                     AlterColumnOperation::SetDataType {
@@ -153,6 +194,53 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
     }
     natal.table().alter(changes).await?;
     ctx.read_empty()
+}
+
+/// Where `position` (MySQL's `FIRST` or `AFTER c`) moves a column.
+fn moved_to(position: &MySQLColumnPosition, column: &impl Fn(&Ident) -> String) -> Position {
+    match position {
+        MySQLColumnPosition::First => Position::First,
+        MySQLColumnPosition::After(ident) => Position::After(column(ident)),
+    }
+}
+
+/// The changes `MODIFY COLUMN name data_type options position` (or the part of `CHANGE
+/// COLUMN` after its rename) asks for: the type (widened, or the same), `NULL` (relaxed;
+/// `NOT NULL` only if it is so already, which the change cannot check here: natal never
+/// tightens), then the move.
+fn modified(
+    name: &str,
+    data_type: DataType,
+    options: &[ColumnOption],
+    position: Option<Position>,
+) -> Result<Vec<SchemaChange>> {
+    let mut changes = vec![SchemaChange::SetDataType {
+        name: name.into(),
+        data_type,
+    }];
+    for option in options {
+        match option {
+            ColumnOption::Null => changes.push(SchemaChange::DropNotNull { name: name.into() }),
+            ColumnOption::NotNull => {
+                return Err(refused(format!(
+                    "MODIFY COLUMN {name} ... NOT NULL: natal only relaxes nullability (omit \
+                     NOT NULL to keep it as it is)"
+                )))
+            }
+            other => {
+                return Err(refused(format!(
+                    "MODIFY COLUMN {name} ... {other} is not supported"
+                )))
+            }
+        }
+    }
+    if let Some(to) = position {
+        changes.push(SchemaChange::Move {
+            name: name.into(),
+            to,
+        });
+    }
+    Ok(changes)
 }
 
 /// Adds `column` (name, type, nullable) with the value of `default` (SQL) for every row:

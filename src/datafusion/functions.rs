@@ -29,7 +29,7 @@ use super::dml::count_schema;
 use super::leaf::{figures_stream, leaf_exec_methods, leaf_properties};
 use super::progress_of;
 use super::provider::{NatalTableProvider, ProviderView};
-use crate::format::SchemaChange;
+use crate::format::{FieldPath, Position, SchemaChange};
 use crate::table::{CleanupPolicy, CompactOptions, IndexOptions, ProgressHandle, Table};
 
 /// What a function does when executed.
@@ -450,15 +450,9 @@ impl ExecutionPlan for OperationExec {
 /// NULL')` asks for, with its argument count. Types are SQL types, read as a `CAST` reads
 /// them. A field path into a struct (`'s.f'`) is refused: field ids are per top-level column.
 fn schema_change(name: &str, exprs: &[Expr], session: &dyn Session) -> Result<(Operation, usize)> {
-    let column = |i: usize, what: &str| -> Result<String> {
+    let column = |i: usize, what: &str| -> Result<FieldPath> {
         let path = literal_string(name, exprs, i, what)?;
-        if path.contains('.') {
-            return Err(DataFusionError::Plan(format!(
-                "{name}: '{path}' is a field path; natal changes top-level columns only \
-                 (a struct's fields share their column's field id)"
-            )));
-        }
-        Ok(path)
+        FieldPath::parse(&path).map_err(|e| DataFusionError::Plan(format!("{name}: {e}")))
     };
     let sql_type = |i: usize| -> Result<DataType> {
         let text = literal_string(name, exprs, i, "type")?;
@@ -479,13 +473,32 @@ fn schema_change(name: &str, exprs: &[Expr], session: &dyn Session) -> Result<(O
         },
         "natal_rename_column" => SchemaChange::RenameColumn {
             from: column(1, "column")?,
-            to: column(2, "new name")?,
+            to: literal_string(name, exprs, 2, "new name")?,
         },
         _ => {
             let column = column(1, "column")?;
-            match literal_string(name, exprs, 2, "type or 'DROP NOT NULL'")? {
-                what if what.trim().eq_ignore_ascii_case("drop not null") => {
+            let what = literal_string(
+                name,
+                exprs,
+                2,
+                "type, 'DROP NOT NULL', 'FIRST' or 'AFTER <field>'",
+            )?;
+            let words: Vec<&str> = what.split_whitespace().collect();
+            let is = |word: &str, expected: &str| word.eq_ignore_ascii_case(expected);
+            match words.as_slice() {
+                [drop, not, null] if is(drop, "drop") && is(not, "not") && is(null, "null") => {
                     SchemaChange::DropNotNull { name: column }
+                }
+                [first] if is(first, "first") => SchemaChange::Move {
+                    name: column,
+                    to: Position::First,
+                },
+                [after, _, ..] if is(after, "after") => {
+                    let sibling = what.trim()[after.len()..].trim();
+                    SchemaChange::Move {
+                        name: column,
+                        to: Position::After(sibling.trim_matches('"').to_string()),
+                    }
                 }
                 _ => SchemaChange::SetDataType {
                     name: column,

@@ -12,6 +12,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::catalog::{MemTable, TableProvider};
 use datafusion::error::Result;
 
+use crate::format::nested_fields;
 use crate::table::{Snapshot, Table};
 
 fn mem_table(fields: Vec<Field>, columns: Vec<ArrayRef>) -> Result<Arc<dyn TableProvider>> {
@@ -230,11 +231,41 @@ fn deletion_paths(vector: &crate::format::DeletionVector) -> String {
     paths.join(",")
 }
 
-/// One row per column of a version: its position, field id, name, type, nullability and
-/// default (NULL: none).
-/// Field ids are top-level: a struct's children share their column's.
+/// One row per column of a version, each followed by the fields inside it (depth first):
+/// its position (among its siblings), field id, name (a nested field's path, as the
+/// `natal_*_column` functions take it), type, nullability, default (NULL: none) and the
+/// field id of the column or field it lies in (NULL for a column).
 pub(crate) fn schema(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
-    let fields = &snapshot.schema().fields;
+    struct Row {
+        position: u32,
+        id: u32,
+        name: String,
+        data_type: String,
+        nullable: bool,
+        default: Option<String>,
+        parent: Option<u32>,
+    }
+    let mut rows = Vec::new();
+    for (position, field) in snapshot.schema().fields.iter().enumerate() {
+        rows.push(Row {
+            position: position as u32,
+            id: field.id,
+            name: field.name.clone(),
+            data_type: field.data_type.to_string(),
+            nullable: field.nullable,
+            default: field.default_value.clone(),
+            parent: None,
+        });
+        rows.extend(nested_fields(field).into_iter().map(|nested| Row {
+            position: nested.position,
+            id: nested.id,
+            name: nested.path.to_string(),
+            data_type: nested.data_type.to_string(),
+            nullable: nested.nullable,
+            default: None,
+            parent: Some(nested.parent_id),
+        }));
+    }
     mem_table(
         vec![
             Field::new("position", DataType::UInt32, false),
@@ -243,24 +274,27 @@ pub(crate) fn schema(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
             Field::new("data_type", DataType::Utf8, false),
             Field::new("nullable", DataType::Boolean, false),
             Field::new("default", DataType::Utf8, true),
+            Field::new("parent_id", DataType::UInt32, true),
         ],
         vec![
-            Arc::new(UInt32Array::from_iter_values(0..fields.len() as u32)),
-            Arc::new(UInt32Array::from_iter_values(fields.iter().map(|f| f.id))),
-            Arc::new(StringArray::from_iter_values(
-                fields.iter().map(|f| f.name.as_str()),
+            Arc::new(UInt32Array::from_iter_values(
+                rows.iter().map(|r| r.position),
             )),
+            Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.id))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| &r.name))),
             Arc::new(StringArray::from_iter_values(
-                fields.iter().map(|f| f.data_type.to_string()),
+                rows.iter().map(|r| &r.data_type),
             )),
             Arc::new(BooleanArray::from(
-                fields.iter().map(|f| f.nullable).collect::<Vec<_>>(),
+                rows.iter().map(|r| r.nullable).collect::<Vec<_>>(),
             )),
             Arc::new(StringArray::from(
-                fields
-                    .iter()
-                    .map(|f| f.default_value.as_deref())
+                rows.iter()
+                    .map(|r| r.default.as_deref())
                     .collect::<Vec<_>>(),
+            )),
+            Arc::new(UInt32Array::from(
+                rows.iter().map(|r| r.parent).collect::<Vec<_>>(),
             )),
         ],
     )

@@ -12,7 +12,6 @@ use roaring::RoaringBitmap;
 use super::convert_row_ids::{sequence_from_proto, sequence_to_proto};
 use super::envelope::{seal, unseal};
 use super::proto;
-use super::type_text::{type_from_text, type_to_text};
 use super::*;
 use crate::error::{Error, FlagKind, Result};
 use crate::rowid::FragmentId;
@@ -143,24 +142,7 @@ impl Manifest {
 fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> Result<Manifest> {
     let corrupt = |reason: &str| Error::corrupt(path, reason);
     let schema = raw.schema.ok_or_else(|| corrupt("missing schema"))?;
-    let schema = Schema {
-        next_field_id: schema.next_field_id,
-        fields: schema
-            .fields
-            .into_iter()
-            .map(|f| {
-                let data_type =
-                    type_from_text(&f.data_type, &f.nested_field_names).map_err(|e| corrupt(&e))?;
-                Ok(Field {
-                    id: f.id,
-                    name: f.name,
-                    data_type,
-                    nullable: f.nullable,
-                    default_value: f.default_value,
-                })
-            })
-            .collect::<Result<_>>()?,
-    };
+    let schema = super::convert_schema::schema_from_proto(schema, path)?;
     let fragments = raw
         .fragments
         .into_iter()
@@ -621,25 +603,7 @@ impl From<&Manifest> for proto::Manifest {
             parent_version: m.parent_version,
             timestamp_micros: m.timestamp_micros,
             table_uuid: m.table_uuid.clone(),
-            schema: Some(proto::Schema {
-                fields: m
-                    .schema
-                    .fields
-                    .iter()
-                    .map(|f| {
-                        let (data_type, nested_field_names) = type_to_text(&f.data_type);
-                        proto::Field {
-                            id: f.id,
-                            name: f.name.clone(),
-                            data_type,
-                            nullable: f.nullable,
-                            nested_field_names,
-                            default_value: f.default_value.clone(),
-                        }
-                    })
-                    .collect(),
-                next_field_id: m.schema.next_field_id,
-            }),
+            schema: Some(super::convert_schema::schema_to_proto(&m.schema)),
             // Fragments stored in segment files are not repeated inline.
             fragments: if m.fragment_segments.is_empty() {
                 m.fragments.iter().map(fragment_to_proto).collect()

@@ -51,6 +51,11 @@ pub mod flags {
     pub const COLUMN_FILES: u64 = 1 << 11;
     /// Some column has a default value, which a writer must give rows written without it.
     pub const COLUMN_DEFAULTS: u64 = 1 << 12;
+    /// Fields inside columns (struct children, list elements, map keys and values) have
+    /// field ids of their own, which data files tag them with: readers must match them by
+    /// id at every depth (a nested field may have been renamed, moved, dropped or added),
+    /// and writers must tag them.
+    pub const NESTED_FIELD_IDS: u64 = 1 << 13;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -61,7 +66,8 @@ pub mod flags {
         | DERIVED_NAMES
         | NESTED_FIELD_NAMES
         | SCHEMA_CHANGES
-        | COLUMN_FILES;
+        | COLUMN_FILES
+        | NESTED_FIELD_IDS;
     /// Every writer flag this client implements.
     pub const KNOWN_WRITER: u64 = KNOWN_READER | INDEX_SEGMENT_SEQ | MOVE_TALLIES | COLUMN_DEFAULTS;
 }
@@ -225,6 +231,9 @@ impl Manifest {
         }
         if self.fragments.iter().any(|f| f.files.len() > 1) {
             used |= flags::COLUMN_FILES;
+        }
+        if self.schema.fields.iter().any(|f| !f.nested_ids.is_empty()) {
+            used |= flags::NESTED_FIELD_IDS;
         }
         let reader = used;
         let mut writer = used;

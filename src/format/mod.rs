@@ -5,13 +5,16 @@
 
 mod convert;
 mod convert_row_ids;
+mod convert_schema;
 mod deletion;
 pub(crate) mod envelope;
 mod index;
 mod manifest;
+pub(crate) mod nested;
 mod path;
 mod schema;
 mod schema_change;
+mod schema_edit;
 mod stats;
 mod stored;
 mod type_text;
@@ -30,11 +33,12 @@ pub use manifest::{
     FragmentSegment, Manifest, Operation, RowIdFile, SegmentPatch, TransactionSummary,
     FORMAT_VERSION,
 };
+pub use nested::{nested_fields, NestedField};
 pub use path::{DerivedName, TablePath, TABLE_FILE_DIRS};
 pub use schema::{
     field_id_of, Field, FieldId, Schema, PARQUET_FIELD_ID_META_KEY, RESERVED_COLUMNS,
 };
-pub use schema_change::{widen_stat, widens, SchemaChange};
+pub use schema_change::{widen_stat, widens, FieldPath, Position, SchemaChange};
 pub use stats::{
     truncate_max_binary, truncate_max_utf8, truncate_min_binary, truncate_min_utf8, ColumnStats,
     StatValue, MAX_STAT_BYTES,

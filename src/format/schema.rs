@@ -1,5 +1,6 @@
-//! Table schema: top-level fields with stable field ids. Data files store values by field id,
-//! so a rename or reorder touches only the manifest.
+//! Table schema: columns with stable field ids, at the top level and (`nested`) for every
+//! field inside a struct, list or map. Data files store values by field id, so a rename or
+//! reorder touches only the manifest.
 
 use std::sync::Arc;
 
@@ -35,9 +36,39 @@ pub struct Field {
     /// The value rows written without this column get (as text cast to its type; SQL's
     /// `DEFAULT`); `None`: NULL.
     pub default_value: Option<String>,
+    /// The field ids of the fields inside it (struct children, list elements, map keys and
+    /// values), depth first, a field before the fields inside it; empty for a primitive
+    /// column.
+    pub nested_ids: Vec<FieldId>,
+    /// For a nested column of a table written before nested fields had ids: the ids they
+    /// were given then, in the order of the column's type of then. Files written before
+    /// carry none, and are read by these. Empty for every other column.
+    pub legacy_nested_ids: Vec<FieldId>,
 }
 
 impl Field {
+    /// A nullable column without a default, its nested fields not yet given ids (see
+    /// [`Schema::assign_nested_ids`]).
+    pub fn new(id: FieldId, name: impl Into<String>, data_type: DataType) -> Self {
+        Self {
+            id,
+            name: name.into(),
+            data_type,
+            nullable: true,
+            default_value: None,
+            nested_ids: Vec::new(),
+            legacy_nested_ids: Vec::new(),
+        }
+    }
+
+    /// Its type as data files hold it: each nested field tagged with its field id.
+    pub fn file_type(&self) -> DataType {
+        if self.nested_ids.is_empty() {
+            return self.data_type.clone();
+        }
+        super::nested::tagged(&self.data_type, &self.nested_ids)
+    }
+
     /// Its default value as a one-row array of its type, if it has one: the stored text
     /// cast (strictly: text that does not read as the type is an error naming the column).
     pub fn default_array(&self) -> Result<Option<arrow::array::ArrayRef>> {
@@ -96,21 +127,41 @@ impl Schema {
                     field.data_type()
                 )));
             }
+            let data_type = super::nested::untagged(field.data_type());
             fields.push(Field {
-                id: id as u32,
-                name: field.name().clone(),
-                data_type: field.data_type().clone(),
                 nullable: field.is_nullable(),
-                default_value: None,
+                ..Field::new(id as u32, field.name(), data_type)
             });
         }
         if fields.is_empty() {
             return Err(Error::invalid("a table needs at least one column"));
         }
-        Ok(Self {
+        let mut schema = Self {
             next_field_id: fields.len() as u32,
             fields,
-        })
+        };
+        schema.assign_nested_ids()?;
+        Ok(schema)
+    }
+
+    /// Gives the nested fields of each column that has none their ids, from
+    /// `next_field_id` on; returns the columns that got them.
+    pub(crate) fn assign_nested_ids(&mut self) -> Result<Vec<FieldId>> {
+        let mut assigned = Vec::new();
+        for field in &mut self.fields {
+            let count = super::nested::nested_count(&field.data_type);
+            if count == 0 || !field.nested_ids.is_empty() {
+                continue;
+            }
+            let first = self.next_field_id;
+            self.next_field_id = u32::try_from(count)
+                .ok()
+                .and_then(|n| first.checked_add(n))
+                .ok_or_else(|| Error::invalid("the table has used every field id"))?;
+            field.nested_ids = (first..self.next_field_id).collect();
+            assigned.push(field.id);
+        }
+        Ok(assigned)
     }
 
     /// The user-facing Arrow schema (no field-id metadata).
@@ -129,7 +180,7 @@ impl Schema {
             self.fields
                 .iter()
                 .map(|f| {
-                    ArrowField::new(&f.name, f.data_type.clone(), f.nullable).with_metadata(
+                    ArrowField::new(&f.name, f.file_type(), f.nullable).with_metadata(
                         [(PARQUET_FIELD_ID_META_KEY.to_string(), f.id.to_string())].into(),
                     )
                 })

@@ -5,43 +5,162 @@
 
 use arrow::datatypes::{DataType, TimeUnit};
 
-use super::schema::{Field, Schema, RESERVED_COLUMNS};
 use super::stats::StatValue;
 use crate::error::{Error, Result};
 
-/// One change to a table's top-level columns.
+/// A column, or a field inside one: the column's name, then each field's name inward. A
+/// list's element is `element` (or its Arrow name), a map's key and value `key` and
+/// `value`, as Iceberg names them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FieldPath(Vec<String>);
+
+impl FieldPath {
+    /// The path of these names, outermost first.
+    pub fn new(names: Vec<String>) -> Self {
+        Self(names)
+    }
+
+    /// Reads `a.b.c`; a name holding a dot or a double quote is written in double quotes,
+    /// a quote inside doubled (`"a.b".c`).
+    pub fn parse(text: &str) -> Result<Self> {
+        let bad = |why: &str| Error::invalid(format!("bad field path '{text}': {why}"));
+        let mut names = Vec::new();
+        let mut chars = text.chars().peekable();
+        loop {
+            let mut name = String::new();
+            if chars.peek() == Some(&'"') {
+                chars.next();
+                loop {
+                    match chars.next() {
+                        Some('"') if chars.peek() == Some(&'"') => {
+                            chars.next();
+                            name.push('"');
+                        }
+                        Some('"') => break,
+                        Some(c) => name.push(c),
+                        None => return Err(bad("an unclosed quote")),
+                    }
+                }
+            } else {
+                while let Some(&c) = chars.peek() {
+                    if c == '.' {
+                        break;
+                    }
+                    if c == '"' {
+                        return Err(bad("a quote inside a name (quote the whole name)"));
+                    }
+                    name.push(c);
+                    chars.next();
+                }
+            }
+            if name.is_empty() {
+                return Err(bad("an empty name"));
+            }
+            names.push(name);
+            match chars.next() {
+                None => return Ok(Self(names)),
+                Some('.') => continue,
+                Some(_) => return Err(bad("a quoted name must end at a dot")),
+            }
+        }
+    }
+
+    /// The names, outermost first.
+    pub fn names(&self) -> &[String] {
+        &self.0
+    }
+
+    /// The column it lies in.
+    pub fn column(&self) -> &str {
+        self.0.first().map_or("", String::as_str)
+    }
+
+    /// Whether it names a column (not a field inside one).
+    pub fn is_column(&self) -> bool {
+        self.0.len() == 1
+    }
+}
+
+/// A top-level column's name: the path to it.
+impl From<&str> for FieldPath {
+    fn from(name: &str) -> Self {
+        Self(vec![name.to_string()])
+    }
+}
+
+impl From<String> for FieldPath {
+    fn from(name: String) -> Self {
+        Self(vec![name])
+    }
+}
+
+impl std::fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, name) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(".")?;
+            }
+            if name.contains(['.', '"']) {
+                write!(f, "\"{}\"", name.replace('"', "\"\""))?;
+            } else {
+                f.write_str(name)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where a moved column or field goes among its siblings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Position {
+    /// Before all of them.
+    First,
+    /// Right after the one of this name.
+    After(String),
+}
+
+/// One change to a table's columns, or to fields inside them.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SchemaChange {
-    /// Add a nullable column (last); old rows read NULL.
+    /// Add a nullable column (last), or a nullable field (last) inside a struct; old rows
+    /// read NULL.
     AddColumn {
-        /// Its name.
-        name: String,
+        /// Its path (a struct's, then its name).
+        name: FieldPath,
         /// Its type.
         data_type: DataType,
     },
-    /// Drop a column: it leaves reads now, its bytes at the next compaction.
+    /// Drop a column or a struct's field: it leaves reads now, its bytes at the next
+    /// compaction.
     DropColumn {
-        /// Its name.
-        name: String,
+        /// Its path.
+        name: FieldPath,
     },
-    /// Rename a column.
+    /// Rename a column or a struct's field.
     RenameColumn {
-        /// Its name now.
-        from: String,
+        /// Its path now.
+        from: FieldPath,
         /// Its new name.
         to: String,
     },
-    /// Widen a column's type without loss (see [`widens`]).
+    /// Widen a column's or a nested field's type without loss (see [`widens`]).
     SetDataType {
-        /// The column.
-        name: String,
+        /// Its path.
+        name: FieldPath,
         /// Its wider type.
         data_type: DataType,
     },
-    /// Let a NOT NULL column hold nulls.
+    /// Let a NOT NULL column or nested field hold nulls.
     DropNotNull {
-        /// The column.
-        name: String,
+        /// Its path.
+        name: FieldPath,
+    },
+    /// Move a column, or a struct's field, among its siblings.
+    Move {
+        /// Its path.
+        name: FieldPath,
+        /// Where it goes.
+        to: Position,
     },
 }
 
@@ -57,6 +176,24 @@ impl std::fmt::Display for SchemaChange {
                 write!(f, "ALTER COLUMN {name} SET DATA TYPE {data_type}")
             }
             SchemaChange::DropNotNull { name } => write!(f, "ALTER COLUMN {name} DROP NOT NULL"),
+            SchemaChange::Move { name, to } => match to {
+                Position::First => write!(f, "ALTER COLUMN {name} FIRST"),
+                Position::After(sibling) => write!(f, "ALTER COLUMN {name} AFTER {sibling}"),
+            },
+        }
+    }
+}
+
+impl SchemaChange {
+    /// The column or field it changes.
+    pub fn path(&self) -> &FieldPath {
+        match self {
+            SchemaChange::AddColumn { name, .. }
+            | SchemaChange::DropColumn { name }
+            | SchemaChange::SetDataType { name, .. }
+            | SchemaChange::DropNotNull { name }
+            | SchemaChange::Move { name, .. } => name,
+            SchemaChange::RenameColumn { from, .. } => from,
         }
     }
 }
@@ -120,196 +257,9 @@ pub fn widen_stat(value: StatValue, from: &DataType, to: &DataType) -> Option<St
     }
 }
 
-fn refused(change: &SchemaChange, reason: impl Into<String>) -> Error {
-    Error::SchemaChange {
-        change: change.to_string(),
-        reason: reason.into(),
-    }
-}
-
-impl Schema {
-    /// The schema `change` makes of this one; `None` when it would change nothing (the
-    /// column already has that type or is already nullable).
-    pub fn changed_by(&self, change: &SchemaChange) -> Result<Option<Schema>> {
-        let mut next = self.clone();
-        let position = |name: &str| {
-            self.fields
-                .iter()
-                .position(|f| f.name == name)
-                .ok_or_else(|| refused(change, format!("no column named '{name}'")))
-        };
-        let check_new_name = |name: &str| {
-            if RESERVED_COLUMNS.contains(&name) {
-                return Err(refused(
-                    change,
-                    format!("'{name}' is a natal system column"),
-                ));
-            }
-            if name.is_empty() {
-                return Err(refused(change, "a column needs a name"));
-            }
-            if self.field_by_name(name).is_some() {
-                return Err(refused(change, format!("a column named '{name}' exists")));
-            }
-            Ok(())
-        };
-        match change {
-            SchemaChange::AddColumn { name, data_type } => {
-                check_new_name(name)?;
-                if !super::type_text::stores_exactly(data_type) {
-                    return Err(refused(
-                        change,
-                        format!("natal's manifest cannot hold the type {data_type} exactly"),
-                    ));
-                }
-                next.fields.push(Field {
-                    id: next.next_field_id,
-                    name: name.clone(),
-                    data_type: data_type.clone(),
-                    nullable: true,
-                    default_value: None,
-                });
-                next.next_field_id = next
-                    .next_field_id
-                    .checked_add(1)
-                    .ok_or_else(|| refused(change, "the table has used every field id"))?;
-            }
-            SchemaChange::DropColumn { name } => {
-                let at = position(name)?;
-                if self.fields.len() == 1 {
-                    return Err(refused(change, "a table keeps at least one column"));
-                }
-                next.fields.remove(at);
-            }
-            SchemaChange::RenameColumn { from, to } => {
-                let at = position(from)?;
-                if from == to {
-                    return Ok(None);
-                }
-                check_new_name(to)?;
-                next.fields[at].name = to.clone();
-            }
-            SchemaChange::SetDataType { name, data_type } => {
-                let at = position(name)?;
-                let from = &self.fields[at].data_type;
-                if from == data_type {
-                    return Ok(None);
-                }
-                if !widens(from, data_type) {
-                    return Err(refused(
-                        change,
-                        format!(
-                            "{from} to {data_type} is not a lossless widening (natal widens \
-                             integers to wider integers of the same signedness, small \
-                             integers and floats to Float64, decimals to more digits at the \
-                             same scale, integers to decimals with room for their digits, \
-                             Date32 to Timestamp(µs), TIMESTAMP(6) in SQL)"
-                        ),
-                    ));
-                }
-                next.fields[at].data_type = data_type.clone();
-            }
-            SchemaChange::DropNotNull { name } => {
-                let at = position(name)?;
-                if self.fields[at].nullable {
-                    return Ok(None);
-                }
-                next.fields[at].nullable = true;
-            }
-        }
-        Ok(Some(next))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn schema() -> Schema {
-        Schema::from_arrow(&arrow::datatypes::Schema::new(vec![
-            arrow::datatypes::Field::new("id", DataType::Int32, false),
-            arrow::datatypes::Field::new("v", DataType::Utf8, true),
-        ]))
-        .unwrap()
-    }
-
-    #[test]
-    fn added_columns_take_fresh_ids_never_reused_after_a_drop() {
-        let s = schema();
-        let add = |name: &str| SchemaChange::AddColumn {
-            name: name.into(),
-            data_type: DataType::Int64,
-        };
-        let s = s.changed_by(&add("c")).unwrap().unwrap();
-        assert_eq!(s.field_by_name("c").unwrap().id, 2);
-        assert!(s.field_by_name("c").unwrap().nullable);
-        let s = s
-            .changed_by(&SchemaChange::DropColumn { name: "c".into() })
-            .unwrap()
-            .unwrap();
-        let s = s.changed_by(&add("c")).unwrap().unwrap();
-        assert_eq!(s.field_by_name("c").unwrap().id, 3);
-        assert_eq!(s.next_field_id, 4);
-    }
-
-    #[test]
-    fn renames_keep_the_field_id() {
-        let s = schema()
-            .changed_by(&SchemaChange::RenameColumn {
-                from: "v".into(),
-                to: "label".into(),
-            })
-            .unwrap()
-            .unwrap();
-        assert_eq!(s.field_by_name("label").unwrap().id, 1);
-        assert!(s.field_by_name("v").is_none());
-    }
-
-    #[test]
-    fn every_refused_change_is_a_typed_error_naming_it() {
-        let s = schema();
-        let refused = [
-            SchemaChange::DropColumn {
-                name: "nope".into(),
-            },
-            SchemaChange::RenameColumn {
-                from: "id".into(),
-                to: "v".into(),
-            },
-            SchemaChange::RenameColumn {
-                from: "id".into(),
-                to: "_rowid".into(),
-            },
-            SchemaChange::AddColumn {
-                name: "v".into(),
-                data_type: DataType::Int8,
-            },
-            SchemaChange::SetDataType {
-                name: "id".into(),
-                data_type: DataType::Int16,
-            },
-            SchemaChange::SetDataType {
-                name: "v".into(),
-                data_type: DataType::Int64,
-            },
-        ];
-        for change in refused {
-            match s.changed_by(&change) {
-                Err(Error::SchemaChange { change: named, .. }) => {
-                    assert_eq!(named, change.to_string())
-                }
-                other => panic!("{change}: {other:?}"),
-            }
-        }
-        let one = s
-            .changed_by(&SchemaChange::DropColumn { name: "v".into() })
-            .unwrap()
-            .unwrap();
-        assert!(matches!(
-            one.changed_by(&SchemaChange::DropColumn { name: "id".into() }),
-            Err(Error::SchemaChange { .. })
-        ));
-    }
 
     #[test]
     fn widenings_are_the_lossless_promotions() {

@@ -7,14 +7,9 @@
 
 use std::ops::Range;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 
-use arrow::array::{
-    new_null_array, ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder, RecordBatch,
-    RecordBatchOptions,
-};
-use arrow::compute::cast;
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::array::{BooleanArray, BooleanBufferBuilder, RecordBatch, RecordBatchOptions};
+use arrow::datatypes::SchemaRef;
 use futures::stream::{self, BoxStream};
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
@@ -24,6 +19,7 @@ use parquet::file::metadata::PageIndexPolicy;
 use roaring::RoaringBitmap;
 
 use super::column_files::zip_files;
+use super::conform::{conform, FileColumns};
 use super::pages::{file_schema_as_table, selected_ranges, PagePruning};
 use super::panics::{panicked, parquet_read};
 use super::reader::{page_ranges, ObjectFileReader};
@@ -39,13 +35,13 @@ pub const READ_BATCH_ROWS: usize = 8 * 1024;
 impl TableStore {
     /// Reads the rows of `fragment` at `offsets` (ascending; `None`: every row) that lie in
     /// `rows` (a partition's share of the fragment; `0..physical_rows` for all of it),
-    /// projecting the table fields `field_ids` in that order, into batches of the table's
+    /// projecting the table's `columns` in that order, into batches of the table's
     /// `output` schema, skipping the rows whose pages `pages` rules out. Yields each batch
     /// with the offsets of its rows.
     pub fn read_fragment(
         &self,
         fragment: &Fragment,
-        field_ids: &[FieldId],
+        columns: &FileColumns,
         output: SchemaRef,
         offsets: Option<RoaringBitmap>,
         rows: Range<u32>,
@@ -72,7 +68,7 @@ impl TableStore {
             }
             None => Selected::Range(rows.clone()),
         };
-        if field_ids.is_empty() {
+        if columns.is_empty() {
             // Nothing to decode: only row counts (and ids computed by the caller) are needed.
             let chunks: Vec<Vec<u32>> = selected
                 .into_offsets()
@@ -88,11 +84,11 @@ impl TableStore {
         }
         let this = self.clone();
         let fragment = fragment.clone();
-        let field_ids = field_ids.to_vec();
+        let columns = columns.clone();
         let stream = async move {
             let selected = match pages {
                 Some(pages) => {
-                    this.prune_pages(&fragment, &field_ids, &output, &pages, selected)
+                    this.prune_pages(&fragment, columns.ids(), &output, &pages, selected)
                         .await?
                 }
                 None => selected,
@@ -107,19 +103,14 @@ impl TableStore {
                 // a selection would have Parquet read page by page and stop at each gap.
                 Selected::RangeExcept { range, left_out } => {
                     let batches = this
-                        .read_columns(
-                            &fragment,
-                            &field_ids,
-                            output,
-                            range_selection(&range, total),
-                        )
+                        .read_columns(&fragment, &columns, output, range_selection(&range, total))
                         .await?;
                     return Ok(drop_left_out(batches, range.start, left_out));
                 }
                 Selected::Range(range) => (range_selection(&range, total), Selected::Range(range)),
             };
             let batches = this
-                .read_columns(&fragment, &field_ids, output, selection)
+                .read_columns(&fragment, &columns, output, selection)
                 .await?;
             Ok::<_, Error>(attach_offsets(batches, selected))
         };
@@ -221,23 +212,24 @@ impl TableStore {
     async fn read_columns(
         &self,
         fragment: &Fragment,
-        field_ids: &[FieldId],
+        columns: &FileColumns,
         output: SchemaRef,
         selection: Option<RowSelection>,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        let field_ids = columns.ids();
         let per_file = files_holding(fragment, field_ids);
         if let [(file_index, ids)] = per_file.as_slice() {
             if ids.len() == field_ids.len() {
                 let file = &fragment.files[*file_index];
                 let stream = self.read_file(file, field_ids, selection).await?;
-                let field_ids = field_ids.to_vec();
+                let columns = columns.clone();
                 let path = file.path.to_string();
                 // A column the file holds in another shape than the table's is damage.
                 return Ok(stream
                     .map(move |batch| {
                         let batch = batch?;
                         let rows = batch.num_rows();
-                        conform(&[batch], rows, &field_ids, &output)
+                        conform(&[batch], rows, &columns, &output)
                             .map_err(|e| unlike_table(&path, e))
                     })
                     .boxed());
@@ -251,7 +243,7 @@ impl TableStore {
             let stream = self.read_file(file, ids, selection.clone()).await?;
             files.push((file.path.to_string(), stream));
         }
-        let field_ids = field_ids.to_vec();
+        let columns = columns.clone();
         if files.is_empty() {
             // No file holds any of the columns: rows of nulls, as many as are selected.
             let rows = selection
@@ -262,7 +254,7 @@ impl TableStore {
                 .map(|start| READ_BATCH_ROWS.min(rows - start))
                 .collect();
             return Ok(stream::iter(chunks)
-                .map(move |n| conform(&[], n, &field_ids, &output))
+                .map(move |n| conform(&[], n, &columns, &output))
                 .boxed());
         }
         let paths: Vec<String> = files.iter().map(|(p, _)| p.clone()).collect();
@@ -270,7 +262,7 @@ impl TableStore {
             .map(move |batches| {
                 let batches = batches?;
                 let rows = batches.first().map_or(0, RecordBatch::num_rows);
-                conform(&batches, rows, &field_ids, &output)
+                conform(&batches, rows, &columns, &output)
                     .map_err(|e| unlike_table(&paths.join(", "), e))
             })
             .boxed())
@@ -575,71 +567,5 @@ impl Selected {
             }
             Selected::Rows(rows) => rows[start..end].to_vec(),
         })
-    }
-}
-
-/// The table's batch of `rows` rows from `batches` (the same rows of one or more of a
-/// fragment's files): file columns renamed to the table's current names, ordered as
-/// requested, losslessly widened types cast, columns no file holds as nulls.
-fn conform(
-    batches: &[RecordBatch],
-    rows: usize,
-    field_ids: &[FieldId],
-    output: &SchemaRef,
-) -> Result<RecordBatch> {
-    let columns = field_ids
-        .iter()
-        .zip(output.fields())
-        .map(|(&id, field)| conform_column(column_in(batches, id), field.data_type(), rows))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(RecordBatch::try_new_with_options(
-        output.clone(),
-        columns,
-        &RecordBatchOptions::new().with_row_count(Some(rows)),
-    )?)
-}
-
-/// The column with field id `id` in any of `batches` (the first that holds it: a field is
-/// read from one file only).
-fn column_in(batches: &[RecordBatch], id: u32) -> Option<ArrayRef> {
-    batches.iter().find_map(|b| column_by_field_id(b, id))
-}
-
-fn column_by_field_id(batch: &RecordBatch, id: u32) -> Option<ArrayRef> {
-    let position = batch
-        .schema()
-        .fields()
-        .iter()
-        .position(|f| field_id_of(f) == Some(id))?;
-    Some(batch.column(position).clone())
-}
-
-/// A column in the table's type: cast if the file stored a narrower type, nulls if the file
-/// predates the column; view columns with their values in one buffer ([`one_view_buffer`]).
-fn conform_column(column: Option<ArrayRef>, data_type: &DataType, rows: usize) -> Result<ArrayRef> {
-    match column {
-        Some(c) if c.data_type() == data_type => Ok(one_view_buffer(c)),
-        Some(c) => Ok(cast(&c, data_type)?),
-        None => Ok(new_null_array(data_type, rows)),
-    }
-}
-
-/// `column` with its out-of-line values in one buffer, if it is a string or binary view.
-///
-/// Parquet's reader gives a view column one buffer per page it decoded, so a batch of
-/// [`READ_BATCH_ROWS`] over natal's small pages holds eight. That costs little in the
-/// batch itself, but operators that concatenate batches keep every buffer, and those that
-/// take rows from the result hand all of them to each batch they emit: a hash join whose
-/// build side held TPC-H customer's names (1,465 buffers at SF 10) spent twice
-/// DataFusion's time on q18 passing them along. The copy is of the long values only, once.
-fn one_view_buffer(column: ArrayRef) -> ArrayRef {
-    match column.data_type() {
-        DataType::Utf8View if column.as_string_view().data_buffers().len() > 1 => {
-            Arc::new(column.as_string_view().gc())
-        }
-        DataType::BinaryView if column.as_binary_view().data_buffers().len() > 1 => {
-            Arc::new(column.as_binary_view().gc())
-        }
-        _ => column,
     }
 }

@@ -150,20 +150,23 @@ impl TableStore {
         schema: &Schema,
         batches: &[RecordBatch],
     ) -> Result<DataFile> {
+        // The file's schema tags every field with its id; the batches keep the user's
+        // types (nested fields untagged), which the encoder takes as the same.
         let file_schema = schema.to_arrow_with_field_ids();
+        let user_schema = schema.to_arrow();
         let mut nan_counts = vec![0u64; schema.fields.len()];
-        let mut tagged = Vec::with_capacity(batches.len());
+        let mut checked = Vec::with_capacity(batches.len());
         let mut rows = 0u64;
         for batch in batches {
-            let batch = RecordBatch::try_new(file_schema.clone(), batch.columns().to_vec())
+            let batch = RecordBatch::try_new(user_schema.clone(), batch.columns().to_vec())
                 .map_err(|e| Error::invalid(format!("cannot write batch: {e}")))?;
             for (count, column) in nan_counts.iter_mut().zip(batch.columns()) {
                 *count += count_nans(column);
             }
             rows += batch.num_rows() as u64;
-            tagged.push(batch);
+            checked.push(batch);
         }
-        let (bytes, metadata) = encode(file_schema.clone(), tagged).await?;
+        let (bytes, metadata) = encode(file_schema.clone(), checked).await?;
         let column_stats = column_stats(schema, &file_schema, &metadata, &nan_counts)?;
         let path = TablePath::parse(&format!("data/{}.parquet", unique_name()))?;
         let file_size_bytes = bytes.len() as u64;

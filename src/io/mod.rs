@@ -5,6 +5,7 @@
 mod cache;
 mod checkpoint;
 mod column_files;
+mod conform;
 mod data;
 mod data_write;
 mod deletion;
@@ -21,6 +22,7 @@ mod staged;
 mod store;
 
 pub use crate::format::{decode_deletions, encode_deletions};
+pub use conform::FileColumns;
 pub use data::READ_BATCH_ROWS;
 pub(crate) use data_write::check_storable;
 pub use data_write::PAGE_ROWS;

@@ -75,7 +75,7 @@ impl Table {
         let read = self.read_snapshot().await?;
         let from = read.manifest().schema.clone();
         let change = SchemaChange::AddColumn {
-            name: column.name.clone(),
+            name: column.name.as_str().into(),
             data_type: column.data_type.clone(),
         };
         let mut to = from

@@ -17,8 +17,8 @@ use tokio::sync::OnceCell;
 use super::filter::{filter_batch, predicate_layout, RowPredicate};
 use super::scan_request::{ScanRequest, ROW_ADDR, ROW_ID};
 use crate::error::{Error, Result};
-use crate::format::{FieldId, Fragment, Manifest, Schema};
-use crate::io::{PagePruning, SelectPages, TableStore};
+use crate::format::{Fragment, Manifest, Schema};
+use crate::io::{FileColumns, PagePruning, SelectPages, TableStore};
 use crate::rowid::{
     candidate_offsets, CarriedFragment, FragmentId, FragmentLayout, IdSet, RelocationView,
     RowAddress, RowId, RowIdSet, SequenceCursor,
@@ -206,7 +206,7 @@ impl Snapshot {
         Ok(schema)
     }
 
-    fn projection(&self, request: &ScanRequest) -> Result<(Vec<u32>, SchemaRef)> {
+    fn projection(&self, request: &ScanRequest) -> Result<(FileColumns, SchemaRef)> {
         let schema = &self.manifest.schema;
         let fields: Vec<&crate::format::Field> = match &request.columns {
             None => schema.fields.iter().collect(),
@@ -230,7 +230,7 @@ impl Snapshot {
             arrow_fields.push(ArrowField::new(ROW_ADDR, DataType::UInt64, false));
         }
         Ok((
-            fields.iter().map(|f| f.id).collect(),
+            FileColumns::of(fields.iter().copied()),
             Arc::new(ArrowSchema::new(arrow_fields)),
         ))
     }
@@ -357,18 +357,18 @@ impl Snapshot {
         })
     }
 
-    /// How every fragment of one scan is read, as `output` (whose first `field_ids.len()`
+    /// How every fragment of one scan is read, as `output` (whose first `columns.len()`
     /// fields are the user columns): with a filter, its columns are read beside the
     /// requested ones and only the rows that pass are yielded.
     fn fragment_reads(
         &self,
-        field_ids: &[FieldId],
+        columns: &FileColumns,
         output: &SchemaRef,
         request: &ScanRequest,
     ) -> Result<FragmentReads> {
         let Some(predicate) = request.filter.clone() else {
             return Ok(FragmentReads {
-                field_ids: field_ids.to_vec(),
+                columns: columns.clone(),
                 schema: output.clone(),
                 request: request.clone(),
                 filter: None,
@@ -377,6 +377,7 @@ impl Snapshot {
         };
         let (probe_ids, probe) = self.projection(&predicate_layout(predicate.as_ref()))?;
         let pages = (predicate.prunes_pages() && !probe_ids.is_empty()).then(|| {
+            let probe_ids = probe_ids.ids().to_vec();
             let predicate = predicate.clone();
             let select: Arc<SelectPages> =
                 Arc::new(move |metadata, schema| predicate.select_pages(metadata, schema));
@@ -386,17 +387,17 @@ impl Snapshot {
                 rows_pruned: request.metrics.as_ref().map(|m| m.rows_page_pruned.clone()),
             }
         });
-        let mut columns: Vec<String> = output.fields()[..field_ids.len()]
+        let mut names: Vec<String> = output.fields()[..columns.len()]
             .iter()
             .map(|f| f.name().clone())
             .collect();
         for name in predicate.columns() {
-            if !columns.contains(name) {
-                columns.push(name.clone());
+            if !names.contains(name) {
+                names.push(name.clone());
             }
         }
         let read = ScanRequest {
-            columns: Some(columns),
+            columns: Some(names),
             with_row_id: request.with_row_id || predicate.needs_row_id(),
             with_row_addr: request.with_row_addr || predicate.needs_row_addr(),
             filter: None,
@@ -417,7 +418,7 @@ impl Snapshot {
             output: output.clone(),
         };
         Ok(FragmentReads {
-            field_ids: read_ids,
+            columns: read_ids,
             schema: read_schema,
             request: read,
             filter: Some(Arc::new(filter)),
@@ -582,7 +583,7 @@ fn offsets_with_ids_in(fragment: &Fragment, range: &RangeInclusive<u64>) -> Roar
 
 /// How each fragment of one scan is read (see `Snapshot::fragment_reads`).
 struct FragmentReads {
-    field_ids: Vec<FieldId>,
+    columns: FileColumns,
     schema: SchemaRef,
     request: ScanRequest,
     filter: Option<Arc<ReadFilter>>,
@@ -625,7 +626,7 @@ impl FragmentReads {
         let rows = read_with_ids(
             store,
             fragment,
-            &self.field_ids,
+            &self.columns,
             &self.schema,
             &self.request,
             (offsets, rows),
@@ -655,20 +656,17 @@ impl FragmentReads {
 }
 
 /// Streams the rows at `offsets` (all, if `None`) within the offsets `rows` of one fragment:
-/// its columns `field_ids`, then `_rowid` and `_rowaddr` if the request asks for them, as
-/// `output`.
+/// its `columns`, then `_rowid` and `_rowaddr` if the request asks for them, as `output`.
 fn read_with_ids(
     store: &TableStore,
     fragment: &Fragment,
-    field_ids: &[FieldId],
+    columns: &FileColumns,
     output: &SchemaRef,
     request: &ScanRequest,
     (offsets, rows): (Option<RoaringBitmap>, std::ops::Range<u32>),
     pages: Option<PagePruning>,
 ) -> BoxStream<'static, Result<RecordBatch>> {
-    let user = Arc::new(ArrowSchema::new(
-        output.fields()[..field_ids.len()].to_vec(),
-    ));
+    let user = Arc::new(ArrowSchema::new(output.fields()[..columns.len()].to_vec()));
     let output = output.clone();
     let (with_id, with_addr) = (request.with_row_id, request.with_row_addr);
     let fragment_id = fragment.id;
@@ -676,7 +674,7 @@ fn read_with_ids(
     // One walk over the sequence for the whole fragment: batches come in offset order.
     let mut cursor = SequenceCursor::default();
     store
-        .read_fragment(fragment, field_ids, user, offsets, rows, pages)
+        .read_fragment(fragment, columns, user, offsets, rows, pages)
         .map(move |item| {
             let (batch, offsets) = item?;
             let mut columns: Vec<ArrayRef> = batch.columns().to_vec();

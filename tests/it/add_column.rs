@@ -363,7 +363,10 @@ async fn schema_changes_as_table_functions() {
                 "SELECT * FROM natal_add_column('t', 'x', 'NOPE')",
                 "not a type",
             ),
-            ("SELECT * FROM natal_drop_column('t', 's.f')", "field path"),
+            (
+                "SELECT * FROM natal_drop_column('t', 'id.f')",
+                "no field 'f'",
+            ),
             (
                 "SELECT * FROM natal_alter_column('t', 'n', 'INT')",
                 "cannot",

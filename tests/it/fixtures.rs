@@ -175,7 +175,7 @@ async fn write_fixture(dir: &Path) {
     std::fs::write(dir.join("expected-n.txt"), expected).expect("expected-n.txt");
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();

@@ -332,7 +332,10 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
                 Some((SchemaChange::AddColumn { name, .. }, after))
                     if matches!(op, SchemaOp::AddValued) =>
                 {
-                    (Action::AddValued(name), Expect::Schema { before, after })
+                    (
+                        Action::AddValued(name.column().to_string()),
+                        Expect::Schema { before, after },
+                    )
                 }
                 Some((change, after)) => (
                     Action::Alter(vec![change]),

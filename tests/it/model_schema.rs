@@ -76,26 +76,29 @@ pub fn plan_schema(
                 valued: Arc::new(valued),
             });
             SchemaChange::AddColumn {
-                name,
+                name: name.into(),
                 data_type: DataType::Int32,
             }
         }
         SchemaOp::Drop(index) => {
             let at = pick(index)?;
             let name = after.remove(at).name;
-            SchemaChange::DropColumn { name }
+            SchemaChange::DropColumn { name: name.into() }
         }
         SchemaOp::Rename(index) => {
             let at = pick(index)?;
             let to = format!("r{names}");
             let from = std::mem::replace(&mut after[at].name, to.clone());
-            SchemaChange::RenameColumn { from, to }
+            SchemaChange::RenameColumn {
+                from: from.into(),
+                to,
+            }
         }
         SchemaOp::Widen(index) => {
             let at = pick(index)?;
             after[at].data_type = DataType::Int64;
             SchemaChange::SetDataType {
-                name: after[at].name.clone(),
+                name: after[at].name.as_str().into(),
                 data_type: DataType::Int64,
             }
         }

@@ -1,0 +1,268 @@
+//! A data file's columns made the table's: matched by field id (at the top level and, for
+//! nested columns, at every depth), renamed to the table's names, ordered as the read asks,
+//! widened types cast, columns and nested fields a file predates as nulls, fields it holds
+//! that the table dropped left out.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    new_null_array, Array, ArrayRef, AsArray, FixedSizeListArray, LargeListArray, ListArray,
+    MapArray, RecordBatch, RecordBatchOptions, StructArray,
+};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field as ArrowField, SchemaRef};
+
+use crate::error::Result;
+use crate::format::{field_id_of, nested, Field, FieldId};
+
+/// The table columns a read projects, as data files hold them: each one's field id and, for
+/// a nested column, how its fields are matched.
+#[derive(Debug, Clone, Default)]
+pub struct FileColumns {
+    ids: Vec<FieldId>,
+    nested: Vec<Option<Arc<NestedShape>>>,
+}
+
+/// How a nested column's fields are found in a file.
+#[derive(Debug)]
+struct NestedShape {
+    /// The table's type, its nested fields tagged with their ids.
+    file_type: DataType,
+    /// The ids files written before nested fields had ids are read by, in the order of
+    /// their own nested fields (empty: every file tags them).
+    legacy_ids: Vec<FieldId>,
+}
+
+impl FileColumns {
+    /// The columns `fields`, in that order.
+    pub fn of<'a>(fields: impl IntoIterator<Item = &'a Field>) -> Self {
+        let mut columns = Self::default();
+        for field in fields {
+            columns.ids.push(field.id);
+            columns.nested.push((!field.nested_ids.is_empty()).then(|| {
+                Arc::new(NestedShape {
+                    file_type: field.file_type(),
+                    legacy_ids: field.legacy_nested_ids.clone(),
+                })
+            }));
+        }
+        columns
+    }
+
+    /// Their field ids.
+    pub fn ids(&self) -> &[FieldId] {
+        &self.ids
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+}
+
+/// The table's batch of `rows` rows from `batches` (the same rows of one or more of a
+/// fragment's files): `columns` as `output` types them (see the module header).
+pub(super) fn conform(
+    batches: &[RecordBatch],
+    rows: usize,
+    columns: &FileColumns,
+    output: &SchemaRef,
+) -> Result<RecordBatch> {
+    let arrays = columns
+        .ids
+        .iter()
+        .zip(&columns.nested)
+        .zip(output.fields())
+        .map(|((&id, nested), field)| {
+            let column = column_in(batches, id);
+            match (column, nested) {
+                (Some(column), Some(shape)) => shape.conform(&column),
+                (column, _) => conform_column(column, field.data_type(), rows),
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new_with_options(
+        output.clone(),
+        arrays,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
+}
+
+/// The column with field id `id` in any of `batches` (the first that holds it: a field is
+/// read from one file only).
+fn column_in(batches: &[RecordBatch], id: u32) -> Option<ArrayRef> {
+    batches.iter().find_map(|b| column_by_field_id(b, id))
+}
+
+fn column_by_field_id(batch: &RecordBatch, id: u32) -> Option<ArrayRef> {
+    let position = batch
+        .schema()
+        .fields()
+        .iter()
+        .position(|f| field_id_of(f) == Some(id))?;
+    Some(batch.column(position).clone())
+}
+
+/// A column in the table's type: cast if the file stored a narrower type, nulls if the file
+/// predates the column; view columns with their values in one buffer ([`one_view_buffer`]).
+fn conform_column(column: Option<ArrayRef>, data_type: &DataType, rows: usize) -> Result<ArrayRef> {
+    match column {
+        Some(c) if c.data_type() == data_type => Ok(one_view_buffer(c)),
+        Some(c) => Ok(cast(&c, data_type)?),
+        None => Ok(new_null_array(data_type, rows)),
+    }
+}
+
+impl NestedShape {
+    /// `column`, as a file holds it, in the table's type.
+    fn conform(&self, column: &ArrayRef) -> Result<ArrayRef> {
+        let held = column.data_type();
+        let ids = nested::ids_in(held);
+        let untagged_file = ids.iter().all(Option::is_none);
+        if untagged_file && self.legacy_ids.len() == ids.len() {
+            // Written before nested fields had ids: they are the legacy ids, in order.
+            let held = nested::tagged(held, &self.legacy_ids);
+            return by_id(column, &held, &self.file_type);
+        }
+        by_id(column, held, &self.file_type)
+    }
+}
+
+/// `array` (of type `held`, its nested fields tagged with ids) in the type `wanted` (tagged
+/// too), untagged: each field found by id, nulls where `held` has none.
+fn by_id(array: &ArrayRef, held: &DataType, wanted: &DataType) -> Result<ArrayRef> {
+    let field = |f: &ArrowField| Arc::new(untagged_field(f));
+    Ok(match (held, wanted) {
+        (DataType::Struct(held_fields), DataType::Struct(wanted_fields)) => {
+            let array = array.as_struct();
+            let mut fields = Vec::with_capacity(wanted_fields.len());
+            let mut columns = Vec::with_capacity(wanted_fields.len());
+            for wanted in wanted_fields {
+                let out = untagged_field(wanted);
+                // A file whose fields carry no ids (none do, by the legacy ids) is read by
+                // name: the names it was written with are the table's of then.
+                let at = match field_id_of(wanted) {
+                    _ if held_fields.iter().all(|f| field_id_of(f).is_none()) => {
+                        held_fields.iter().position(|f| f.name() == wanted.name())
+                    }
+                    Some(id) => held_fields.iter().position(|f| field_id_of(f) == Some(id)),
+                    None => None,
+                };
+                columns.push(match at {
+                    Some(at) => by_id(
+                        array.column(at),
+                        held_fields[at].data_type(),
+                        wanted.data_type(),
+                    )?,
+                    None => new_null_array(out.data_type(), array.len()),
+                });
+                fields.push(out);
+            }
+            Arc::new(StructArray::try_new(
+                fields.into(),
+                columns,
+                array.nulls().cloned(),
+            )?)
+        }
+        (DataType::List(held_item), DataType::List(wanted_item)) => {
+            let array = array.as_list::<i32>();
+            let values = by_id(
+                array.values(),
+                held_item.data_type(),
+                wanted_item.data_type(),
+            )?;
+            Arc::new(ListArray::try_new(
+                field(wanted_item),
+                array.offsets().clone(),
+                values,
+                array.nulls().cloned(),
+            )?)
+        }
+        (DataType::LargeList(held_item), DataType::LargeList(wanted_item)) => {
+            let array = array.as_list::<i64>();
+            let values = by_id(
+                array.values(),
+                held_item.data_type(),
+                wanted_item.data_type(),
+            )?;
+            Arc::new(LargeListArray::try_new(
+                field(wanted_item),
+                array.offsets().clone(),
+                values,
+                array.nulls().cloned(),
+            )?)
+        }
+        (DataType::FixedSizeList(held_item, _), DataType::FixedSizeList(wanted_item, size)) => {
+            let array = array.as_fixed_size_list();
+            let values = by_id(
+                array.values(),
+                held_item.data_type(),
+                wanted_item.data_type(),
+            )?;
+            Arc::new(FixedSizeListArray::try_new(
+                field(wanted_item),
+                *size,
+                values,
+                array.nulls().cloned(),
+            )?)
+        }
+        (DataType::Map(held_entries, _), DataType::Map(wanted_entries, sorted)) => {
+            let array = array.as_map();
+            let entries: ArrayRef = Arc::new(array.entries().clone());
+            let entries = by_id(
+                &entries,
+                held_entries.data_type(),
+                wanted_entries.data_type(),
+            )?;
+            Arc::new(MapArray::try_new(
+                field(wanted_entries),
+                array.offsets().clone(),
+                entries.as_struct().clone(),
+                array.nulls().cloned(),
+                *sorted,
+            )?)
+        }
+        (_, wanted) => {
+            let wanted = nested::untagged(wanted);
+            conform_column(Some(array.clone()), &wanted, array.len())?
+        }
+    })
+}
+
+/// `field` without field ids, at its level and inside.
+fn untagged_field(field: &ArrowField) -> ArrowField {
+    let mut metadata = field.metadata().clone();
+    metadata.remove(crate::format::PARQUET_FIELD_ID_META_KEY);
+    ArrowField::new(
+        field.name(),
+        nested::untagged(field.data_type()),
+        field.is_nullable(),
+    )
+    .with_metadata(metadata)
+}
+
+/// `column` with its out-of-line values in one buffer, if it is a string or binary view.
+///
+/// Parquet's reader gives a view column one buffer per page it decoded, so a batch of
+/// [`READ_BATCH_ROWS`](super::data::READ_BATCH_ROWS) over natal's small pages holds eight.
+/// That costs little in the batch itself, but operators that concatenate batches keep every
+/// buffer, and those that take rows from the result hand all of them to each batch they
+/// emit: a hash join whose build side held TPC-H customer's names (1,465 buffers at SF 10)
+/// spent twice DataFusion's time on q18 passing them along. The copy is of the long values
+/// only, once.
+fn one_view_buffer(column: ArrayRef) -> ArrayRef {
+    match column.data_type() {
+        DataType::Utf8View if column.as_string_view().data_buffers().len() > 1 => {
+            Arc::new(column.as_string_view().gc())
+        }
+        DataType::BinaryView if column.as_binary_view().data_buffers().len() > 1 => {
+            Arc::new(column.as_binary_view().gc())
+        }
+        _ => column,
+    }
+}
