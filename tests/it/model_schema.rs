@@ -1,5 +1,5 @@
 //! The model test's schema side: nullable extra columns after `key, val, name`, added
-//! (empty, or with values), dropped, renamed and widened between (and concurrently with) row
+//! (empty, or with values), dropped, renamed, widened and moved between (and concurrently with) row
 //! operations. An extra added with values holds each then-live row's key; writes put NULL
 //! in every extra. So the model keeps its row state as it is, and per extra the ids whose
 //! row holds its key there: rows updated since read NULL, as do rows written since.
@@ -38,6 +38,8 @@ pub enum SchemaOp {
     Drop(Index),
     Rename(Index),
     Widen(Index),
+    /// Move an extra to another place among the extras (after `name` or after another).
+    Move(Index, Index),
 }
 
 pub fn schema_op() -> impl Strategy<Value = SchemaOp> {
@@ -47,6 +49,7 @@ pub fn schema_op() -> impl Strategy<Value = SchemaOp> {
         1 => any::<Index>().prop_map(SchemaOp::Drop),
         1 => any::<Index>().prop_map(SchemaOp::Rename),
         1 => any::<Index>().prop_map(SchemaOp::Widen),
+        1 => (any::<Index>(), any::<Index>()).prop_map(|(a, b)| SchemaOp::Move(a, b)),
     ]
 }
 
@@ -100,6 +103,21 @@ pub fn plan_schema(
             SchemaChange::SetDataType {
                 name: after[at].name.as_str().into(),
                 data_type: DataType::Int64,
+            }
+        }
+        SchemaOp::Move(index, place) => {
+            let at = pick(index)?;
+            let moving = after.remove(at);
+            let slot = place.index(after.len() + 1);
+            let sibling = match slot {
+                0 => "name".to_string(),
+                _ => after[slot - 1].name.clone(),
+            };
+            let name = moving.name.as_str().into();
+            after.insert(slot, moving);
+            SchemaChange::Move {
+                name,
+                to: natal::Position::After(sibling),
             }
         }
     };
