@@ -88,3 +88,48 @@ pub(super) fn schema_to_proto(schema: &Schema) -> proto::Schema {
         next_field_id: schema.next_field_id,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(nested_field_ids: Vec<u32>, next_field_id: u32) -> proto::Schema {
+        proto::Schema {
+            fields: vec![proto::Field {
+                id: 0,
+                name: "s".into(),
+                data_type: "Struct(\"a\": Int32, \"b\": Utf8)".into(),
+                nullable: true,
+                nested_field_names: vec![],
+                default_value: None,
+                nested_field_ids,
+                legacy_nested_field_ids: vec![],
+            }],
+            next_field_id,
+        }
+    }
+
+    #[test]
+    fn nested_ids_are_checked_and_given_to_manifests_that_have_none() {
+        let schema = schema_from_proto(raw(vec![1, 2], 3), "m").unwrap();
+        assert_eq!(schema.fields[0].nested_ids, [1, 2]);
+        assert!(schema.fields[0].legacy_nested_ids.is_empty());
+        for bad in [
+            raw(vec![1], 3),
+            raw(vec![1, 1], 3),
+            raw(vec![0, 1], 3),
+            raw(vec![1, 2], 2),
+        ] {
+            let error = schema_from_proto(bad, "m").unwrap_err();
+            assert!(matches!(error, Error::Corrupt { .. }), "{error}");
+        }
+        // Written before nested ids: given ids from next_field_id on, kept as the legacy
+        // ids its files are read by, and the same on every read.
+        let old = schema_from_proto(raw(vec![], 1), "m").unwrap();
+        assert_eq!(old.fields[0].nested_ids, [1, 2]);
+        assert_eq!(old.fields[0].legacy_nested_ids, [1, 2]);
+        assert_eq!(old.next_field_id, 3);
+        let again = schema_from_proto(schema_to_proto(&old), "m").unwrap();
+        assert_eq!(again, old);
+    }
+}

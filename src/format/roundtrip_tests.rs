@@ -16,6 +16,17 @@ fn schema() -> Schema {
         ArrowField::new("a", DataType::Int64, false),
         ArrowField::new("b", DataType::Utf8, true),
         ArrowField::new("c", DataType::Float64, true),
+        ArrowField::new(
+            "d",
+            DataType::Struct(
+                vec![
+                    ArrowField::new("x", DataType::Int32, false),
+                    ArrowField::new_list("l", ArrowField::new("item", DataType::Utf8, true), true),
+                ]
+                .into(),
+            ),
+            true,
+        ),
     ]))
     .expect("a schema")
 }

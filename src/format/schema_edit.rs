@@ -490,4 +490,88 @@ mod tests {
             Err(Error::SchemaChange { .. })
         ));
     }
+
+    fn nested_schema() -> Schema {
+        use arrow::datatypes::Field as F;
+        let inner = DataType::Struct(vec![F::new("c", DataType::Utf8, true)].into());
+        let s = DataType::Struct(
+            vec![
+                F::new("a", DataType::Int32, false),
+                F::new("b", inner, true),
+            ]
+            .into(),
+        );
+        Schema::from_arrow(&arrow::datatypes::Schema::new(vec![
+            F::new("k", DataType::Int64, false),
+            F::new("s", s, true),
+        ]))
+        .unwrap()
+    }
+
+    #[test]
+    fn nested_fields_keep_their_ids_and_added_ones_take_fresh_ones() {
+        let s = nested_schema();
+        // k 0, s 1; s.a 2, s.b 3, s.b.c 4.
+        assert_eq!(s.field_by_name("s").unwrap().nested_ids, [2, 3, 4]);
+        assert_eq!(s.next_field_id, 5);
+        let path = |p: &str| crate::format::FieldPath::parse(p).unwrap();
+        let changes = [
+            SchemaChange::RenameColumn {
+                from: path("s.b.c"),
+                to: "cc".into(),
+            },
+            SchemaChange::AddColumn {
+                name: path("s.b.d"),
+                data_type: DataType::Struct(
+                    vec![arrow::datatypes::Field::new("e", DataType::Int8, true)].into(),
+                ),
+            },
+            SchemaChange::Move {
+                name: path("s.b"),
+                to: Position::First,
+            },
+            SchemaChange::SetDataType {
+                name: path("s.a"),
+                data_type: DataType::Int64,
+            },
+            SchemaChange::DropNotNull { name: path("s.a") },
+        ];
+        let mut now = s.clone();
+        for change in &changes {
+            now = now.changed_by(change).unwrap().unwrap();
+        }
+        let column = now.field_by_name("s").unwrap();
+        // s.b (3) first, then its c (4), its new d (5) and d.e (6); then s.a (2).
+        assert_eq!(column.nested_ids, [3, 4, 5, 6, 2]);
+        assert_eq!(now.next_field_id, 7);
+        let listed: Vec<String> = crate::format::nested_fields(column)
+            .iter()
+            .map(|f| format!("{}:{}:{}", f.path, f.id, f.data_type))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                "s.b:3:Struct(\"cc\": Utf8, \"d\": Struct(\"e\": Int8))",
+                "s.b.cc:4:Utf8",
+                "s.b.d:5:Struct(\"e\": Int8)",
+                "s.b.d.e:6:Int8",
+                "s.a:2:Int64"
+            ]
+        );
+        // A change to where things are already changes nothing.
+        assert_eq!(now.changed_by(&changes[2]).unwrap(), None);
+        assert_eq!(now.changed_by(&changes[4]).unwrap(), None);
+    }
+
+    #[test]
+    fn field_paths_read_and_print_quoted_names() {
+        use crate::format::FieldPath;
+        let path = FieldPath::parse(r#"s."a.b"."say ""hi""".c"#).unwrap();
+        assert_eq!(path.names(), ["s", "a.b", "say \"hi\"", "c"]);
+        assert_eq!(FieldPath::parse(&path.to_string()).unwrap(), path);
+        for bad in ["", "a..b", "a.", "\"a", "a\"b", "\"a\"b"] {
+            assert!(FieldPath::parse(bad).is_err(), "{bad}");
+        }
+        assert!(FieldPath::from("a.b").is_column());
+    }
 }

@@ -9,7 +9,9 @@
 //! checkpoint; since 2026-12-01-alter, schema changes (a column added, renamed, widened,
 //! dropped); since 2026-12-02-columns, a column added with values (a file per fragment) and
 //! a column default; since 2026-12-02-nested, a second table `n` of nested columns (structs,
-//! lists, maps) written before nested fields had field ids of their own.
+//! lists, maps) written before nested fields had field ids of their own; since
+//! 2026-12-02-nested-ids, `n` with nested ids and nested fields renamed, added, moved,
+//! widened and dropped.
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -38,6 +40,7 @@ const FIXTURES: &[&str] = &[
     "2026-12-01-alter",
     "2026-12-02-columns",
     "2026-12-02-nested",
+    "2026-12-02-nested-ids",
 ];
 
 /// Where the fixtures live.

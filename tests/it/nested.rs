@@ -3,9 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::prelude::SessionContext;
-use natal::Table;
+use natal::{FieldPath, SchemaChange, Table};
 
 use crate::common::run;
 
@@ -25,8 +28,8 @@ fn nested_rows(from: i64, to: i64) -> String {
     )
 }
 
-/// The history of `n` in a catalog at `ctx`: appends, an update of a nested value, a delete
-/// and a compaction.
+/// The history of `n` in a catalog at `ctx`: appends, an update of a nested value, a delete,
+/// a compaction, then nested schema changes and writes after them.
 pub async fn write_history(ctx: &SessionContext) {
     run(ctx, &format!("CREATE TABLE n AS {}", nested_rows(0, 29))).await;
     run(ctx, &format!("INSERT INTO n {}", nested_rows(30, 49))).await;
@@ -39,6 +42,28 @@ pub async fn write_history(ctx: &SessionContext) {
     run(ctx, "DELETE FROM n WHERE key % 5 = 0").await;
     run(ctx, "SELECT * FROM natal_compact('n')").await;
     run(ctx, &format!("INSERT INTO n {}", nested_rows(50, 54))).await;
+    // Nested changes (since 2026-12-02-nested-ids, which tags nested fields with ids): a
+    // field renamed, added, moved, widened and dropped, rows written after, an update.
+    for change in [
+        "natal_rename_column('n', 's.b.c', 'cc')",
+        "natal_add_column('n', 'l.element.z', 'BIGINT')",
+        "natal_alter_column('n', 'l.element.y', 'FIRST')",
+        "natal_alter_column('n', 's.b.d', 'BIGINT')",
+        "natal_drop_column('n', 's.a')",
+    ] {
+        run(ctx, &format!("SELECT * FROM {change}")).await;
+    }
+    run(
+        ctx,
+        "INSERT INTO n VALUES (60, named_struct('b', named_struct('cc', 'new', 'd', 6)), \
+         [named_struct('y', 'w', 'x', 1, 'z', 2)], MAP {'k': 1})",
+    )
+    .await;
+    run(
+        ctx,
+        "UPDATE n SET s = named_struct('b', named_struct('cc', 'v', 'd', key)) WHERE key % 4 = 2",
+    )
+    .await;
 }
 
 /// Every version of `n`: its operation, then its rows with `_rowid`, as DataFusion prints
@@ -446,4 +471,111 @@ async fn nested_columns_written_before_nested_ids_change_by_id() {
     // The version the old natal wrote keeps its names.
     let c = rows(&ctx, "SELECT s['b']['c'] AS c FROM \"n@v6\" WHERE key = 2").await;
     assert!(c.contains("| c2 |"), "{c}");
+}
+
+/// `k` and a struct `s {a INT NOT NULL, b VARCHAR}` for keys `keys`.
+fn struct_rows(schema: &arrow::datatypes::SchemaRef, keys: std::ops::Range<i32>) -> RecordBatch {
+    use arrow::array::{Int32Array, StringArray, StructArray};
+    let DataType::Struct(fields) = schema.field(1).data_type() else {
+        panic!("a struct")
+    };
+    let a = Int32Array::from_iter_values(keys.clone());
+    let b = StringArray::from_iter_values(keys.clone().map(|k| format!("b{k}")));
+    let s = StructArray::new(fields.clone(), vec![Arc::new(a), Arc::new(b)], None);
+    RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(Int32Array::from_iter_values(keys)), Arc::new(s)],
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_planned_before_a_nested_change_rebases_over_it() {
+    let fields = vec![
+        Field::new("a", DataType::Int32, false),
+        Field::new("b", DataType::Utf8, true),
+    ];
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int32, false),
+        Field::new("s", DataType::Struct(fields.into()), true),
+    ]));
+    let store = Arc::new(object_store::memory::InMemory::new());
+    let table = Table::create(store, "t".into(), &schema, natal::TableOptions::default())
+        .await
+        .unwrap();
+    table
+        .append(vec![struct_rows(&schema, 0..5)])
+        .await
+        .unwrap();
+    let planned = table.planned_at(table.latest().await.unwrap());
+    let path = |p: &str| FieldPath::parse(p).unwrap();
+    table
+        .alter(vec![
+            SchemaChange::DropNotNull { name: path("s.a") },
+            SchemaChange::SetDataType {
+                name: path("s.a"),
+                data_type: DataType::Int64,
+            },
+            SchemaChange::RenameColumn {
+                from: path("s.b"),
+                to: "label".into(),
+            },
+            SchemaChange::AddColumn {
+                name: path("s.c"),
+                data_type: DataType::Float64,
+            },
+            SchemaChange::Move {
+                name: path("s.c"),
+                to: natal::Position::First,
+            },
+        ])
+        .await
+        .unwrap();
+    // Written under the old shape, committed over the new: read by id.
+    planned
+        .append(vec![struct_rows(&schema, 10..13)])
+        .await
+        .unwrap();
+    let snapshot = table.latest().await.unwrap();
+    let batches: Vec<RecordBatch> =
+        futures::TryStreamExt::try_collect(snapshot.scan(Default::default()).await.unwrap())
+            .await
+            .unwrap();
+    let shown = arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string();
+    for k in [0, 4, 10, 12] {
+        let row = format!("| {k:<2} | {{c: , a: {k}, label: b{k}}} ");
+        assert!(shown.contains(&row), "{row} in\n{shown}");
+    }
+    let s = snapshot.schema().field_by_name("s").unwrap();
+    let DataType::Struct(now) = &s.data_type else {
+        panic!("a struct")
+    };
+    let names: Vec<(&str, &DataType, bool)> = now
+        .iter()
+        .map(|f| (f.name().as_str(), f.data_type(), f.is_nullable()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("c", &DataType::Float64, true),
+            ("a", &DataType::Int64, true),
+            ("label", &DataType::Utf8, true)
+        ]
+    );
+    // Two nested changes planned together conflict like any two schema changes.
+    let a = table.planned_at(table.latest().await.unwrap());
+    let b = table.planned_at(table.latest().await.unwrap());
+    a.alter(vec![SchemaChange::DropColumn { name: path("s.c") }])
+        .await
+        .unwrap();
+    let lost = b
+        .alter(vec![SchemaChange::RenameColumn {
+            from: path("s.c"),
+            to: "d".into(),
+        }])
+        .await
+        .unwrap_err();
+    assert!(matches!(lost, natal::Error::Conflict { .. }), "{lost}");
 }
