@@ -12,7 +12,6 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::catalog::{MemTable, TableProvider};
 use datafusion::error::Result;
 
-use crate::format::nested_fields;
 use crate::table::{Snapshot, Table};
 
 fn mem_table(fields: Vec<Field>, columns: Vec<ArrayRef>) -> Result<Arc<dyn TableProvider>> {
@@ -256,7 +255,7 @@ pub(crate) fn schema(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
             default: field.default_value.clone(),
             parent: None,
         });
-        rows.extend(nested_fields(field).into_iter().map(|nested| Row {
+        rows.extend(field.nested_fields().into_iter().map(|nested| Row {
             position: nested.position,
             id: nested.id,
             name: nested.path.to_string(),

@@ -33,10 +33,10 @@ pub use manifest::{
     FragmentSegment, Manifest, Operation, RowIdFile, SegmentPatch, TransactionSummary,
     FORMAT_VERSION,
 };
-pub use nested::{nested_fields, NestedField};
+
 pub use path::{DerivedName, TablePath, TABLE_FILE_DIRS};
 pub use schema::{
-    field_id_of, Field, FieldId, Schema, PARQUET_FIELD_ID_META_KEY, RESERVED_COLUMNS,
+    field_id_of, Field, FieldId, NestedField, Schema, PARQUET_FIELD_ID_META_KEY, RESERVED_COLUMNS,
 };
 pub use schema_change::{widen_stat, widens, FieldPath, Position, SchemaChange};
 pub use stats::{

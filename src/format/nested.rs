@@ -11,7 +11,20 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field as ArrowField, FieldRef, Fields};
 
-use super::schema::{FieldId, PARQUET_FIELD_ID_META_KEY};
+pub use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
+
+/// A column's or nested field's stable id: data files store values by it, so a rename or
+/// reorder touches only the manifest. Never reused (the schema's `next_field_id` is the
+/// high-water mark).
+pub type FieldId = u32;
+
+/// The field id an Arrow field of a data file carries in its Parquet metadata, if any.
+pub fn field_id_of(field: &ArrowField) -> Option<u32> {
+    field
+        .metadata()
+        .get(PARQUET_FIELD_ID_META_KEY)
+        .and_then(|v| v.parse().ok())
+}
 
 /// `data_type` with each field that has an id rebuilt by `visit` (depth first, a field
 /// before the fields inside it); the rest of the type kept.
@@ -77,74 +90,10 @@ pub(crate) fn untagged(data_type: &DataType) -> DataType {
 pub(crate) fn ids_in(data_type: &DataType) -> Vec<Option<FieldId>> {
     let mut ids = Vec::new();
     map_fields(data_type, &mut |f| {
-        ids.push(super::schema::field_id_of(f));
+        ids.push(field_id_of(f));
         f.clone()
     });
     ids
-}
-
-/// A field inside a column, as `t$schema` lists it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NestedField {
-    /// Its path: the column's name, then each name inward (a list's element is `element`,
-    /// a map's key and value `key` and `value`).
-    pub path: super::FieldPath,
-    /// Its field id.
-    pub id: FieldId,
-    /// The id of the field (or column) it lies in.
-    pub parent_id: FieldId,
-    /// Its place among the fields of its parent.
-    pub position: u32,
-    /// Its type.
-    pub data_type: DataType,
-    /// Whether it may hold nulls.
-    pub nullable: bool,
-}
-
-/// The fields inside `column`, depth first, a field before the fields inside it.
-pub fn nested_fields(column: &super::Field) -> Vec<NestedField> {
-    let mut out = Vec::new();
-    walk(
-        &column.file_type(),
-        std::slice::from_ref(&column.name),
-        column.id,
-        &mut out,
-    );
-    out
-}
-
-fn walk(data_type: &DataType, path: &[String], parent_id: FieldId, out: &mut Vec<NestedField>) {
-    let (children, names): (Vec<&FieldRef>, Vec<String>) = match data_type {
-        DataType::Struct(fields) => fields.iter().map(|f| (f, f.name().clone())).unzip(),
-        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
-            (vec![f], vec!["element".to_string()])
-        }
-        DataType::Map(entries, _) => match entries.data_type() {
-            DataType::Struct(kv) => kv
-                .iter()
-                .zip(["key", "value"])
-                .map(|(f, n)| (f, n.to_string()))
-                .unzip(),
-            _ => return,
-        },
-        _ => return,
-    };
-    for (position, (child, name)) in children.into_iter().zip(names).enumerate() {
-        let Some(id) = super::schema::field_id_of(child) else {
-            continue;
-        };
-        let mut inner = path.to_vec();
-        inner.push(name);
-        out.push(NestedField {
-            path: super::FieldPath::new(inner.clone()),
-            id,
-            parent_id,
-            position: position as u32,
-            data_type: untagged(child.data_type()),
-            nullable: child.is_nullable(),
-        });
-        walk(child.data_type(), &inner, id, out);
-    }
 }
 
 /// `field` with `id` as its Parquet field id.
@@ -197,35 +146,10 @@ mod tests {
         let DataType::Struct(fields) = &file_type else {
             panic!("a struct")
         };
-        assert_eq!(super::super::schema::field_id_of(&fields[1]), Some(11));
+        assert_eq!(super::field_id_of(&fields[1]), Some(11));
         assert_ne!(file_type, data_type);
         assert_eq!(untagged(&file_type), data_type);
         assert!(ids_in(&data_type).iter().all(Option::is_none));
         assert_eq!(nested_count(&DataType::Int64), 0);
-    }
-
-    #[test]
-    fn nested_fields_are_listed_by_path_with_their_parents() {
-        let mut column = super::super::Field::new(3, "c", nested());
-        column.nested_ids = (10..18).collect();
-        let listed = nested_fields(&column);
-        let paths: Vec<String> = listed.iter().map(|f| f.path.to_string()).collect();
-        assert_eq!(
-            paths,
-            [
-                "c.a",
-                "c.points",
-                "c.points.element",
-                "c.points.element.x",
-                "c.points.element.y",
-                "c.m",
-                "c.m.key",
-                "c.m.value"
-            ]
-        );
-        let parents: Vec<FieldId> = listed.iter().map(|f| f.parent_id).collect();
-        assert_eq!(parents, [3, 3, 11, 12, 12, 3, 15, 15]);
-        assert_eq!(listed[4].position, 1);
-        assert!(!listed[6].nullable);
     }
 }

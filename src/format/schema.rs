@@ -4,23 +4,13 @@
 
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field as ArrowField, Schema as ArrowSchema, SchemaRef};
+use arrow::datatypes::{DataType, Field as ArrowField, FieldRef, Schema as ArrowSchema, SchemaRef};
+
+use super::schema_change::FieldPath;
 
 use crate::error::{Error, Result};
 
-pub use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
-
-/// The field id an Arrow field of a data file carries in its Parquet metadata, if any.
-pub fn field_id_of(field: &ArrowField) -> Option<u32> {
-    field
-        .metadata()
-        .get(PARQUET_FIELD_ID_META_KEY)
-        .and_then(|v| v.parse().ok())
-}
-
-/// A column's stable id: data files store values by it, so a rename or reorder touches only
-/// the manifest. Never reused (the schema's `next_field_id` is the high-water mark).
-pub type FieldId = u32;
+pub use super::nested::{field_id_of, FieldId, PARQUET_FIELD_ID_META_KEY};
 
 /// A column of a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +51,18 @@ impl Field {
         }
     }
 
+    /// The fields inside it, depth first, a field before the fields inside it.
+    pub fn nested_fields(&self) -> Vec<NestedField> {
+        let mut out = Vec::new();
+        walk(
+            &self.file_type(),
+            std::slice::from_ref(&self.name),
+            self.id,
+            &mut out,
+        );
+        out
+    }
+
     /// Its type as data files hold it: each nested field tagged with its field id.
     pub fn file_type(&self) -> DataType {
         if self.nested_ids.is_empty() {
@@ -88,6 +90,58 @@ impl Field {
                     self.name, self.data_type
                 ))
             })
+    }
+}
+
+/// A field inside a column, as `t$schema` lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NestedField {
+    /// Its path: the column's name, then each name inward (a list's element is `element`,
+    /// a map's key and value `key` and `value`).
+    pub path: FieldPath,
+    /// Its field id.
+    pub id: FieldId,
+    /// The id of the field (or column) it lies in.
+    pub parent_id: FieldId,
+    /// Its place among the fields of its parent.
+    pub position: u32,
+    /// Its type.
+    pub data_type: DataType,
+    /// Whether it may hold nulls.
+    pub nullable: bool,
+}
+
+fn walk(data_type: &DataType, path: &[String], parent_id: FieldId, out: &mut Vec<NestedField>) {
+    let (children, names): (Vec<&FieldRef>, Vec<String>) = match data_type {
+        DataType::Struct(fields) => fields.iter().map(|f| (f, f.name().clone())).unzip(),
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            (vec![f], vec!["element".to_string()])
+        }
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) => kv
+                .iter()
+                .zip(["key", "value"])
+                .map(|(f, n)| (f, n.to_string()))
+                .unzip(),
+            _ => return,
+        },
+        _ => return,
+    };
+    for (position, (child, name)) in children.into_iter().zip(names).enumerate() {
+        let Some(id) = field_id_of(child) else {
+            continue;
+        };
+        let mut inner = path.to_vec();
+        inner.push(name);
+        out.push(NestedField {
+            path: FieldPath::new(inner.clone()),
+            id,
+            parent_id,
+            position: position as u32,
+            data_type: super::nested::untagged(child.data_type()),
+            nullable: child.is_nullable(),
+        });
+        walk(child.data_type(), &inner, id, out);
     }
 }
 
@@ -243,5 +297,59 @@ impl Schema {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::datatypes::Field as F;
+
+    use super::*;
+
+    #[test]
+    fn nested_fields_are_listed_by_path_with_their_parents() {
+        let point = DataType::Struct(
+            vec![
+                F::new("x", DataType::Int32, true),
+                F::new("y", DataType::Utf8, true),
+            ]
+            .into(),
+        );
+        let data_type = DataType::Struct(
+            vec![
+                F::new("a", DataType::Int64, true),
+                F::new_list("points", F::new("item", point, true), true),
+                F::new_map(
+                    "m",
+                    "entries",
+                    F::new("key", DataType::Utf8, false),
+                    F::new("value", DataType::Int64, true),
+                    false,
+                    true,
+                ),
+            ]
+            .into(),
+        );
+        let mut column = Field::new(3, "c", data_type);
+        column.nested_ids = (10..18).collect();
+        let listed = column.nested_fields();
+        let paths: Vec<String> = listed.iter().map(|f| f.path.to_string()).collect();
+        assert_eq!(
+            paths,
+            [
+                "c.a",
+                "c.points",
+                "c.points.element",
+                "c.points.element.x",
+                "c.points.element.y",
+                "c.m",
+                "c.m.key",
+                "c.m.value"
+            ]
+        );
+        let parents: Vec<FieldId> = listed.iter().map(|f| f.parent_id).collect();
+        assert_eq!(parents, [3, 3, 11, 12, 12, 3, 15, 15]);
+        assert_eq!(listed[4].position, 1);
+        assert!(!listed[6].nullable);
     }
 }

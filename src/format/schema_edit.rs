@@ -544,7 +544,8 @@ mod tests {
         // s.b (3) first, then its c (4), its new d (5) and d.e (6); then s.a (2).
         assert_eq!(column.nested_ids, [3, 4, 5, 6, 2]);
         assert_eq!(now.next_field_id, 7);
-        let listed: Vec<String> = crate::format::nested_fields(column)
+        let listed: Vec<String> = column
+            .nested_fields()
             .iter()
             .map(|f| format!("{}:{}:{}", f.path, f.id, f.data_type))
             .collect();

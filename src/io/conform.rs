@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    new_null_array, Array, ArrayRef, AsArray, FixedSizeListArray, LargeListArray, ListArray,
-    MapArray, RecordBatch, RecordBatchOptions, StructArray,
+    new_null_array, Array, ArrayRef, AsArray, FixedSizeListArray, GenericListArray, MapArray,
+    OffsetSizeTrait, RecordBatch, RecordBatchOptions, StructArray,
 };
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field as ArrowField, SchemaRef};
@@ -170,32 +170,10 @@ fn by_id(array: &ArrayRef, held: &DataType, wanted: &DataType) -> Result<ArrayRe
             )?)
         }
         (DataType::List(held_item), DataType::List(wanted_item)) => {
-            let array = array.as_list::<i32>();
-            let values = by_id(
-                array.values(),
-                held_item.data_type(),
-                wanted_item.data_type(),
-            )?;
-            Arc::new(ListArray::try_new(
-                field(wanted_item),
-                array.offsets().clone(),
-                values,
-                array.nulls().cloned(),
-            )?)
+            list_by_id::<i32>(array, held_item, wanted_item)?
         }
         (DataType::LargeList(held_item), DataType::LargeList(wanted_item)) => {
-            let array = array.as_list::<i64>();
-            let values = by_id(
-                array.values(),
-                held_item.data_type(),
-                wanted_item.data_type(),
-            )?;
-            Arc::new(LargeListArray::try_new(
-                field(wanted_item),
-                array.offsets().clone(),
-                values,
-                array.nulls().cloned(),
-            )?)
+            list_by_id::<i64>(array, held_item, wanted_item)?
         }
         (DataType::FixedSizeList(held_item, _), DataType::FixedSizeList(wanted_item, size)) => {
             let array = array.as_fixed_size_list();
@@ -232,6 +210,26 @@ fn by_id(array: &ArrayRef, held: &DataType, wanted: &DataType) -> Result<ArrayRe
             conform_column(Some(array.clone()), &wanted, array.len())?
         }
     })
+}
+
+/// A list (`O`: its offsets) of items `held_item` as a list of `wanted_item`.
+fn list_by_id<O: OffsetSizeTrait>(
+    array: &ArrayRef,
+    held_item: &ArrowField,
+    wanted_item: &ArrowField,
+) -> Result<ArrayRef> {
+    let array = array.as_list::<O>();
+    let values = by_id(
+        array.values(),
+        held_item.data_type(),
+        wanted_item.data_type(),
+    )?;
+    Ok(Arc::new(GenericListArray::<O>::try_new(
+        Arc::new(untagged_field(wanted_item)),
+        array.offsets().clone(),
+        values,
+        array.nulls().cloned(),
+    )?))
 }
 
 /// `field` without field ids, at its level and inside.
