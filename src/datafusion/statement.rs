@@ -52,7 +52,27 @@ pub fn parse(state: &SessionState, text: &str) -> Result<Vec<Statement>> {
     let dialect = &state.config_options().sql_parser.dialect;
     let dialect = dialect_from_str(dialect)
         .ok_or_else(|| DataFusionError::Plan(format!("unsupported SQL dialect {dialect}")))?;
-    Ok(DFParser::parse_sql_with_dialect(text, dialect.as_ref())?.into())
+    DFParser::parse_sql_with_dialect(text, dialect.as_ref())
+        .map(Into::into)
+        .map_err(|e| with_field_path_hint(text, e.into()))
+}
+
+/// A parse error of an `ALTER TABLE` naming a field inside a column (`s.a`), which sqlparser
+/// cannot read, with the way that works (a `Plan` error: natal's, not the parser's).
+fn with_field_path_hint(text: &str, error: DataFusionError) -> DataFusionError {
+    let words: Vec<String> = text
+        .split_whitespace()
+        .take(2)
+        .map(str::to_ascii_lowercase)
+        .collect();
+    if words != ["alter", "table"] || !error.to_string().contains("found: .") {
+        return error;
+    }
+    DataFusionError::Plan(format!(
+        "{error}: ALTER TABLE takes one column name; a field inside a column changes through \
+         natal_add_column, natal_drop_column, natal_rename_column or natal_alter_column, which \
+         take its path (SELECT * FROM natal_rename_column('t', 's.a', 'b'))"
+    ))
 }
 
 /// True for a statement natal runs itself (through [`sql`]), not DataFusion.

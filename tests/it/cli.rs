@@ -174,4 +174,18 @@ fn alter_table_works_in_the_cli() {
         "{}",
         text(&refused.stderr)
     );
+    // A field inside a column: sqlparser cannot read the path, natal says what can.
+    let nested = natal(&[
+        "--root",
+        root,
+        "-q",
+        "-c",
+        "ALTER TABLE t RENAME COLUMN s.a TO b",
+    ]);
+    assert!(!nested.status.success());
+    assert!(
+        text(&nested.stderr).contains("natal_rename_column('t', 's.a', 'b')"),
+        "{}",
+        text(&nested.stderr)
+    );
 }

@@ -349,6 +349,10 @@ async fn refused_nested_changes_name_the_field_and_commit_nothing() {
                 "SELECT * FROM natal_add_column('t', 'nope.x', 'INT')",
                 "no column named 'nope'",
             ),
+            (
+                "ALTER TABLE t DROP COLUMN s.a",
+                "a field inside a column changes through natal_add_column",
+            ),
         ],
     )
     .await;

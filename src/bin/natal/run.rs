@@ -20,9 +20,12 @@ use rustyline::Editor;
 /// Runs SQL text (one or more statements) and prints each result as datafusion-cli does.
 pub(crate) async fn sql(ctx: &SessionContext, text: String, print: &PrintOptions) -> Result<()> {
     let state = ctx.state();
-    // Text that does not parse goes on as typed: datafusion-cli reports the error.
-    let Ok(mut statements) = natal::datafusion::parse(&state, &text) else {
-        return exec::exec_from_commands(ctx, vec![text], print).await;
+    // Text that does not parse goes on as typed: datafusion-cli reports the error, unless
+    // natal has more to say (a `Plan` error: an ALTER naming a nested field).
+    let mut statements = match natal::datafusion::parse(&state, &text) {
+        Ok(statements) => statements,
+        Err(e @ DataFusionError::Plan(_)) => return Err(e),
+        Err(_) => return exec::exec_from_commands(ctx, vec![text], print).await,
     };
     let mut natal_runs = false;
     for statement in &mut statements {
