@@ -54,7 +54,7 @@ pub fn parse(state: &SessionState, text: &str) -> Result<Vec<Statement>> {
         .ok_or_else(|| DataFusionError::Plan(format!("unsupported SQL dialect {dialect}")))?;
     DFParser::parse_sql_with_dialect(text, dialect.as_ref())
         .map(Into::into)
-        .map_err(|e| with_field_path_hint(text, e.into()))
+        .map_err(|e| with_field_path_hint(text, e))
 }
 
 /// A parse error of an `ALTER TABLE` naming a field inside a column (`s.a`), which sqlparser
