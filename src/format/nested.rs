@@ -86,6 +86,14 @@ pub(crate) fn untagged(data_type: &DataType) -> DataType {
     })
 }
 
+/// `data_type` without any metadata on its nested fields (field ids, or a source file's
+/// own): the type a table's manifest holds, which keeps none.
+pub fn plain(data_type: &DataType) -> DataType {
+    map_fields(data_type, &mut |f| {
+        f.clone().with_metadata(Default::default())
+    })
+}
+
 /// The field ids `data_type`'s nested fields carry, depth first (`None` where one has none).
 pub(crate) fn ids_in(data_type: &DataType) -> Vec<Option<FieldId>> {
     let mut ids = Vec::new();

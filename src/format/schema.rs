@@ -174,14 +174,16 @@ impl Schema {
                     field.name()
                 )));
             }
-            if !super::type_text::stores_exactly(field.data_type()) {
+            // Nested fields' metadata (a Parquet file's field ids, say) is not kept.
+            let data_type = super::nested::plain(field.data_type());
+            if !super::type_text::stores_exactly(&data_type) {
                 return Err(Error::invalid(format!(
                     "column {} has type {}, which natal's manifest cannot hold exactly",
                     field.name(),
                     field.data_type()
                 )));
             }
-            let data_type = super::nested::untagged(field.data_type());
+
             fields.push(Field {
                 nullable: field.is_nullable(),
                 ..Field::new(id as u32, field.name(), data_type)
@@ -287,7 +289,10 @@ impl Schema {
                     theirs.name()
                 )));
             }
-            if mine.data_type != *theirs.data_type() {
+            // Metadata on nested fields (a Parquet file's field ids) is not the type.
+            if mine.data_type != *theirs.data_type()
+                && mine.data_type != super::nested::plain(theirs.data_type())
+            {
                 return Err(Error::invalid(format!(
                     "schema mismatch: column '{}' has type {}, the input has {}",
                     mine.name,

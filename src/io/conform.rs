@@ -10,7 +10,7 @@ use arrow::array::{
     OffsetSizeTrait, RecordBatch, RecordBatchOptions, StructArray,
 };
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field as ArrowField, SchemaRef};
+use arrow::datatypes::{DataType, Field as ArrowField, FieldRef, SchemaRef};
 
 use crate::error::Result;
 use crate::format::{field_id_of, nested, Field, FieldId};
@@ -210,6 +210,69 @@ fn by_id(array: &ArrayRef, held: &DataType, wanted: &DataType) -> Result<ArrayRe
             conform_column(Some(array.clone()), &wanted, array.len())?
         }
     })
+}
+
+/// `column` as the table's `data_type` when the two differ only in metadata on nested fields
+/// (rows read from a Parquet file that tags its fields with ids, say): the same buffers under
+/// the table's fields. Any other difference is left as it is, for the batch check to refuse.
+pub(super) fn relabelled(column: &ArrayRef, data_type: &DataType) -> Result<ArrayRef> {
+    if column.data_type() == data_type || nested::plain(column.data_type()) != *data_type {
+        return Ok(column.clone());
+    }
+    relabel(column, data_type)
+}
+
+fn relabel(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
+    Ok(match to {
+        DataType::Struct(fields) => {
+            let array = array.as_struct();
+            let columns = array
+                .columns()
+                .iter()
+                .zip(fields)
+                .map(|(column, field)| relabel(column, field.data_type()))
+                .collect::<Result<Vec<_>>>()?;
+            Arc::new(StructArray::try_new(
+                fields.clone(),
+                columns,
+                array.nulls().cloned(),
+            )?)
+        }
+        DataType::List(item) => relabel_list::<i32>(array, item)?,
+        DataType::LargeList(item) => relabel_list::<i64>(array, item)?,
+        DataType::FixedSizeList(item, size) => {
+            let array = array.as_fixed_size_list();
+            Arc::new(FixedSizeListArray::try_new(
+                item.clone(),
+                *size,
+                relabel(array.values(), item.data_type())?,
+                array.nulls().cloned(),
+            )?)
+        }
+        DataType::Map(entries, sorted) => {
+            let array = array.as_map();
+            let pairs: ArrayRef = Arc::new(array.entries().clone());
+            let pairs = relabel(&pairs, entries.data_type())?;
+            Arc::new(MapArray::try_new(
+                entries.clone(),
+                array.offsets().clone(),
+                pairs.as_struct().clone(),
+                array.nulls().cloned(),
+                *sorted,
+            )?)
+        }
+        _ => array.clone(),
+    })
+}
+
+fn relabel_list<O: OffsetSizeTrait>(array: &ArrayRef, item: &FieldRef) -> Result<ArrayRef> {
+    let array = array.as_list::<O>();
+    Ok(Arc::new(GenericListArray::<O>::try_new(
+        item.clone(),
+        array.offsets().clone(),
+        relabel(array.values(), item.data_type())?,
+        array.nulls().cloned(),
+    )?))
 }
 
 /// A list (`O`: its offsets) of items `held_item` as a list of `wanted_item`.

@@ -158,7 +158,13 @@ impl TableStore {
         let mut checked = Vec::with_capacity(batches.len());
         let mut rows = 0u64;
         for batch in batches {
-            let batch = RecordBatch::try_new(user_schema.clone(), batch.columns().to_vec())
+            let columns = batch
+                .columns()
+                .iter()
+                .zip(user_schema.fields())
+                .map(|(column, field)| super::conform::relabelled(column, field.data_type()))
+                .collect::<Result<Vec<_>>>()?;
+            let batch = RecordBatch::try_new(user_schema.clone(), columns)
                 .map_err(|e| Error::invalid(format!("cannot write batch: {e}")))?;
             for (count, column) in nan_counts.iter_mut().zip(batch.columns()) {
                 *count += count_nans(column);

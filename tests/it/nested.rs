@@ -583,3 +583,30 @@ async fn an_append_planned_before_a_nested_change_rebases_over_it() {
         .unwrap_err();
     assert!(matches!(lost, natal::Error::Conflict { .. }), "{lost}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parquet_file_that_tags_its_fields_with_ids_loads_into_a_table() {
+    let (dir, ctx) = crate::common::catalog_session();
+    run(&ctx, &format!("CREATE TABLE t AS {}", nested_rows(0, 9))).await;
+    // natal's own data files tag nested fields with ids, as Iceberg's writers do.
+    let file = crate::schema::data_files(dir.path())
+        .into_iter()
+        .next()
+        .expect("a data file");
+    let path = dir.path().join("t/data").join(file);
+    ctx.register_parquet("file", path.to_str().unwrap(), Default::default())
+        .await
+        .unwrap();
+    run(&ctx, "CREATE TABLE c AS SELECT * FROM file").await;
+    run(&ctx, "INSERT INTO c SELECT * FROM file").await;
+    let twice = rows(
+        &ctx,
+        "SELECT count(*) AS n, count(DISTINCT key) AS keys FROM c",
+    )
+    .await;
+    assert!(twice.contains("| 20 | 10   |"), "{twice}");
+    assert_eq!(
+        rows(&ctx, "SELECT DISTINCT * FROM c ORDER BY key").await,
+        rows(&ctx, "SELECT * FROM t ORDER BY key").await
+    );
+}
