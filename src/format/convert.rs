@@ -219,6 +219,7 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> R
             rows_removed: transaction.rows_removed,
             fragments_removed: transaction.fragments_removed,
             fragments_added: transaction.fragments_added,
+            uuid: transaction.uuid,
         },
         relocation_checkpoint: raw
             .relocation_checkpoint
@@ -662,6 +663,7 @@ impl From<&Manifest> for proto::Manifest {
                 rows_removed: m.transaction.rows_removed,
                 fragments_removed: m.transaction.fragments_removed.clone(),
                 fragments_added: m.transaction.fragments_added.clone(),
+                uuid: m.transaction.uuid.clone(),
             }),
             relocation_checkpoint: m.relocation_checkpoint.as_ref().map(|c| {
                 proto::RelocationCheckpoint {

@@ -546,4 +546,7 @@ pub struct TransactionSummary {
     pub fragments_removed: Vec<FragmentId>,
     /// Fragments it added.
     pub fragments_added: Vec<FragmentId>,
+    /// A random id of the attempt that published the version (set as it is published; empty
+    /// in versions written before natal kept one).
+    pub uuid: String,
 }

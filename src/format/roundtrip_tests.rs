@@ -204,6 +204,7 @@ fn manifest() -> impl Strategy<Value = Manifest> {
                         rows_removed,
                         fragments_removed: Vec::new(),
                         fragments_added,
+                        uuid: format!("{version:x}"),
                     },
                     relocation_checkpoint: checkpoint.map(|(through, entries, size)| {
                         CheckpointRef {

@@ -7,11 +7,15 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
+use object_store::path::Path;
 
 use super::store::{ListedManifest, VERSIONS_DIR};
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::{Manifest, FRAGMENTS_PER_SEGMENT, ROW_ID_INLINE_LIMIT};
+
+/// How many times a manifest PUT of unknown outcome is read back (and put again if absent).
+const SETTLE_ATTEMPTS: usize = 3;
 
 /// How a writer lays out what a manifest references. Readers load any layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,8 +131,38 @@ impl TableStore {
             .await?;
         self.store_fragment_segments(manifest, layout.fragments_per_segment)
             .await?;
+        manifest.transaction.uuid = uuid::Uuid::new_v4().to_string();
         let path = self.manifest_path(manifest.version);
-        self.put_if_absent(&path, Bytes::from(manifest.encode()))
-            .await
+        let bytes = Bytes::from(manifest.encode());
+        match self.put_if_absent(&path, bytes.clone()).await {
+            Err(Error::ObjectStore(error)) => self.settle_publish(&path, bytes, error).await,
+            outcome => outcome,
+        }
+    }
+
+    /// The outcome of a manifest PUT that failed with `error`, which the store may have kept
+    /// all the same (a timeout, a dropped connection after the body was sent): the version
+    /// is read back. Holding these bytes (this attempt's id among them), it is published;
+    /// holding another's, another writer won; absent, it is put again, put-if-absent, so a
+    /// version is never published twice nor reported failed when it landed. A read that
+    /// fails too leaves the outcome unknown: `error` is returned.
+    async fn settle_publish(
+        &self,
+        path: &Path,
+        bytes: Bytes,
+        error: object_store::Error,
+    ) -> Result<bool> {
+        for _ in 0..SETTLE_ATTEMPTS {
+            match self.get(path).await {
+                Ok(stored) => return Ok(stored == bytes),
+                Err(Error::ObjectStore(object_store::Error::NotFound { .. })) => {}
+                Err(_) => return Err(Error::ObjectStore(error)),
+            }
+            // Absent: put again. Refused or failed, the next read tells whose it is now.
+            if let Ok(true) = self.put_if_absent(path, bytes.clone()).await {
+                return Ok(true);
+            }
+        }
+        Err(Error::ObjectStore(error))
     }
 }

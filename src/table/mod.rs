@@ -220,6 +220,7 @@ impl Table {
                 rows_removed: 0,
                 fragments_removed: Vec::new(),
                 fragments_added: Vec::new(),
+                uuid: String::new(),
             },
             relocation_checkpoint: None,
             max_rows_per_fragment,

@@ -68,6 +68,7 @@ impl Table {
             rows_removed: 0,
             fragments_removed: Vec::new(),
             fragments_added: Vec::new(),
+            uuid: String::new(),
         };
         if !self
             .store

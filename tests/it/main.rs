@@ -3,6 +3,7 @@
 mod add_column;
 mod bad_input;
 mod cli;
+mod commit_outcome;
 mod common;
 mod concurrency;
 mod data_files;

@@ -31,6 +31,7 @@ pub(super) async fn apply(
         rows_removed: 0,
         fragments_removed: Vec::new(),
         fragments_added: Vec::new(),
+        uuid: String::new(),
     };
     let add = add_fragments;
     match action {
