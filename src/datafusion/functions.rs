@@ -195,6 +195,7 @@ impl NatalFunction {
             "natal_drop_column",
             "natal_rename_column",
             "natal_alter_column",
+            "natal_segment_placement",
         ]
         .into_iter()
         .map(|name| {
@@ -272,6 +273,25 @@ impl TableFunctionImpl for NatalFunction {
         );
         if matches!(name, "natal_delete" | "natal_update") {
             return dml_provider(name, table, exprs);
+        }
+        if name == "natal_segment_placement" {
+            let index = literal_string(name, exprs, 1, "index name")?;
+            let nodes = literal_u64(name, exprs, 2, "nodes")?
+                .filter(|n| *n > 0)
+                .ok_or_else(|| {
+                    DataFusionError::Plan(format!("{name}: argument 3 (nodes) must be at least 1"))
+                })?;
+            if exprs.len() > 3 {
+                return Err(DataFusionError::Plan(format!(
+                    "{name} takes at most 3 arguments, got {}",
+                    exprs.len()
+                )));
+            }
+            return Ok(Arc::new(super::placement::PlacementProvider {
+                table,
+                index,
+                nodes,
+            }));
         }
         let (operation, max_args) = match name {
             "natal_compact" => (Operation::Compact, 1),
@@ -447,8 +467,8 @@ impl ExecutionPlan for OperationExec {
 
 /// The change `natal_add_column('t', 'c', 'TYPE')`, `natal_drop_column('t', 'c')`,
 /// `natal_rename_column('t', 'a', 'b')` or `natal_alter_column('t', 'c', 'TYPE' | 'DROP NOT
-/// NULL')` asks for, with its argument count. Types are SQL types, read as a `CAST` reads
-/// them. A field path into a struct (`'s.f'`) is refused: field ids are per top-level column.
+/// NULL' | 'FIRST' | 'AFTER b')` asks for, with its argument count. Columns are field paths
+/// (`'s.f'`, see [`FieldPath::parse`]); types are SQL types, read as a `CAST` reads them.
 fn schema_change(name: &str, exprs: &[Expr], session: &dyn Session) -> Result<(Operation, usize)> {
     let column = |i: usize, what: &str| -> Result<FieldPath> {
         let path = literal_string(name, exprs, i, what)?;

@@ -22,6 +22,7 @@ mod leaf;
 mod merge;
 mod metadata;
 mod partitions;
+mod placement;
 mod provider;
 mod pruning;
 mod pushdown;

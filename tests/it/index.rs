@@ -390,3 +390,57 @@ async fn large_builds_split_into_bounded_segments() {
     };
     assert!(err.to_string().contains("at least one bound"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn segment_placement_follows_the_sequence_from_the_anchor() {
+    let (dir, ctx) = catalog_session();
+    run(&ctx, "CREATE TABLE t (k BIGINT, v BIGINT)").await;
+    for i in 0..3 {
+        run(&ctx, &format!("INSERT INTO t VALUES ({i}, {i})")).await;
+        run(&ctx, "SELECT * FROM natal_create_index('t', 'v')").await;
+    }
+    let placed = figures(
+        &ctx,
+        "SELECT segment_seq, node FROM natal_segment_placement('t', 'v_idx', 4) \
+         ORDER BY segment_seq",
+    )
+    .await;
+    let column = |c: usize| {
+        placed
+            .column(c)
+            .as_primitive::<UInt64Type>()
+            .values()
+            .to_vec()
+    };
+    let (seqs, nodes) = (column(0), column(1));
+    assert_eq!(seqs, [1, 2, 3]);
+    // Seats follow the sequence from the anchor (seed 002), as natal's own function says.
+    let store =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let table = Table::open(store, "t".into());
+    let uuid = table.latest().await.unwrap().manifest().table_uuid.clone();
+    for (seq, node) in seqs.iter().zip(&nodes) {
+        let seat = natal::internals::format::cache_node(&uuid, "v_idx", *seq, 4);
+        assert_eq!(seat, Some(*node as usize));
+    }
+    assert_eq!(nodes[1], (nodes[0] + 1) % 4);
+    assert_eq!(nodes[2], (nodes[0] + 2) % 4);
+    crate::schema::fails_with(
+        &ctx,
+        &[
+            (
+                "SELECT * FROM natal_segment_placement('t', 'nope', 4)",
+                "no index named 'nope'",
+            ),
+            (
+                "SELECT * FROM natal_segment_placement('t', 'v_idx', 0)",
+                "must be at least 1",
+            ),
+            (
+                "SELECT * FROM natal_segment_placement('t', 'v_idx')",
+                "must be at least 1",
+            ),
+        ],
+    )
+    .await;
+}
