@@ -1,5 +1,5 @@
-//! [`InstrumentedStore`]: an `ObjectStore` wrapper that counts requests by kind and can fail
-//! the Nth request. Benchmarks use it to report requests per open; tests use it to prove the
+//! [`InstrumentedStore`]: an `ObjectStore` wrapper that counts requests by kind, can fail
+//! the Nth request, and can hold each request for a fixed latency (as a remote store would). Benchmarks use it to report requests per open; tests use it to prove the
 //! request budget of opens and to inject a failure at every point of a workload.
 
 use std::fmt;
@@ -62,6 +62,8 @@ struct State {
     counts: RequestCounts,
     seen: AtomicU64,
     fail_at: AtomicU64,
+    /// Microseconds each request waits before it is sent.
+    latency_micros: AtomicU64,
 }
 
 impl State {
@@ -76,6 +78,14 @@ impl State {
         }
         Ok(())
     }
+
+    /// Waits the set latency, if any.
+    async fn wait(&self) {
+        let micros = self.latency_micros.load(Ordering::Relaxed);
+        if micros > 0 {
+            tokio::time::sleep(std::time::Duration::from_micros(micros)).await;
+        }
+    }
 }
 
 impl InstrumentedStore {
@@ -87,6 +97,7 @@ impl InstrumentedStore {
                 counts: RequestCounts::default(),
                 seen: AtomicU64::new(0),
                 fail_at: AtomicU64::new(u64::MAX),
+                latency_micros: AtomicU64::new(0),
             }),
         }
     }
@@ -95,6 +106,12 @@ impl InstrumentedStore {
     pub fn fail_from(&self, n: u64) {
         self.state.seen.store(0, Ordering::SeqCst);
         self.state.fail_at.store(n.max(1), Ordering::SeqCst);
+    }
+
+    /// Holds every request for `latency` before sending it (20 ms: S3 in-region, roughly).
+    pub fn set_latency(&self, latency: std::time::Duration) {
+        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.state.latency_micros.store(micros, Ordering::Relaxed);
     }
 
     /// Stops failing.
@@ -138,6 +155,7 @@ impl ObjectStore for InstrumentedStore {
         opts: PutOptions,
     ) -> Result<PutResult> {
         self.state.record(|c| &c.put, location.as_ref())?;
+        self.state.wait().await;
         self.inner.put_opts(location, payload, opts).await
     }
 
@@ -147,16 +165,19 @@ impl ObjectStore for InstrumentedStore {
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
         self.state.record(|c| &c.put, location.as_ref())?;
+        self.state.wait().await;
         self.inner.put_multipart_opts(location, opts).await
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         self.state.record(|c| &c.get, location.as_ref())?;
+        self.state.wait().await;
         self.inner.get_opts(location, options).await
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         self.state.record(|c| &c.get, location.as_ref())?;
+        self.state.wait().await;
         self.inner.get_ranges(location, ranges).await
     }
 
@@ -165,8 +186,14 @@ impl ObjectStore for InstrumentedStore {
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
         let state = self.state.clone();
-        let checked = locations
-            .map(move |path| path.and_then(|p| state.record(|c| &c.delete, p.as_ref()).map(|_| p)));
+        let checked = locations.then(move |path| {
+            let state = state.clone();
+            async move {
+                let path = path.and_then(|p| state.record(|c| &c.delete, p.as_ref()).map(|_| p));
+                state.wait().await;
+                path
+            }
+        });
         self.inner.delete_stream(checked.boxed())
     }
 
@@ -175,7 +202,14 @@ impl ObjectStore for InstrumentedStore {
             .state
             .record(|c| &c.list, prefix.map_or("", |p| p.as_ref()))
         {
-            Ok(()) => self.inner.list(prefix),
+            Ok(()) => {
+                let state = self.state.clone();
+                let listed = self.inner.list(prefix);
+                stream::once(async move { state.wait().await })
+                    .flat_map(move |_| stream::empty())
+                    .chain(listed)
+                    .boxed()
+            }
             Err(e) => stream::once(async move { Err(e) }).boxed(),
         }
     }
@@ -183,11 +217,13 @@ impl ObjectStore for InstrumentedStore {
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         self.state
             .record(|c| &c.list, prefix.map_or("", |p| p.as_ref()))?;
+        self.state.wait().await;
         self.inner.list_with_delimiter(prefix).await
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         self.state.record(|c| &c.other, from.as_ref())?;
+        self.state.wait().await;
         self.inner.copy_opts(from, to, options).await
     }
 }
