@@ -112,10 +112,11 @@ pub(crate) fn with_id(field: &ArrowField, id: FieldId) -> ArrowField {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn nested() -> DataType {
+    /// A struct of an integer, a list of structs and a map: eight nested fields.
+    pub(crate) fn nested() -> DataType {
         let point = DataType::Struct(
             vec![
                 ArrowField::new("x", DataType::Int32, true),

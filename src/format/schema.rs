@@ -307,34 +307,11 @@ impl Schema {
 
 #[cfg(test)]
 mod tests {
-    use arrow::datatypes::Field as F;
-
     use super::*;
 
     #[test]
     fn nested_fields_are_listed_by_path_with_their_parents() {
-        let point = DataType::Struct(
-            vec![
-                F::new("x", DataType::Int32, true),
-                F::new("y", DataType::Utf8, true),
-            ]
-            .into(),
-        );
-        let data_type = DataType::Struct(
-            vec![
-                F::new("a", DataType::Int64, true),
-                F::new_list("points", F::new("item", point, true), true),
-                F::new_map(
-                    "m",
-                    "entries",
-                    F::new("key", DataType::Utf8, false),
-                    F::new("value", DataType::Int64, true),
-                    false,
-                    true,
-                ),
-            ]
-            .into(),
-        );
+        let data_type = super::super::nested::tests::nested();
         let mut column = Field::new(3, "c", data_type);
         column.nested_ids = (10..18).collect();
         let listed = column.nested_fields();

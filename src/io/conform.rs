@@ -10,7 +10,7 @@ use arrow::array::{
     OffsetSizeTrait, RecordBatch, RecordBatchOptions, StructArray,
 };
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field as ArrowField, FieldRef, SchemaRef};
+use arrow::datatypes::{DataType, FieldRef, SchemaRef};
 
 use crate::error::Result;
 use crate::format::{field_id_of, nested, Field, FieldId};
@@ -81,7 +81,7 @@ pub(super) fn conform(
         .map(|((&id, nested), field)| {
             let column = column_in(batches, id);
             match (column, nested) {
-                (Some(column), Some(shape)) => shape.conform(&column),
+                (Some(column), Some(shape)) => shape.conform(&column, field.data_type()),
                 (column, _) => conform_column(column, field.data_type(), rows),
             }
         })
@@ -119,97 +119,129 @@ fn conform_column(column: Option<ArrayRef>, data_type: &DataType, rows: usize) -
 }
 
 impl NestedShape {
-    /// `column`, as a file holds it, in the table's type.
-    fn conform(&self, column: &ArrayRef) -> Result<ArrayRef> {
+    /// `column`, as a file holds it, as `out` (the table's type).
+    fn conform(&self, column: &ArrayRef, out: &DataType) -> Result<ArrayRef> {
         let held = column.data_type();
-        let ids = nested::ids_in(held);
-        let untagged_file = ids.iter().all(Option::is_none);
-        if untagged_file && self.legacy_ids.len() == ids.len() {
-            // Written before nested fields had ids: they are the legacy ids, in order.
-            let held = nested::tagged(held, &self.legacy_ids);
-            return by_id(column, &held, &self.file_type);
+        if !self.legacy_ids.is_empty() {
+            let ids = nested::ids_in(held);
+            if ids.len() == self.legacy_ids.len() && ids.iter().all(Option::is_none) {
+                // Written before nested fields had ids: they are the legacy ids, in order.
+                let held = nested::tagged(held, &self.legacy_ids);
+                return by_id(column, &held, &self.file_type, out);
+            }
         }
-        by_id(column, held, &self.file_type)
+        by_id(column, held, &self.file_type, out)
     }
 }
 
-/// `array` (of type `held`, its nested fields tagged with ids) in the type `wanted` (tagged
-/// too), untagged: each field found by id, nulls where `held` has none.
-fn by_id(array: &ArrayRef, held: &DataType, wanted: &DataType) -> Result<ArrayRef> {
-    let field = |f: &ArrowField| Arc::new(untagged_field(f));
-    Ok(match (held, wanted) {
-        (DataType::Struct(held_fields), DataType::Struct(wanted_fields)) => {
+/// `array` (of type `held`, its nested fields tagged with ids) as `out`, the table's type,
+/// whose fields `wanted` (the same type tagged with ids) names by id: each field found by id,
+/// nulls where `held` has none. `out` is the output schema's own type, so no batch builds one.
+fn by_id(array: &ArrayRef, held: &DataType, wanted: &DataType, out: &DataType) -> Result<ArrayRef> {
+    Ok(match (held, wanted, out) {
+        (
+            DataType::Struct(held_fields),
+            DataType::Struct(wanted_fields),
+            DataType::Struct(out_fields),
+        ) => {
             let array = array.as_struct();
-            let mut fields = Vec::with_capacity(wanted_fields.len());
-            let mut columns = Vec::with_capacity(wanted_fields.len());
-            for wanted in wanted_fields {
-                let out = untagged_field(wanted);
-                // A file whose fields carry no ids (none do, by the legacy ids) is read by
-                // name: the names it was written with are the table's of then.
-                let at = match field_id_of(wanted) {
-                    _ if held_fields.iter().all(|f| field_id_of(f).is_none()) => {
-                        held_fields.iter().position(|f| f.name() == wanted.name())
+            // A file whose fields carry no ids (none do, by the legacy ids) is read by name:
+            // the names it was written with are the table's of then.
+            let by_name = held_fields.iter().all(|f| field_id_of(f).is_none());
+            let columns = wanted_fields
+                .iter()
+                .zip(out_fields)
+                .map(|(wanted, out)| {
+                    let at = match field_id_of(wanted) {
+                        _ if by_name => held_fields.iter().position(|f| f.name() == wanted.name()),
+                        Some(id) => held_fields.iter().position(|f| field_id_of(f) == Some(id)),
+                        None => None,
+                    };
+                    match at {
+                        Some(at) => by_id(
+                            array.column(at),
+                            held_fields[at].data_type(),
+                            wanted.data_type(),
+                            out.data_type(),
+                        ),
+                        None => Ok(new_null_array(out.data_type(), array.len())),
                     }
-                    Some(id) => held_fields.iter().position(|f| field_id_of(f) == Some(id)),
-                    None => None,
-                };
-                columns.push(match at {
-                    Some(at) => by_id(
-                        array.column(at),
-                        held_fields[at].data_type(),
-                        wanted.data_type(),
-                    )?,
-                    None => new_null_array(out.data_type(), array.len()),
-                });
-                fields.push(out);
-            }
+                })
+                .collect::<Result<Vec<_>>>()?;
             Arc::new(StructArray::try_new(
-                fields.into(),
+                out_fields.clone(),
                 columns,
                 array.nulls().cloned(),
             )?)
         }
-        (DataType::List(held_item), DataType::List(wanted_item)) => {
-            list_by_id::<i32>(array, held_item, wanted_item)?
+        (DataType::List(held_item), DataType::List(wanted_item), DataType::List(out_item)) => {
+            list_by_id::<i32>(array, [held_item, wanted_item, out_item])?
         }
-        (DataType::LargeList(held_item), DataType::LargeList(wanted_item)) => {
-            list_by_id::<i64>(array, held_item, wanted_item)?
-        }
-        (DataType::FixedSizeList(held_item, _), DataType::FixedSizeList(wanted_item, size)) => {
+        (
+            DataType::LargeList(held_item),
+            DataType::LargeList(wanted_item),
+            DataType::LargeList(out_item),
+        ) => list_by_id::<i64>(array, [held_item, wanted_item, out_item])?,
+        (
+            DataType::FixedSizeList(held_item, _),
+            DataType::FixedSizeList(wanted_item, _),
+            DataType::FixedSizeList(out_item, size),
+        ) => {
             let array = array.as_fixed_size_list();
             let values = by_id(
                 array.values(),
                 held_item.data_type(),
                 wanted_item.data_type(),
+                out_item.data_type(),
             )?;
             Arc::new(FixedSizeListArray::try_new(
-                field(wanted_item),
+                out_item.clone(),
                 *size,
                 values,
                 array.nulls().cloned(),
             )?)
         }
-        (DataType::Map(held_entries, _), DataType::Map(wanted_entries, sorted)) => {
+        (
+            DataType::Map(held_entries, _),
+            DataType::Map(wanted_entries, _),
+            DataType::Map(out_entries, sorted),
+        ) => {
             let array = array.as_map();
             let entries: ArrayRef = Arc::new(array.entries().clone());
             let entries = by_id(
                 &entries,
                 held_entries.data_type(),
                 wanted_entries.data_type(),
+                out_entries.data_type(),
             )?;
             Arc::new(MapArray::try_new(
-                field(wanted_entries),
+                out_entries.clone(),
                 array.offsets().clone(),
                 entries.as_struct().clone(),
                 array.nulls().cloned(),
                 *sorted,
             )?)
         }
-        (_, wanted) => {
-            let wanted = nested::untagged(wanted);
-            conform_column(Some(array.clone()), &wanted, array.len())?
-        }
+        _ => conform_column(Some(array.clone()), out, array.len())?,
     })
+}
+
+/// A list (`O`: its offsets) of `[held, wanted, out]` items as a list of `out` items.
+fn list_by_id<O: OffsetSizeTrait>(array: &ArrayRef, items: [&FieldRef; 3]) -> Result<ArrayRef> {
+    let [held, wanted, out] = items;
+    let array = array.as_list::<O>();
+    let values = by_id(
+        array.values(),
+        held.data_type(),
+        wanted.data_type(),
+        out.data_type(),
+    )?;
+    Ok(Arc::new(GenericListArray::<O>::try_new(
+        out.clone(),
+        array.offsets().clone(),
+        values,
+        array.nulls().cloned(),
+    )?))
 }
 
 /// `column` as the table's `data_type` when the two differ only in metadata on nested fields
@@ -273,38 +305,6 @@ fn relabel_list<O: OffsetSizeTrait>(array: &ArrayRef, item: &FieldRef) -> Result
         relabel(array.values(), item.data_type())?,
         array.nulls().cloned(),
     )?))
-}
-
-/// A list (`O`: its offsets) of items `held_item` as a list of `wanted_item`.
-fn list_by_id<O: OffsetSizeTrait>(
-    array: &ArrayRef,
-    held_item: &ArrowField,
-    wanted_item: &ArrowField,
-) -> Result<ArrayRef> {
-    let array = array.as_list::<O>();
-    let values = by_id(
-        array.values(),
-        held_item.data_type(),
-        wanted_item.data_type(),
-    )?;
-    Ok(Arc::new(GenericListArray::<O>::try_new(
-        Arc::new(untagged_field(wanted_item)),
-        array.offsets().clone(),
-        values,
-        array.nulls().cloned(),
-    )?))
-}
-
-/// `field` without field ids, at its level and inside.
-fn untagged_field(field: &ArrowField) -> ArrowField {
-    let mut metadata = field.metadata().clone();
-    metadata.remove(crate::format::PARQUET_FIELD_ID_META_KEY);
-    ArrowField::new(
-        field.name(),
-        nested::untagged(field.data_type()),
-        field.is_nullable(),
-    )
-    .with_metadata(metadata)
 }
 
 /// `column` with its out-of-line values in one buffer, if it is a string or binary view.

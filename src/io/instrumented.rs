@@ -205,10 +205,12 @@ impl ObjectStore for InstrumentedStore {
             Ok(()) => {
                 let state = self.state.clone();
                 let listed = self.inner.list(prefix);
-                stream::once(async move { state.wait().await })
-                    .flat_map(move |_| stream::empty())
-                    .chain(listed)
-                    .boxed()
+                stream::once(async move {
+                    state.wait().await;
+                    listed
+                })
+                .flatten()
+                .boxed()
             }
             Err(e) => stream::once(async move { Err(e) }).boxed(),
         }

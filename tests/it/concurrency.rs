@@ -1,22 +1,18 @@
 //! Concurrent writers: what rebases and what conflicts (DESIGN.md §4).
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use natal::Error;
 use natal::RowId;
 use natal::{CleanupPolicy, CompactOptions, Table};
-use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult,
-};
+use object_store::ObjectStore;
 
 use crate::common::*;
+use crate::scripted_store::ScriptedStore;
 
 fn data_paths(snapshot: &natal::Snapshot) -> HashSet<String> {
     snapshot
@@ -220,95 +216,6 @@ async fn writes_planned_before_an_overwrite_conflict() {
     assert_eq!(rows.values().map(|r| r.key).collect::<Vec<_>>(), vec![9]);
 }
 
-/// A store that, on its first deletion of a manifest, first runs `hook` (another writer
-/// committing at that moment).
-struct BeforeFirstManifestDelete {
-    inner: Arc<dyn ObjectStore>,
-    hook: Arc<Mutex<Option<BoxFuture<'static, ()>>>>,
-}
-
-impl std::fmt::Debug for BeforeFirstManifestDelete {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{self}")
-    }
-}
-
-impl std::fmt::Display for BeforeFirstManifestDelete {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "BeforeFirstManifestDelete({})", self.inner)
-    }
-}
-
-#[async_trait::async_trait]
-impl ObjectStore for BeforeFirstManifestDelete {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        let hook = self.hook.clone();
-        let hooked = locations.then(move |path| {
-            let hook = hook.clone();
-            async move {
-                let is_manifest = path
-                    .as_ref()
-                    .is_ok_and(|p| p.as_ref().contains("_versions/"));
-                let pending = if is_manifest {
-                    hook.lock().expect("hook").take()
-                } else {
-                    None
-                };
-                if let Some(pending) = pending {
-                    pending.await;
-                }
-                path
-            }
-        });
-        self.inner.delete_stream(hooked.boxed())
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-}
-
 /// A restore of a version cleanup is removing, committed while cleanup runs (after cleanup
 /// listed the versions, before it deleted any file): the restored version's files are kept.
 #[tokio::test]
@@ -323,10 +230,8 @@ async fn cleanup_keeps_the_files_of_a_restore_committed_while_it_runs() {
         assert_eq!(restored.version, 5);
     }
     .boxed();
-    let hooked: Arc<dyn ObjectStore> = Arc::new(BeforeFirstManifestDelete {
-        inner: store.clone(),
-        hook: Arc::new(Mutex::new(Some(restore))),
-    });
+    let hooked: Arc<dyn ObjectStore> =
+        Arc::new(ScriptedStore::new(store.clone()).before_first_manifest_delete(restore));
     let policy = CleanupPolicy {
         keep_versions: 1,
         keep_newer_than: Duration::ZERO,

@@ -24,6 +24,7 @@ mod processes;
 mod recovery;
 mod rowid;
 mod schema;
+mod scripted_store;
 mod sql;
 mod storage;
 mod tpch;
