@@ -13,6 +13,9 @@ use sqllogictest::{DBOutput, DefaultColumnType};
 
 struct Natal {
     ctx: SessionContext,
+    /// False: the same session without natal's statements (DataFusion's own tables), for
+    /// [`compare_with_datafusion`].
+    natal: bool,
 }
 
 #[async_trait]
@@ -21,7 +24,10 @@ impl sqllogictest::AsyncDB for Natal {
     type ColumnType = DefaultColumnType;
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<Self::ColumnType>, Self::Error> {
-        let frame = natal::datafusion::sql(&self.ctx, sql).await?;
+        let frame = match self.natal {
+            true => natal::datafusion::sql(&self.ctx, sql).await?,
+            false => self.ctx.sql(sql).await?,
+        };
         let columns = frame.schema().fields().len();
         let explain = frame
             .schema()
@@ -81,8 +87,97 @@ fn slt_files() -> Vec<PathBuf> {
     files
 }
 
+/// A session as the natal CLI has it, natal's catalog over `root` when `natal`.
+fn session(root: &str, natal: bool) -> Result<Natal, DataFusionError> {
+    // Fixed partitioning, so plans read the same on any machine.
+    let config = SessionConfig::new()
+        .with_target_partitions(4)
+        .with_information_schema(true); // as the natal CLI has it
+                                        // Files by path, as the natal CLI (and datafusion-cli) reads them.
+    let ctx = SessionContext::new_with_config(config).enable_url_table();
+    if natal {
+        natal::datafusion::register(&ctx, root)?;
+    }
+    Ok(Natal { ctx, natal })
+}
+
+/// `NATAL_COMPARE_SLT=<dir>`: runs every `.slt` file of `dir` (DataFusion's own, from the
+/// `datafusion-sqllogictest` crate's `test_files/`) record by record twice, on natal's tables
+/// and on DataFusion's in-memory ones, and prints each record that passes on DataFusion's and
+/// fails on natal's. A check run by hand (DataFusion's files need its own harness's tables,
+/// which both sides lack alike), not by CI.
+async fn compare_with_datafusion(dir: &str, filter: Option<&str>) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "slt"));
+    files.sort();
+    let (mut records, mut differ) = (0usize, 0usize);
+    for file in files {
+        let name = file.display().to_string();
+        if filter.is_some_and(|f| !name.contains(f)) {
+            continue;
+        }
+        let Ok(parsed) = sqllogictest::parse_file::<DefaultColumnType>(&file) else {
+            println!("SKIP {name}: does not parse");
+            continue;
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().to_string_lossy().to_string();
+        let (natal_root, memory_root) = (root.clone(), root.clone());
+        let mut on_natal = sqllogictest::Runner::new(move || {
+            let root = natal_root.clone();
+            async move { session(&root, true) }
+        });
+        let mut on_memory = sqllogictest::Runner::new(move || {
+            let root = memory_root.clone();
+            async move { session(&root, false) }
+        });
+        on_natal.with_column_validator(|_, _| true);
+        on_natal.set_var("ROOT".to_string(), root.clone());
+        on_memory.with_column_validator(|_, _| true);
+        on_memory.set_var("ROOT".to_string(), root.clone());
+        for record in parsed {
+            let location = match &record {
+                sqllogictest::Record::Statement { loc, .. }
+                | sqllogictest::Record::Query { loc, .. } => Some(loc.clone()),
+                _ => None,
+            };
+            let natal = futures_catch(on_natal.run_async(record.clone())).await;
+            let memory = futures_catch(on_memory.run_async(record)).await;
+            let Some(location) = location else {
+                continue;
+            };
+            records += 1;
+            if memory.is_ok() && natal.is_err() {
+                differ += 1;
+                let error = natal.err().unwrap_or_default();
+                let first: String = error.lines().take(6).collect::<Vec<_>>().join(" | ");
+                println!("DIFF {location}: {first}");
+            }
+        }
+    }
+    println!("compared {records} records: {differ} pass on DataFusion's tables, fail on natal's");
+}
+
+/// A record's outcome, a panic among the failures (reported as one).
+async fn futures_catch<T>(
+    run: impl std::future::Future<Output = Result<T, sqllogictest::TestError>>,
+) -> Result<(), String> {
+    let caught = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(run)).await;
+    match caught {
+        Ok(outcome) => outcome.map(|_| ()).map_err(|e| e.to_string()),
+        Err(_) => Err("PANIC".to_string()),
+    }
+}
+
 #[tokio::main]
 async fn main() {
+    if let Ok(dir) = std::env::var("NATAL_COMPARE_SLT") {
+        let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+        compare_with_datafusion(&dir, filter.as_deref()).await;
+        return;
+    }
     let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
     let (mut passed, mut failed) = (0, 0);
     for file in slt_files() {
@@ -98,16 +193,7 @@ async fn main() {
         let ctx_root = root.clone();
         let mut runner = sqllogictest::Runner::new(move || {
             let root = ctx_root.clone();
-            async move {
-                // Fixed partitioning, so plans read the same on any machine.
-                let config = SessionConfig::new()
-                    .with_target_partitions(4)
-                    .with_information_schema(true); // as the natal CLI has it
-                                                    // Files by path, as the natal CLI (and datafusion-cli) reads them.
-                let ctx = SessionContext::new_with_config(config).enable_url_table();
-                natal::datafusion::register(&ctx, &root)?;
-                Ok::<_, DataFusionError>(Natal { ctx })
-            }
+            async move { session(&root, true) }
         });
         runner.with_column_validator(|_, _| true);
         runner.set_var("ROOT".to_string(), root);

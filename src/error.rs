@@ -186,6 +186,13 @@ impl From<Error> for datafusion::error::DataFusionError {
             refused @ Error::SchemaChange { .. } => {
                 datafusion::error::DataFusionError::Plan(refused.to_string())
             }
+            // DataFusion's own error (its input's, a NOT NULL check's) in its own words.
+            Error::External(e) => match e.downcast::<datafusion::error::DataFusionError>() {
+                Ok(own) => *own,
+                Err(e) => {
+                    datafusion::error::DataFusionError::External(Box::new(Error::External(e)))
+                }
+            },
             other => datafusion::error::DataFusionError::External(Box::new(other)),
         }
     }

@@ -56,10 +56,10 @@ pub use io::{IndexLookup, ManifestLayout};
 pub use operation::Operation;
 pub use rowid::{FragmentId, RowAddress, RowId, RowIdSet};
 pub use table::{
-    BatchUpdate, CleanupPolicy, CleanupReport, ColumnValues, Committed, CompactOptions, Compaction,
-    IndexBuild, IndexOptions, IndexProbe, NewColumn, Progress, RowChangeSet, RowChanges, RowMatch,
-    RowPredicate, ScanMetrics, ScanRequest, Snapshot, Table, TableOptions, TieredMerge, ROW_ADDR,
-    ROW_ID,
+    BatchUpdate, CleanupPolicy, CleanupReport, ColumnDefault, ColumnValues, Committed,
+    CompactOptions, Compaction, Declarations, IndexBuild, IndexOptions, IndexProbe, NewColumn,
+    Progress, RowChangeSet, RowChanges, RowMatch, RowPredicate, ScanMetrics, ScanRequest, Snapshot,
+    Table, TableConstraint, TableOptions, TieredMerge, ROW_ADDR, ROW_ID,
 };
 
 /// natal's insides, for its own benches, tests and fuzzers: the on-disk types and their

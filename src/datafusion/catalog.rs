@@ -214,6 +214,14 @@ impl SchemaProvider for NatalSchemaProvider {
         }
         let parsed = TableName::parse(name)?;
         let table = self.table_handle(&parsed.base);
+        // The history lists damaged versions too, the latest among them.
+        if parsed.kind == TableKind::Versions && parsed.view.version.is_none() {
+            if table.store().latest_version().await?.is_none() {
+                return Ok(None);
+            }
+            self.keep_handle(&parsed.base, &table);
+            return Ok(Some(metadata::versions(&table).await?));
+        }
         let snapshot = match parsed.view.version {
             Some(v) => table.at_version(v).await,
             None => table.latest().await,
@@ -281,6 +289,7 @@ impl SchemaProvider for NatalSchemaProvider {
             let progress = self.progress.clone();
             let partitions = memory.batches.clone();
             let schema = table.schema();
+            let declared = super::declared::provider_declarations(table.as_ref(), &schema)?;
             blocking(async move {
                 let store = handle.store();
                 let mut batches = Vec::new();
@@ -292,10 +301,10 @@ impl SchemaProvider for NatalSchemaProvider {
                     progress,
                     ..TableOptions::default()
                 };
-                Table::create_from(
+                Table::create_declared(
                     store.object_store().clone(),
                     store.root().clone(),
-                    &schema,
+                    (&schema, &declared),
                     options,
                     futures::StreamExt::boxed(futures::stream::iter(batches)),
                 )
@@ -416,7 +425,21 @@ impl TableProviderFactory for NatalTableFactory {
                         "no natal table at '{location}': give its columns to create one"
                     )));
                 }
-                Table::create(store, root, schema, TableOptions::default()).await?;
+                let declared = super::declared::declarations(
+                    schema,
+                    cmd.column_defaults
+                        .iter()
+                        .map(|(name, expr)| (name.as_str(), expr)),
+                    Some(&cmd.constraints),
+                )?;
+                Table::create_declared(
+                    store,
+                    root,
+                    (schema, &declared),
+                    TableOptions::default(),
+                    futures::stream::empty().boxed(),
+                )
+                .await?;
             }
             Ok(snapshot) if !schema.fields().is_empty() => {
                 let stored = snapshot.schema().to_arrow();

@@ -12,6 +12,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::catalog::{MemTable, TableProvider};
 use datafusion::error::Result;
 
+use crate::format::Manifest;
 use crate::table::{Snapshot, Table};
 
 fn mem_table(fields: Vec<Field>, columns: Vec<ArrayRef>) -> Result<Arc<dyn TableProvider>> {
@@ -22,7 +23,13 @@ fn mem_table(fields: Vec<Field>, columns: Vec<ArrayRef>) -> Result<Arc<dyn Table
 
 /// One row per retained version.
 pub(crate) async fn versions(table: &Table) -> Result<Arc<dyn TableProvider>> {
-    let manifests = table.versions().await?;
+    let listed = table.version_list().await?;
+    let manifests: Vec<Option<&Manifest>> = listed.iter().map(|(_, m)| m.as_ref().ok()).collect();
+    let of = |value: fn(&Manifest) -> u64| -> Arc<UInt64Array> {
+        Arc::new(UInt64Array::from_iter(
+            manifests.iter().map(|m| m.map(value)),
+        ))
+    };
     let utc: Arc<str> = Arc::from("UTC");
     mem_table(
         vec![
@@ -31,47 +38,44 @@ pub(crate) async fn versions(table: &Table) -> Result<Arc<dyn TableProvider>> {
             Field::new(
                 "committed_at",
                 DataType::Timestamp(TimeUnit::Microsecond, Some(utc.clone())),
-                false,
+                true,
             ),
-            Field::new("operation", DataType::Utf8, false),
-            Field::new("read_version", DataType::UInt64, false),
-            Field::new("rows_added", DataType::UInt64, false),
-            Field::new("rows_removed", DataType::UInt64, false),
-            Field::new("live_rows", DataType::UInt64, false),
-            Field::new("fragments", DataType::UInt64, false),
+            Field::new("operation", DataType::Utf8, true),
+            Field::new("read_version", DataType::UInt64, true),
+            Field::new("rows_added", DataType::UInt64, true),
+            Field::new("rows_removed", DataType::UInt64, true),
+            Field::new("live_rows", DataType::UInt64, true),
+            Field::new("fragments", DataType::UInt64, true),
+            // Why a damaged version does not read; NULL for every other.
+            Field::new("damage", DataType::Utf8, true),
         ],
         vec![
             Arc::new(UInt64Array::from_iter_values(
-                manifests.iter().map(|m| m.version),
+                listed.iter().map(|(v, _)| *v),
             )),
             Arc::new(UInt64Array::from_iter(
-                manifests.iter().map(|m| m.parent_version),
+                manifests.iter().map(|m| m.and_then(|m| m.parent_version)),
             )),
             Arc::new(
-                TimestampMicrosecondArray::from_iter_values(
-                    manifests.iter().map(|m| m.timestamp_micros),
+                TimestampMicrosecondArray::from_iter(
+                    manifests.iter().map(|m| m.map(|m| m.timestamp_micros)),
                 )
                 .with_timezone(utc),
             ),
-            Arc::new(StringArray::from_iter_values(
+            Arc::new(StringArray::from_iter(
                 manifests
                     .iter()
-                    .map(|m| m.transaction.operation.to_string()),
+                    .map(|m| m.map(|m| m.transaction.operation.to_string())),
             )),
-            Arc::new(UInt64Array::from_iter_values(
-                manifests.iter().map(|m| m.transaction.read_version),
-            )),
-            Arc::new(UInt64Array::from_iter_values(
-                manifests.iter().map(|m| m.transaction.rows_added),
-            )),
-            Arc::new(UInt64Array::from_iter_values(
-                manifests.iter().map(|m| m.transaction.rows_removed),
-            )),
-            Arc::new(UInt64Array::from_iter_values(
-                manifests.iter().map(|m| m.live_rows()),
-            )),
-            Arc::new(UInt64Array::from_iter_values(
-                manifests.iter().map(|m| m.fragments.len() as u64),
+            of(|m| m.transaction.read_version),
+            of(|m| m.transaction.rows_added),
+            of(|m| m.transaction.rows_removed),
+            of(Manifest::live_rows),
+            of(|m| m.fragments.len() as u64),
+            Arc::new(StringArray::from_iter(
+                listed
+                    .iter()
+                    .map(|(_, read)| read.as_ref().err().map(ToString::to_string)),
             )),
         ],
     )
@@ -252,7 +256,10 @@ pub(crate) fn schema(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
             name: field.name.clone(),
             data_type: field.data_type.to_string(),
             nullable: field.nullable,
-            default: field.default_value.clone(),
+            default: field
+                .default_value
+                .clone()
+                .or_else(|| field.default_expression.clone()),
             parent: None,
         });
         rows.extend(field.nested_fields().into_iter().map(|nested| Row {

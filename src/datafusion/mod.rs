@@ -14,6 +14,7 @@
 mod alter;
 mod catalog;
 mod damaged;
+mod declared;
 mod dml;
 mod filter;
 mod functions;

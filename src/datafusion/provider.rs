@@ -7,7 +7,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{Session, TableProvider};
-use datafusion::common::DFSchema;
+use datafusion::common::tree_node::TreeNode;
+use datafusion::common::{Constraints, DFSchema};
 use datafusion::datasource::sink::DataSinkExec;
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result};
@@ -44,6 +45,11 @@ pub struct NatalTableProvider {
     schema: SchemaRef,
     /// Columns' defaults (SQL `DEFAULT`), for INSERTs that omit them.
     defaults: std::collections::HashMap<String, Expr>,
+    /// A kept default expression that no longer plans: writes refuse rather than store
+    /// NULL where the default was asked for.
+    broken_default: Option<String>,
+    /// PRIMARY KEY and UNIQUE, over the provider's column positions.
+    constraints: Constraints,
 }
 
 fn system_fields() -> [Field; 2] {
@@ -71,23 +77,16 @@ impl NatalTableProvider {
     ) -> Self {
         let snapshot = snapshot.into();
         let schema = table_schema(&snapshot, view.system_columns);
-        // A default's text was checked when the manifest was read.
-        let defaults = snapshot
-            .schema()
-            .fields
-            .iter()
-            .filter_map(|f| {
-                let array = f.default_array().ok()??;
-                let value = datafusion::scalar::ScalarValue::try_from_array(&array, 0).ok()?;
-                Some((f.name.clone(), datafusion::prelude::lit(value)))
-            })
-            .collect();
+        let (defaults, broken_default) = super::declared::planned_defaults(snapshot.schema());
+        let constraints = super::declared::constraints(snapshot.schema());
         Self {
             table,
             view,
             snapshot,
             schema,
             defaults,
+            broken_default,
+            constraints,
         }
     }
 
@@ -127,11 +126,25 @@ impl NatalTableProvider {
         }
     }
 
+    /// Refuses a write that might need a default natal can no longer plan.
+    fn defaults_plan(&self, what: &str) -> Result<()> {
+        match &self.broken_default {
+            Some(broken) => Err(DataFusionError::Plan(format!("{what}: {broken}"))),
+            None => Ok(()),
+        }
+    }
+
     /// The schema filters and DML predicates are compiled against: user columns plus both
     /// system columns (what `delete_where`/`update_where` predicates see).
     pub(super) fn predicate_schema(&self) -> SchemaRef {
         table_schema(&self.snapshot, true)
     }
+}
+
+/// True when `expr` calls an async scalar function anywhere.
+fn calls_async(expr: &Expr) -> bool {
+    expr.exists(|e| Ok(matches!(e, Expr::ScalarFunction(call) if call.func.as_async().is_some())))
+        .unwrap_or(true)
 }
 
 /// A snapshot's user columns, plus the system columns if asked.
@@ -141,7 +154,7 @@ fn table_schema(snapshot: &Snapshot, system_columns: bool) -> SchemaRef {
     if system_columns {
         fields.extend(system_fields());
     }
-    Arc::new(Schema::new(fields))
+    Arc::new(Schema::new(fields).with_metadata(user.metadata().clone()))
 }
 
 #[async_trait]
@@ -158,6 +171,10 @@ impl TableProvider for NatalTableProvider {
         self.defaults.get(column)
     }
 
+    fn constraints(&self) -> Option<&Constraints> {
+        Some(&self.constraints)
+    }
+
     async fn merge_into(
         &self,
         state: &dyn Session,
@@ -167,6 +184,7 @@ impl TableProvider for NatalTableProvider {
         clauses: Vec<datafusion::logical_expr::dml::MergeIntoClause>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         self.writable("MERGE")?;
+        self.defaults_plan("MERGE")?;
         if self.view.system_columns {
             return Err(DataFusionError::Plan(format!(
                 "MERGE into {ROW_ID}-bearing views is not allowed; merge into the table itself"
@@ -189,11 +207,12 @@ impl TableProvider for NatalTableProvider {
     ) -> Result<Vec<TableProviderFilterPushDown>> {
         // `_rowid` sets and ranges become masks; every other filter is evaluated while the
         // scan reads. A volatile one (`random() < 0.1`) stays with DataFusion: evaluating it
-        // twice would not be the same filter.
+        // twice would not be the same filter. So does one calling an async function, which
+        // only DataFusion's own async exec can evaluate.
         Ok(filters
             .iter()
             .map(|f| {
-                if f.is_volatile() {
+                if f.is_volatile() || calls_async(f) {
                     TableProviderFilterPushDown::Unsupported
                 } else {
                     TableProviderFilterPushDown::Exact
@@ -306,6 +325,7 @@ impl TableProvider for NatalTableProvider {
         insert_op: InsertOp,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         self.writable("INSERT")?;
+        self.defaults_plan("INSERT")?;
         if self.view.system_columns {
             return Err(DataFusionError::Plan(format!(
                 "INSERT into {ROW_ID}-bearing views is not allowed; insert into the table itself"

@@ -191,18 +191,20 @@ impl ExecutionPlan for NatalScanExec {
                 .add(self.plan.fragments_pruned);
         }
         let counters = Arc::new(ScanMetrics::default());
-        // The scan's counters reach DataFusion's metrics when the stream ends, or when it is
-        // dropped before its end (a LIMIT above it stops polling): EXPLAIN ANALYZE then
-        // shows what the scan did read.
+        // The scan's counters reach DataFusion's metrics with each batch it yields, at its
+        // end, and when it is dropped before its end: a LIMIT above it may stop polling and
+        // EXPLAIN ANALYZE read the metrics before the stream is dropped, so what produced
+        // the batches it took is counted by then.
         let reporter = Arc::new(MetricsReporter {
             counters: counters.clone(),
-            reported: std::sync::atomic::AtomicBool::new(false),
+            reported: Default::default(),
             bytes_read: MetricBuilder::new(&self.metrics).counter("bytes_read", partition),
             rows_masked: MetricBuilder::new(&self.metrics).counter("rows_masked", partition),
             rows_filtered: MetricBuilder::new(&self.metrics).counter("rows_filtered", partition),
             rows_page_pruned: MetricBuilder::new(&self.metrics)
                 .counter("rows_page_pruned", partition),
         });
+        let on_batch = reporter.clone();
         let report = futures::stream::once(async move { reporter.report() })
             .filter_map(|()| futures::future::ready(None::<Result<RecordBatch>>));
         let request = ScanRequest {
@@ -248,7 +250,10 @@ impl ExecutionPlan for NatalScanExec {
                 };
                 futures::future::ready(cut)
             })
-            .inspect_ok(move |batch| rows_out.add(batch.num_rows()))
+            .inspect_ok(move |batch| {
+                on_batch.report();
+                rows_out.add(batch.num_rows());
+            })
             // Holds the reporter: dropped unfinished, the stream reports as it goes.
             .chain(report);
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
@@ -272,11 +277,12 @@ impl ExecutionPlan for NatalScanExec {
     }
 }
 
-/// Copies a partition's scan counters into its DataFusion metrics, once: at the end of the
-/// stream, or when the last holder (the stream) is dropped first.
+/// Copies a partition's scan counters into its DataFusion metrics as they grow: each call
+/// adds what was counted since the last.
 struct MetricsReporter {
     counters: Arc<ScanMetrics>,
-    reported: std::sync::atomic::AtomicBool,
+    /// What has been added so far: bytes read, rows masked, filtered, page-pruned.
+    reported: [std::sync::atomic::AtomicU64; 4],
     bytes_read: Count,
     rows_masked: Count,
     rows_filtered: Count,
@@ -285,16 +291,20 @@ struct MetricsReporter {
 
 impl MetricsReporter {
     fn report(&self) {
-        if self.reported.swap(true, Ordering::Relaxed) {
-            return;
+        let counters = [
+            (&*self.counters.bytes_read, &self.bytes_read),
+            (&self.counters.rows_masked, &self.rows_masked),
+            (&self.counters.rows_filtered, &self.rows_filtered),
+            (&*self.counters.rows_page_pruned, &self.rows_page_pruned),
+        ];
+        for ((counter, metric), reported) in counters.into_iter().zip(&self.reported) {
+            // Counters only grow: whoever raises `reported` adds the difference, once.
+            let now = counter.load(Ordering::Relaxed);
+            let before = reported.fetch_max(now, Ordering::Relaxed);
+            if now > before {
+                metric.add((now - before) as usize);
+            }
         }
-        let read =
-            |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed) as usize;
-        self.bytes_read.add(read(&self.counters.bytes_read));
-        self.rows_masked.add(read(&self.counters.rows_masked));
-        self.rows_filtered.add(read(&self.counters.rows_filtered));
-        self.rows_page_pruned
-            .add(read(&self.counters.rows_page_pruned));
     }
 }
 

@@ -3,11 +3,11 @@
 //! ids gets them here, deterministically (from its `next_field_id` on), and remembers them
 //! as the ids its older files are read by.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use super::nested::nested_count;
 use super::proto;
-use super::schema::{Field, Schema};
+use super::schema::{Constraint, ConstraintKind, Field, Schema};
 use super::type_text::{type_from_text, type_to_text};
 use crate::error::{Error, Result};
 
@@ -27,6 +27,12 @@ pub(super) fn schema_from_proto(raw: proto::Schema, path: &str) -> Result<Schema
                     f.name
                 )));
             }
+            if f.default_value.is_some() && f.default_expression.is_some() {
+                return Err(corrupt(format!(
+                    "column {} has both a default value and a default expression",
+                    f.name
+                )));
+            }
             Ok(Field {
                 id: f.id,
                 name: f.name,
@@ -35,12 +41,41 @@ pub(super) fn schema_from_proto(raw: proto::Schema, path: &str) -> Result<Schema
                 default_value: f.default_value,
                 nested_ids: f.nested_field_ids,
                 legacy_nested_ids: f.legacy_nested_field_ids,
+                default_expression: f.default_expression,
+                metadata: metadata_from_proto(f.metadata),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let constraints = raw
+        .constraints
+        .into_iter()
+        .map(|c| {
+            let kind = match proto::constraint::Kind::try_from(c.kind) {
+                Ok(proto::constraint::Kind::PrimaryKey) => ConstraintKind::PrimaryKey,
+                Ok(proto::constraint::Kind::Unique) => ConstraintKind::Unique,
+                Err(_) => return Err(corrupt(format!("unknown constraint kind {}", c.kind))),
+            };
+            let unknown = c
+                .field_ids
+                .iter()
+                .find(|id| !fields.iter().any(|f| f.id == **id));
+            if c.field_ids.is_empty() || unknown.is_some() {
+                return Err(corrupt(format!(
+                    "a {kind:?} constraint over field ids {:?}, not all the schema's",
+                    c.field_ids
+                )));
+            }
+            Ok(Constraint {
+                kind,
+                field_ids: c.field_ids,
             })
         })
         .collect::<Result<Vec<_>>>()?;
     let mut schema = Schema {
         fields,
         next_field_id: raw.next_field_id,
+        metadata: metadata_from_proto(raw.metadata),
+        constraints,
     };
     let mut seen = HashSet::new();
     for field in &schema.fields {
@@ -82,11 +117,40 @@ pub(super) fn schema_to_proto(schema: &Schema) -> proto::Schema {
                     default_value: f.default_value.clone(),
                     nested_field_ids: f.nested_ids.clone(),
                     legacy_nested_field_ids: f.legacy_nested_ids.clone(),
+                    default_expression: f.default_expression.clone(),
+                    metadata: metadata_to_proto(&f.metadata),
                 }
             })
             .collect(),
         next_field_id: schema.next_field_id,
+        metadata: metadata_to_proto(&schema.metadata),
+        constraints: schema
+            .constraints
+            .iter()
+            .map(|c| proto::Constraint {
+                kind: match c.kind {
+                    ConstraintKind::PrimaryKey => proto::constraint::Kind::PrimaryKey,
+                    ConstraintKind::Unique => proto::constraint::Kind::Unique,
+                } as i32,
+                field_ids: c.field_ids.clone(),
+            })
+            .collect(),
     }
+}
+
+/// Metadata as the manifest keeps it: sorted by key, so equal schemas encode alike.
+fn metadata_to_proto(metadata: &BTreeMap<String, String>) -> Vec<proto::KeyValue> {
+    metadata
+        .iter()
+        .map(|(key, value)| proto::KeyValue {
+            key: key.clone(),
+            value: value.clone(),
+        })
+        .collect()
+}
+
+fn metadata_from_proto(entries: Vec<proto::KeyValue>) -> BTreeMap<String, String> {
+    entries.into_iter().map(|e| (e.key, e.value)).collect()
 }
 
 #[cfg(test)]
@@ -104,8 +168,12 @@ mod tests {
                 default_value: None,
                 nested_field_ids,
                 legacy_nested_field_ids: vec![],
+                default_expression: None,
+                metadata: vec![],
             }],
             next_field_id,
+            metadata: vec![],
+            constraints: vec![],
         }
     }
 
@@ -131,5 +199,46 @@ mod tests {
         assert_eq!(old.next_field_id, 3);
         let again = schema_from_proto(schema_to_proto(&old), "m").unwrap();
         assert_eq!(again, old);
+    }
+
+    #[test]
+    fn declarations_and_stored_types_read_back_and_bad_ones_are_corrupt() {
+        let mut schema = schema_from_proto(raw(vec![1, 2], 3), "m").unwrap();
+        schema.fields[0].default_expression = Some("named_struct('a', 1, 'b', 'x')".into());
+        schema.fields[0].metadata = [("k".to_string(), "v".to_string())].into();
+        schema.metadata = [("origin".to_string(), "here".to_string())].into();
+        schema.constraints.push(Constraint {
+            kind: ConstraintKind::Unique,
+            field_ids: vec![0],
+        });
+        let mut interval = Field::new(
+            3,
+            "span",
+            arrow::datatypes::DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano),
+        );
+        interval.default_value = Some("1 day".into());
+        schema.fields.push(interval);
+        schema.next_field_id = 4;
+        assert!(schema.declares_more());
+        let again = schema_from_proto(schema_to_proto(&schema), "m").unwrap();
+        assert_eq!(again, schema);
+
+        let mut both = raw(vec![1, 2], 3);
+        both.fields[0].default_value = Some("x".into());
+        both.fields[0].default_expression = Some("now()".into());
+        let mut stray = raw(vec![1, 2], 3);
+        stray.constraints.push(proto::Constraint {
+            kind: 0,
+            field_ids: vec![7],
+        });
+        let mut unknown_kind = raw(vec![1, 2], 3);
+        unknown_kind.constraints.push(proto::Constraint {
+            kind: 9,
+            field_ids: vec![0],
+        });
+        for bad in [both, stray, unknown_kind] {
+            let error = schema_from_proto(bad, "m").unwrap_err();
+            assert!(matches!(error, Error::Corrupt { .. }), "{error}");
+        }
     }
 }

@@ -56,6 +56,15 @@ pub mod flags {
     /// id at every depth (a nested field may have been renamed, moved, dropped or added),
     /// and writers must tag them.
     pub const NESTED_FIELD_IDS: u64 = 1 << 13;
+    /// Writer-only: the schema keeps what a `CREATE TABLE` declared beyond columns and
+    /// values: default expressions (`DEFAULT now()`, planned by each INSERT), Arrow field
+    /// and schema metadata, PRIMARY KEY and UNIQUE constraints. A writer must carry them
+    /// over and give rows written without a column its default; a reader loses nothing
+    /// without them.
+    pub const SCHEMA_DECLARATIONS: u64 = 1 << 14;
+    /// Some column's type has no Parquet encoding (a month-day-nano interval), and data
+    /// files hold it as another (`stored_as`): readers must decode it, writers encode it.
+    pub const STORED_TYPES: u64 = 1 << 15;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -67,9 +76,11 @@ pub mod flags {
         | NESTED_FIELD_NAMES
         | SCHEMA_CHANGES
         | COLUMN_FILES
-        | NESTED_FIELD_IDS;
+        | NESTED_FIELD_IDS
+        | STORED_TYPES;
     /// Every writer flag this client implements.
-    pub const KNOWN_WRITER: u64 = KNOWN_READER | INDEX_SEGMENT_SEQ | MOVE_TALLIES | COLUMN_DEFAULTS;
+    pub const KNOWN_WRITER: u64 =
+        KNOWN_READER | INDEX_SEGMENT_SEQ | MOVE_TALLIES | COLUMN_DEFAULTS | SCHEMA_DECLARATIONS;
 }
 
 /// One version of a table.
@@ -235,6 +246,10 @@ impl Manifest {
         if self.schema.fields.iter().any(|f| !f.nested_ids.is_empty()) {
             used |= flags::NESTED_FIELD_IDS;
         }
+        let stored_apart = |f: &super::Field| super::stored_as(&f.data_type).is_some();
+        if self.schema.fields.iter().any(stored_apart) {
+            used |= flags::STORED_TYPES;
+        }
         let reader = used;
         let mut writer = used;
         if self.indexes.uses_segment_seq() {
@@ -249,6 +264,9 @@ impl Manifest {
         }
         if self.schema.fields.iter().any(|f| f.default_value.is_some()) {
             writer |= flags::COLUMN_DEFAULTS;
+        }
+        if self.schema.declares_more() {
+            writer |= flags::SCHEMA_DECLARATIONS;
         }
         (reader, writer)
     }

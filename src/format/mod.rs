@@ -17,6 +17,7 @@ mod schema_change;
 mod schema_edit;
 mod stats;
 mod stored;
+mod stored_type;
 mod type_text;
 mod unresolved;
 
@@ -36,7 +37,8 @@ pub use manifest::{
 
 pub use path::{DerivedName, TablePath, TABLE_FILE_DIRS};
 pub use schema::{
-    field_id_of, Field, FieldId, NestedField, Schema, PARQUET_FIELD_ID_META_KEY, RESERVED_COLUMNS,
+    field_id_of, Constraint, ConstraintKind, Field, FieldId, NestedField, Schema,
+    PARQUET_FIELD_ID_META_KEY, RESERVED_COLUMNS,
 };
 pub use schema_change::{widen_stat, widens, FieldPath, Position, SchemaChange};
 pub use stats::{
@@ -47,6 +49,7 @@ pub use stored::{
     apply_segment_patch, decode_fragment_segment, decode_row_id_file, encode_fragment_segment,
     encode_row_id_file, encode_segment_patch, FRAGMENTS_PER_SEGMENT, ROW_ID_INLINE_LIMIT,
 };
+pub use stored_type::{stored_as, MONTH_DAY_NANO_BYTES};
 pub use unresolved::{row_ids_held_by, RowIdsRead, RowIdsToRead, Unresolved};
 
 #[cfg(test)]

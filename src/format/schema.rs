@@ -2,6 +2,7 @@
 //! field inside a struct, list or map. Data files store values by field id, so a rename or
 //! reorder touches only the manifest.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field as ArrowField, FieldRef, Schema as ArrowSchema, SchemaRef};
@@ -34,6 +35,11 @@ pub struct Field {
     /// were given then, in the order of the column's type of then. Files written before
     /// carry none, and are read by these. Empty for every other column.
     pub legacy_nested_ids: Vec<FieldId>,
+    /// A default that is an expression rather than a value (`now()`): SQL text each INSERT
+    /// plans and evaluates. At most one of it and `default_value` is set.
+    pub default_expression: Option<String>,
+    /// The column's Arrow field metadata as given, natal's own keys left out.
+    pub metadata: BTreeMap<String, String>,
 }
 
 impl Field {
@@ -48,7 +54,15 @@ impl Field {
             default_value: None,
             nested_ids: Vec::new(),
             legacy_nested_ids: Vec::new(),
+            default_expression: None,
+            metadata: BTreeMap::new(),
         }
+    }
+
+    /// The column as users see it: its name, type, nullability and metadata.
+    pub fn to_arrow(&self) -> ArrowField {
+        ArrowField::new(&self.name, self.data_type.clone(), self.nullable)
+            .with_metadata(self.metadata.clone().into_iter().collect())
     }
 
     /// The fields inside it, depth first, a field before the fields inside it.
@@ -65,6 +79,9 @@ impl Field {
 
     /// Its type as data files hold it: each nested field tagged with its field id.
     pub fn file_type(&self) -> DataType {
+        if let Some(stored) = super::stored_type::stored_as(&self.data_type) {
+            return stored;
+        }
         if self.nested_ids.is_empty() {
             return self.data_type.clone();
         }
@@ -152,6 +169,40 @@ pub struct Schema {
     pub fields: Vec<Field>,
     /// Field ids are never reused: the next column added gets this id.
     pub next_field_id: FieldId,
+    /// The Arrow schema metadata as given.
+    pub metadata: BTreeMap<String, String>,
+    /// PRIMARY KEY and UNIQUE constraints: reported to query engines, not enforced.
+    pub constraints: Vec<Constraint>,
+}
+
+/// A constraint a table declares over some of its columns. natal keeps and reports it (a
+/// query planner may rely on it, as DataFusion's functional dependencies do) but does not
+/// enforce it, as DataFusion does not for its own tables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Constraint {
+    /// Which kind it is.
+    pub kind: ConstraintKind,
+    /// The constrained columns, in the constraint's order.
+    pub field_ids: Vec<FieldId>,
+}
+
+/// The kinds of [`Constraint`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConstraintKind {
+    /// `PRIMARY KEY (...)`: unique and not null.
+    PrimaryKey,
+    /// `UNIQUE (...)`.
+    Unique,
+}
+
+/// The metadata natal keeps of a field or schema: all but its own keys (a data file's
+/// Parquet field ids, which natal writes itself).
+pub(crate) fn kept_metadata(metadata: &HashMap<String, String>) -> BTreeMap<String, String> {
+    metadata
+        .iter()
+        .filter(|(key, _)| key.as_str() != PARQUET_FIELD_ID_META_KEY)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// Names natal reserves for its system columns.
@@ -186,15 +237,16 @@ impl Schema {
 
             fields.push(Field {
                 nullable: field.is_nullable(),
+                metadata: kept_metadata(field.metadata()),
                 ..Field::new(id as u32, field.name(), data_type)
             });
         }
-        if fields.is_empty() {
-            return Err(Error::invalid("a table needs at least one column"));
-        }
+        // A table of no columns (SQL's `CREATE TABLE empty`) holds no rows until it has one.
         let mut schema = Self {
             next_field_id: fields.len() as u32,
             fields,
+            metadata: kept_metadata(schema.metadata()),
+            constraints: Vec::new(),
         };
         schema.assign_nested_ids()?;
         Ok(schema)
@@ -220,14 +272,12 @@ impl Schema {
         Ok(assigned)
     }
 
-    /// The user-facing Arrow schema (no field-id metadata).
+    /// The user-facing Arrow schema: no field ids, the metadata given to natal.
     pub fn to_arrow(&self) -> SchemaRef {
-        Arc::new(ArrowSchema::new(
-            self.fields
-                .iter()
-                .map(|f| ArrowField::new(&f.name, f.data_type.clone(), f.nullable))
-                .collect::<Vec<_>>(),
-        ))
+        Arc::new(
+            ArrowSchema::new(self.fields.iter().map(Field::to_arrow).collect::<Vec<_>>())
+                .with_metadata(self.metadata.clone().into_iter().collect()),
+        )
     }
 
     /// The Arrow schema data files are written with: field ids in Parquet metadata.
@@ -242,6 +292,17 @@ impl Schema {
                 })
                 .collect::<Vec<_>>(),
         ))
+    }
+
+    /// True when it keeps default expressions, metadata or constraints (writer flag
+    /// [`super::flags::SCHEMA_DECLARATIONS`]).
+    pub fn declares_more(&self) -> bool {
+        !self.metadata.is_empty()
+            || !self.constraints.is_empty()
+            || self
+                .fields
+                .iter()
+                .any(|f| f.default_expression.is_some() || !f.metadata.is_empty())
     }
 
     /// The column named `name`.

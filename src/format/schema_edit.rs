@@ -129,7 +129,9 @@ impl Schema {
                 if self.fields.len() == 1 {
                     return Err(refused(change, "a table keeps at least one column"));
                 }
-                next.fields.remove(at);
+                let dropped = next.fields.remove(at).id;
+                // A key without one of its columns is no longer the key (SQL drops it too).
+                next.constraints.retain(|c| !c.field_ids.contains(&dropped));
             }
             SchemaChange::RenameColumn { to, .. } => {
                 let at = position(name)?;

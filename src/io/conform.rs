@@ -113,6 +113,9 @@ fn column_by_field_id(batch: &RecordBatch, id: u32) -> Option<ArrayRef> {
 fn conform_column(column: Option<ArrayRef>, data_type: &DataType, rows: usize) -> Result<ArrayRef> {
     match column {
         Some(c) if c.data_type() == data_type => Ok(one_view_buffer(c)),
+        Some(c) if crate::format::stored_as(data_type).as_ref() == Some(c.data_type()) => {
+            super::stored_type::from_stored(&c, data_type)
+        }
         Some(c) => Ok(cast(&c, data_type)?),
         None => Ok(new_null_array(data_type, rows)),
     }

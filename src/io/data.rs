@@ -141,7 +141,11 @@ impl TableStore {
                             .iter()
                             .any(|c| c.field_id == *id && c.nan_count == Some(0))
                     };
-                    (!field.data_type().is_floating() || nan_free()).then_some((*id, field))
+                    // Nor does a column stored as another type: its pages' bounds are
+                    // of the bytes it is stored as.
+                    let judged = crate::format::stored_as(field.data_type()).is_none()
+                        && (!field.data_type().is_floating() || nan_free());
+                    judged.then_some((*id, field))
                 })
                 .collect();
             if columns.is_empty() {

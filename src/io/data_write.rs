@@ -118,12 +118,18 @@ fn few_distinct(column: &ArrayRef) -> bool {
 /// than at every insert.
 pub(crate) async fn check_storable(schema: &ArrowSchema) -> Result<()> {
     for field in schema.fields() {
+        // A type Parquet cannot hold is stored as another, which is what must encode.
+        let stored = crate::format::stored_as(field.data_type());
+        let stored = stored.as_ref().unwrap_or(field.data_type());
         let probe = Arc::new(ArrowSchema::new(vec![field
             .as_ref()
             .clone()
+            .with_data_type(stored.clone())
             .with_nullable(true)]));
+        // Arrow's Parquet writer panics on some types it does not implement (a union):
+        // that is this column's type refused, not the statement's end.
         let stored = async {
-            let column = new_null_array(field.data_type(), 1);
+            let column = new_null_array(stored, 1);
             let batch = RecordBatch::try_new(probe.clone(), vec![column])?;
             let (bytes, _) = encode(probe.clone(), vec![batch]).await?;
             let reader = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(bytes))?.build()?;
@@ -132,7 +138,12 @@ pub(crate) async fn check_storable(schema: &ArrowSchema) -> Result<()> {
             }
             Ok::<_, Error>(())
         };
-        stored.await.map_err(|e| {
+        let stored = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(stored))
+            .await
+            .unwrap_or_else(|panic| {
+                Err(Error::invalid(super::panics::panic_message(panic.as_ref())))
+            });
+        stored.map_err(|e| {
             Error::invalid(format!(
                 "column {} has type {}, which natal cannot store: {e}",
                 field.name(),
@@ -154,6 +165,22 @@ impl TableStore {
         // types (nested fields untagged), which the encoder takes as the same.
         let file_schema = schema.to_arrow_with_field_ids();
         let user_schema = schema.to_arrow();
+        // Columns of a type Parquet cannot hold go to the encoder as the type they are
+        // stored as (`format::stored_as`); the rest as they are.
+        let stored_apart: Vec<usize> = (schema.fields.iter().enumerate())
+            .filter(|(_, f)| crate::format::stored_as(&f.data_type).is_some())
+            .map(|(i, _)| i)
+            .collect();
+        let staged_schema = match stored_apart.is_empty() {
+            true => user_schema.clone(),
+            false => {
+                let mut fields: Vec<_> = user_schema.fields().iter().cloned().collect();
+                for &i in &stored_apart {
+                    fields[i] = file_schema.fields()[i].clone();
+                }
+                Arc::new(ArrowSchema::new(fields))
+            }
+        };
         let mut nan_counts = vec![0u64; schema.fields.len()];
         let mut checked = Vec::with_capacity(batches.len());
         let mut rows = 0u64;
@@ -170,7 +197,15 @@ impl TableStore {
                 *count += count_nans(column);
             }
             rows += batch.num_rows() as u64;
-            checked.push(batch);
+            if stored_apart.is_empty() {
+                checked.push(batch);
+                continue;
+            }
+            let mut columns = batch.columns().to_vec();
+            for &i in &stored_apart {
+                columns[i] = super::stored_type::to_stored(&columns[i])?;
+            }
+            checked.push(RecordBatch::try_new(staged_schema.clone(), columns)?);
         }
         let (bytes, metadata) = encode(file_schema.clone(), checked).await?;
         let column_stats = column_stats(schema, &file_schema, &metadata, &nan_counts)?;

@@ -42,6 +42,12 @@ pub(super) fn column_stats(
             uncompressed_bytes: sizes.get(index).copied(),
             ..Default::default()
         };
+        // A column stored as another type has bounds of that type's order (bytes), not
+        // its own: it keeps none.
+        if crate::format::stored_as(&field.data_type).is_some() {
+            out.push(stats);
+            continue;
+        }
         let mins = stat_values(&converter.row_group_mins(groups.iter())?);
         let maxes = stat_values(&converter.row_group_maxes(groups.iter())?);
         if let (Some(mins), Some(maxes)) = (mins, maxes) {

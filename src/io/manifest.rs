@@ -64,6 +64,12 @@ impl TableStore {
 
     /// Reads and validates one version's manifest (one GET).
     pub async fn read_manifest(&self, version: u64) -> Result<Manifest> {
+        self.read_manifest_at(version)
+            .await
+            .map_err(|e| self.located(e))
+    }
+
+    async fn read_manifest_at(&self, version: u64) -> Result<Manifest> {
         let path = self.manifest_path(version);
         let bytes = match self.get(&path).await {
             Ok(bytes) => bytes,

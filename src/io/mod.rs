@@ -20,6 +20,7 @@ mod rowids;
 mod segments;
 mod staged;
 mod store;
+mod stored_type;
 
 pub use crate::format::{decode_deletions, encode_deletions};
 pub use conform::FileColumns;

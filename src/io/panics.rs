@@ -28,10 +28,15 @@ pub(crate) fn parquet_read_now<T>(path: &str, read: impl FnOnce() -> Result<T>) 
 
 /// A panic of the Parquet crate over the file at `path`.
 pub(crate) fn panicked(path: &str, panic: Box<dyn std::any::Any + Send>) -> Error {
-    let message = panic
+    let message = panic_message(panic.as_ref());
+    Error::corrupt(path, format!("the Parquet reader failed on it: {message}"))
+}
+
+/// What a caught panic said.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".into());
-    Error::corrupt(path, format!("the Parquet reader failed on it: {message}"))
+        .unwrap_or_else(|| "no message".into())
 }

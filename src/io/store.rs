@@ -233,6 +233,24 @@ impl TableStore {
         }
     }
 
+    /// `error` with the object path it names under the table shown as [`Self::display`]
+    /// shows the table: a local file by its file-system path, with its leading `/`.
+    pub(crate) fn located(&self, error: Error) -> Error {
+        let Error::Corrupt { path, reason } = error else {
+            return error;
+        };
+        let inside = self.local_directory().and_then(|directory| {
+            let rest = path
+                .strip_prefix(self.root.as_ref())?
+                .trim_start_matches('/');
+            Some(directory.join(rest).display().to_string())
+        });
+        Error::Corrupt {
+            path: inside.unwrap_or(path),
+            reason,
+        }
+    }
+
     /// The table's directory when it is on a local disk.
     pub(crate) fn local_directory(&self) -> Option<&std::path::Path> {
         self.local_directory.as_deref().map(|d| d.as_path())

@@ -104,6 +104,8 @@ impl Table {
                 ..field.clone()
             }],
             next_field_id: to.next_field_id,
+            metadata: Default::default(),
+            constraints: Vec::new(),
         };
         let field = field.clone();
         let mut written: Vec<(FragmentId, DataFile)> = Vec::new();

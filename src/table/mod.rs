@@ -21,6 +21,7 @@
 mod alter;
 mod changes;
 mod commit;
+mod declared;
 mod filter;
 mod index;
 mod maintenance;
@@ -47,6 +48,7 @@ use write::{delete_written, write_native_fragments};
 
 pub use alter::{ColumnValues, NewColumn};
 pub use changes::RowChangeSet;
+pub use declared::{ColumnDefault, Declarations, TableConstraint};
 pub use filter::{predicate_layout, RowPredicate};
 pub use index::{IndexBuild, IndexOptions, IndexProbe};
 pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, Compaction};
@@ -190,6 +192,23 @@ impl Table {
         options: TableOptions,
         batches: BoxStream<'_, Result<RecordBatch>>,
     ) -> Result<(Self, Committed)> {
+        let declarations = Declarations::default();
+        Self::create_declared(store, root, (schema, &declarations), options, batches).await
+    }
+
+    /// [`Self::create_from`] with column defaults and constraints (`declared`): what a SQL
+    /// `CREATE TABLE` declares beyond the schema (whose Arrow metadata is kept too).
+    ///
+    /// # Errors
+    /// As [`Self::create_from`]; and a declaration naming a column that is not there, or a
+    /// default value that is not of its column's type.
+    pub async fn create_declared(
+        store: Arc<dyn ObjectStore>,
+        root: Path,
+        (schema, declared): (&ArrowSchema, &Declarations),
+        options: TableOptions,
+        batches: BoxStream<'_, Result<RecordBatch>>,
+    ) -> Result<(Self, Committed)> {
         let max_rows_per_fragment = u32::try_from(options.max_rows_per_fragment)
             .ok()
             .and_then(std::num::NonZeroU32::new)
@@ -207,7 +226,11 @@ impl Table {
             parent_version: None,
             timestamp_micros: chrono::Utc::now().timestamp_micros(),
             table_uuid: uuid::Uuid::new_v4().to_string(),
-            schema: Schema::from_arrow(schema)?,
+            schema: {
+                let mut table_schema = Schema::from_arrow(schema)?;
+                declared.apply_to(&mut table_schema)?;
+                table_schema
+            },
             fragments: Vec::new(),
             fragment_segments: Vec::new(),
             max_fragment_id: None,
@@ -306,6 +329,20 @@ impl Table {
     pub async fn at_version(&self, version: u64) -> Result<Snapshot> {
         let manifest = self.store.read_manifest(version).await?;
         Ok(Snapshot::new(self.store.clone(), manifest))
+    }
+
+    /// Every retained version, ascending, with its manifest, or why it does not read: a
+    /// damaged version ([`Error::Corrupt`]) is listed, not the listing's end (what a user
+    /// looks at after restoring over one). Other errors (the store's) end it.
+    pub async fn version_list(&self) -> Result<Vec<(u64, Result<Manifest>)>> {
+        let mut out = Vec::new();
+        for (version, _) in self.store.list_versions().await? {
+            match self.store.read_manifest(version).await {
+                Err(e) if !matches!(e, Error::Corrupt { .. }) => return Err(e),
+                read => out.push((version, read)),
+            }
+        }
+        Ok(out)
     }
 
     /// Every retained version, ascending, with its manifest.

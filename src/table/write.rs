@@ -94,6 +94,12 @@ impl<'a> FragmentWriter<'a> {
         mut ids: Vec<Option<RowId>>,
     ) -> Result<()> {
         self.schema.check_input(&batch.schema())?;
+        if self.schema.fields.is_empty() && batch.num_rows() > 0 {
+            // A data file of no columns cannot say how many rows it holds.
+            return Err(Error::invalid(
+                "a table without columns holds no rows: add a column first",
+            ));
+        }
         while batch.num_rows() > 0 {
             let room = self.max_rows - self.pending_rows;
             let take = room.min(batch.num_rows());

@@ -83,7 +83,7 @@ pub async fn read_rows(snapshot: &Snapshot) -> natal::Result<BTreeMap<u64, Row>>
         // their row's key (`model_schema::check_extras` says which).
         for (field, extra) in batch.schema().fields().iter().zip(batch.columns()).skip(3) {
             if !natal::internals::format::RESERVED_COLUMNS.contains(&field.name().as_str()) {
-                let extra = arrow::compute::cast(extra, &arrow::datatypes::DataType::Int64)?;
+                let extra = as_keys(extra);
                 let extra = extra.as_primitive::<Int64Type>();
                 let keys_or_null =
                     (0..extra.len()).all(|i| extra.is_null(i) || extra.value(i) == keys.value(i));
@@ -219,4 +219,19 @@ pub fn metric(plan: &Arc<dyn ExecutionPlan>, node: &str, name: &str) -> usize {
         .into_iter()
         .map(|c| metric(c, node, name))
         .sum::<usize>()
+}
+
+/// The type of the model test's interval extras.
+pub const INTERVAL: arrow::datatypes::DataType =
+    arrow::datatypes::DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano);
+
+/// An extra's values as the keys they hold (an interval's nanoseconds).
+pub fn as_keys(column: &arrow::array::ArrayRef) -> arrow::array::ArrayRef {
+    if column.data_type() == &INTERVAL {
+        let intervals = column.as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>();
+        let keys: arrow::array::Int64Array =
+            intervals.iter().map(|v| v.map(|v| v.nanoseconds)).collect();
+        return Arc::new(keys);
+    }
+    arrow::compute::cast(column, &DataType::Int64).expect("cast")
 }

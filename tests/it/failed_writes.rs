@@ -77,17 +77,20 @@ async fn a_table_created_from_failing_rows_is_not_created() {
 
 #[tokio::test]
 async fn a_schema_natal_cannot_store_creates_nothing() {
-    use arrow::datatypes::{DataType, Field, IntervalUnit, Schema};
+    use arrow::datatypes::{DataType, Field, Schema};
     let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    // A dictionary of structs: Parquet's Arrow writer has no encoding for it.
+    let point = DataType::Struct(vec![Field::new("x", DataType::Int32, true)].into());
+    let span = DataType::Dictionary(Box::new(DataType::Int32), Box::new(point));
     let schema = Schema::new(vec![
         Field::new("k", DataType::Int64, false),
-        Field::new("span", DataType::Interval(IntervalUnit::MonthDayNano), true),
+        Field::new("span", span, true),
     ]);
     let err = Table::create(store.clone(), "t".into(), &schema, TableOptions::default())
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, Error::InvalidInput(m) if m.contains("column span has type Interval(MonthDayNano)")),
+        matches!(&err, Error::InvalidInput(m) if m.contains("column span has type Dictionary(Int32, Struct")),
         "{err}"
     );
     assert!(files(&store).await.is_empty());
@@ -98,11 +101,12 @@ async fn a_failed_create_external_table_creates_no_directory() {
     let (dir, ctx) = catalog_session();
     let location = dir.path().join("never");
     let sql = format!(
-        "CREATE EXTERNAL TABLE never (k BIGINT, d INTERVAL) STORED AS NATAL LOCATION '{}'",
+        "CREATE EXTERNAL TABLE never (k BIGINT, d INT DEFAULT 'five') STORED AS NATAL \
+         LOCATION '{}'",
         location.display()
     );
     let err = ctx.sql(&sql).await.unwrap_err();
-    assert!(err.to_string().contains("natal cannot store"), "{err}");
+    assert!(err.to_string().contains("DEFAULT"), "{err}");
     assert!(!location.exists(), "{} was created", location.display());
     let missing = format!(
         "CREATE EXTERNAL TABLE missing STORED AS NATAL LOCATION '{}'",

@@ -11,7 +11,8 @@
 //! a column default; since 2026-12-02-nested, a second table `n` of nested columns (structs,
 //! lists, maps) written before nested fields had field ids of their own; since
 //! 2026-12-02-nested-ids, `n` with nested ids and nested fields renamed, added, moved,
-//! widened and dropped.
+//! widened and dropped; since 2026-12-03-declared, a third table `d` with what a `CREATE TABLE`
+//! declares beyond columns (defaults, a default expression, constraints, Arrow metadata).
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -41,6 +42,7 @@ const FIXTURES: &[&str] = &[
     "2026-12-02-columns",
     "2026-12-02-nested",
     "2026-12-02-nested-ids",
+    "2026-12-03-declared",
 ];
 
 /// Where the fixtures live.
@@ -100,7 +102,7 @@ async fn write_history(table: &Table) -> natal::Result<()> {
         .await?;
     // Columns added with values (since 2026-12-02-columns): each fragment gains a file of
     // its own for `k2` (each row's key); a column `d` with a default comes and goes.
-    crate::model_schema::add_valued(table, "k2").await?;
+    crate::model_schema::add_valued(table, "k2", DataType::Int32).await?;
     let padded = pad(batch(&rows(160..170)), table.latest().await?.schema());
     table.append(vec![padded]).await?;
     table.delete_where(key_matches(|k| k % 17 == 5)).await?;
@@ -176,6 +178,10 @@ async fn write_fixture(dir: &Path) {
     let nested = Table::open(local_store(dir), "n".into());
     let expected = crate::nested::describe(&ctx, &nested).await;
     std::fs::write(dir.join("expected-n.txt"), expected).expect("expected-n.txt");
+    // Declarations (since 2026-12-03-declared).
+    crate::declared::write_fixture_table(&ctx, dir).await;
+    let expected = crate::declared::describe_fixture_table(&ctx).await;
+    std::fs::write(dir.join("expected-d.txt"), expected).expect("expected-d.txt");
 }
 
 pub fn copy_dir(from: &Path, to: &Path) {
@@ -309,6 +315,31 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
                 found == expected,
                 "{fixture:?} reads n differently:\n{}",
                 first_difference(&expected, &found)
+            );
+        }
+
+        // Declarations, where the fixture has them, read as they did and still apply.
+        if let Ok(expected) = std::fs::read_to_string(fixture.join("expected-d.txt")) {
+            let found = crate::declared::describe_fixture_table(&ctx).await;
+            assert!(
+                found == expected,
+                "{fixture:?} reads d differently:\n{}",
+                first_difference(&expected, &found)
+            );
+            run(&ctx, "INSERT INTO d (id) VALUES (4)").await;
+            let batches = ctx
+                .sql("SELECT b, c FROM d WHERE id = 4")
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            let shown = arrow::util::pretty::pretty_format_batches(&batches)
+                .unwrap()
+                .to_string();
+            assert!(
+                shown.contains("500") && shown.contains("default_text"),
+                "{shown}"
             );
         }
     }

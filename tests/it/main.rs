@@ -7,6 +7,7 @@ mod commit_outcome;
 mod common;
 mod concurrency;
 mod data_files;
+mod declared;
 mod failed_writes;
 mod faults;
 mod fixtures;

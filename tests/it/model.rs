@@ -329,11 +329,11 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
         Op::Schema(op) => {
             let before = model.extras.clone();
             match plan_schema(op, &before, &mut model.names, read.keys().copied()) {
-                Some((SchemaChange::AddColumn { name, .. }, after))
-                    if matches!(op, SchemaOp::AddValued) =>
+                Some((SchemaChange::AddColumn { name, data_type }, after))
+                    if matches!(op, SchemaOp::AddValued(_)) =>
                 {
                     (
-                        Action::AddValued(name.column().to_string()),
+                        Action::AddValued(name.column().to_string(), data_type),
                         Expect::Schema { before, after },
                     )
                 }
@@ -651,11 +651,11 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
                                 | Action::Compact(..)
                         )
                     };
-                    let valued_meanwhile = (matches!(action_b, Action::AddValued(_))
+                    let valued_meanwhile = (matches!(action_b, Action::AddValued(..))
                         && (merged_after_a
                             || rewrites(&action_a)
                             || matches!(action_a, Action::Append(_) | Action::Overwrite(_))))
-                        || (matches!(action_a, Action::AddValued(_)) && rewrites(&action_b));
+                        || (matches!(action_a, Action::AddValued(..)) && rewrites(&action_b));
                     let allowed = conflicts
                         || (matches!(action_b, Action::Compact(..)) && rewrote)
                         || indexed_meanwhile

@@ -32,8 +32,8 @@ pub enum Action {
     Overwrite(Vec<(i64, i64)>),
     Restore(u64),
     Alter(Vec<natal::SchemaChange>),
-    /// Add a column of this name holding each row's key.
-    AddValued(String),
+    /// Add a column of this name and type holding each row's key.
+    AddValued(String, arrow::datatypes::DataType),
 }
 
 /// What an operation reported: the version it left the table at, and whether it published it.
@@ -121,6 +121,10 @@ pub async fn run(table: &Table, action: &Action, schema: &Arc<Schema>) -> natal:
         Action::Overwrite(rows) => table.overwrite(vec![batch(rows)]).await?.into(),
         Action::Restore(v) => table.restore(*v).await?.into(),
         Action::Alter(changes) => table.alter(changes.clone()).await?.into(),
-        Action::AddValued(name) => crate::model_schema::add_valued(table, name).await?.into(),
+        Action::AddValued(name, data_type) => {
+            crate::model_schema::add_valued(table, name, data_type.clone())
+                .await?
+                .into()
+        }
     })
 }

@@ -33,8 +33,9 @@ pub type Extras = Vec<Extra>;
 #[derive(Debug, Clone)]
 pub enum SchemaOp {
     Add,
-    /// Add a column holding each row's key (`Table::add_column_with_values`).
-    AddValued,
+    /// Add a column holding each row's key (`Table::add_column_with_values`): an Int32, or
+    /// (true) a month-day-nano interval of that many nanoseconds, a type Parquet cannot hold.
+    AddValued(bool),
     Drop(Index),
     Rename(Index),
     Widen(Index),
@@ -45,7 +46,7 @@ pub enum SchemaOp {
 pub fn schema_op() -> impl Strategy<Value = SchemaOp> {
     prop_oneof![
         2 => Just(SchemaOp::Add),
-        2 => Just(SchemaOp::AddValued),
+        2 => any::<bool>().prop_map(SchemaOp::AddValued),
         1 => any::<Index>().prop_map(SchemaOp::Drop),
         1 => any::<Index>().prop_map(SchemaOp::Rename),
         1 => any::<Index>().prop_map(SchemaOp::Widen),
@@ -66,21 +67,25 @@ pub fn plan_schema(
     let pick = |index: &Index| (!extras.is_empty()).then(|| index.index(extras.len()));
     *names += 1;
     let change = match op {
-        SchemaOp::Add | SchemaOp::AddValued => {
+        SchemaOp::Add | SchemaOp::AddValued(_) => {
             let name = format!("x{names}");
             let valued = match op {
-                SchemaOp::AddValued => live.collect(),
+                SchemaOp::AddValued(_) => live.collect(),
                 _ => BTreeSet::new(),
+            };
+            let data_type = match op {
+                SchemaOp::AddValued(true) => INTERVAL,
+                _ => DataType::Int32,
             };
             after.push(Extra {
                 tag: *names,
                 name: name.clone(),
-                data_type: DataType::Int32,
+                data_type: data_type.clone(),
                 valued: Arc::new(valued),
             });
             SchemaChange::AddColumn {
                 name: name.into(),
-                data_type: DataType::Int32,
+                data_type,
             }
         }
         SchemaOp::Drop(index) => {
@@ -99,6 +104,9 @@ pub fn plan_schema(
         }
         SchemaOp::Widen(index) => {
             let at = pick(index)?;
+            if after[at].data_type == INTERVAL {
+                return None;
+            }
             after[at].data_type = DataType::Int64;
             SchemaChange::SetDataType {
                 name: after[at].name.as_str().into(),
@@ -150,16 +158,32 @@ pub fn forget(extras: &mut Extras, ids: impl Iterator<Item = u64> + Clone) {
     }
 }
 
-/// Adds an Int32 column `name` holding each live row's key.
-pub async fn add_valued(table: &Table, name: &str) -> natal::Result<natal::Committed> {
+pub use crate::common::INTERVAL;
+
+/// Adds a column `name` of `data_type` (Int32 or [`INTERVAL`]) holding each live row's key.
+pub async fn add_valued(
+    table: &Table,
+    name: &str,
+    data_type: DataType,
+) -> natal::Result<natal::Committed> {
     let column = NewColumn {
         name: name.to_string(),
-        data_type: DataType::Int32,
+        data_type: data_type.clone(),
         nullable: true,
         inputs: vec!["key".to_string()],
         default_value: None,
     };
-    let keys = |batch: &RecordBatch| Ok(arrow::compute::cast(batch.column(0), &DataType::Int32)?);
+    let keys = move |batch: &RecordBatch| -> natal::Result<arrow::array::ArrayRef> {
+        if data_type == crate::common::INTERVAL {
+            let keys = batch.column(0).as_primitive::<Int64Type>();
+            let intervals: arrow::array::IntervalMonthDayNanoArray = keys
+                .iter()
+                .map(|k| k.map(|k| arrow::datatypes::IntervalMonthDayNano::new(0, 0, k)))
+                .collect();
+            return Ok(Arc::new(intervals));
+        }
+        Ok(arrow::compute::cast(batch.column(0), &data_type)?)
+    };
     table.add_column_with_values(column, &keys).await
 }
 
@@ -193,8 +217,7 @@ pub async fn check_extras(snapshot: &Snapshot, extras: &Extras) {
             .column(batch.num_columns() - 1)
             .as_primitive::<arrow::datatypes::UInt64Type>();
         for (at, extra) in extras.iter().enumerate() {
-            let column =
-                arrow::compute::cast(batch.column(3 + at), &DataType::Int64).expect("cast");
+            let column = crate::common::as_keys(batch.column(3 + at));
             let values = column.as_primitive::<Int64Type>();
             for i in 0..batch.num_rows() {
                 let id = ids.value(i);

@@ -119,7 +119,7 @@ async fn a_restore_over_a_damaged_index_build_never_reuses_its_segment_numbers()
 }
 
 /// The newest manifest file under `versions` (names count down, so it sorts first).
-fn newest_manifest(versions: &std::path::Path) -> std::path::PathBuf {
+pub fn newest_manifest(versions: &std::path::Path) -> std::path::PathBuf {
     let mut manifests: Vec<_> = std::fs::read_dir(versions)
         .unwrap()
         .map(|e| e.unwrap().path())
