@@ -51,7 +51,7 @@ mod rowid;
 mod table;
 
 pub use error::{Error, FlagKind, Result};
-pub use format::{FieldPath, Position, SchemaChange};
+pub use format::{BlobColumn, BlobKind, FieldPath, Position, SchemaChange, BLOB_META_KEY};
 pub use io::{IndexLookup, ManifestLayout};
 pub use operation::Operation;
 pub use rowid::{FragmentId, RowAddress, RowId, RowIdSet};

@@ -5,6 +5,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use arrow::datatypes::DataType;
+
+use super::blob::BlobColumn;
 use super::nested::nested_count;
 use super::proto;
 use super::schema::{Constraint, ConstraintKind, Field, Schema};
@@ -33,7 +36,26 @@ pub(super) fn schema_from_proto(raw: proto::Schema, path: &str) -> Result<Schema
                     f.name
                 )));
             }
+            let blob = match f.blob {
+                Some(b) => {
+                    if !matches!(data_type, DataType::Binary | DataType::LargeBinary) {
+                        return Err(corrupt(format!(
+                            "blob column {} has type {data_type}, not Binary or LargeBinary",
+                            f.name
+                        )));
+                    }
+                    let blob = BlobColumn {
+                        inline_limit: b.inline_limit,
+                        dedicated_threshold: b.dedicated_threshold,
+                        pack_file_size: b.pack_file_size,
+                    };
+                    blob.validate(&f.name).map_err(|e| corrupt(e.to_string()))?;
+                    Some(blob)
+                }
+                None => None,
+            };
             Ok(Field {
+                blob,
                 id: f.id,
                 name: f.name,
                 data_type,
@@ -119,6 +141,11 @@ pub(super) fn schema_to_proto(schema: &Schema) -> proto::Schema {
                     legacy_nested_field_ids: f.legacy_nested_ids.clone(),
                     default_expression: f.default_expression.clone(),
                     metadata: metadata_to_proto(&f.metadata),
+                    blob: f.blob.map(|b| proto::BlobColumn {
+                        inline_limit: b.inline_limit,
+                        dedicated_threshold: b.dedicated_threshold,
+                        pack_file_size: b.pack_file_size,
+                    }),
                 }
             })
             .collect(),
@@ -170,6 +197,7 @@ mod tests {
                 legacy_nested_field_ids: vec![],
                 default_expression: None,
                 metadata: vec![],
+                blob: None,
             }],
             next_field_id,
             metadata: vec![],

@@ -65,6 +65,10 @@ pub mod flags {
     /// Some column's type has no Parquet encoding (a month-day-nano interval), and data
     /// files hold it as another (`stored_as`): readers must decode it, writers encode it.
     pub const STORED_TYPES: u64 = 1 << 15;
+    /// Some column is a blob column: data files hold its values as descriptors, the bytes
+    /// inline or in sidecars under the data file's stem, which readers must resolve and
+    /// writers place (and cleanup keep while the data file lives).
+    pub const BLOB_COLUMNS: u64 = 1 << 16;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -77,7 +81,8 @@ pub mod flags {
         | SCHEMA_CHANGES
         | COLUMN_FILES
         | NESTED_FIELD_IDS
-        | STORED_TYPES;
+        | STORED_TYPES
+        | BLOB_COLUMNS;
     /// Every writer flag this client implements.
     pub const KNOWN_WRITER: u64 =
         KNOWN_READER | INDEX_SEGMENT_SEQ | MOVE_TALLIES | COLUMN_DEFAULTS | SCHEMA_DECLARATIONS;
@@ -249,6 +254,9 @@ impl Manifest {
         let stored_apart = |f: &super::Field| super::stored_as(&f.data_type).is_some();
         if self.schema.fields.iter().any(stored_apart) {
             used |= flags::STORED_TYPES;
+        }
+        if self.schema.fields.iter().any(|f| f.blob.is_some()) {
+            used |= flags::BLOB_COLUMNS;
         }
         let reader = used;
         let mut writer = used;

@@ -3,6 +3,7 @@
 //! and never leave `format/`; [`Manifest::encode`] and [`Manifest::decode`] are the only doors.
 //! A decoded fragment list is [`Unresolved`] until `io` has read the row-id files it names.
 
+mod blob;
 mod convert;
 mod convert_row_ids;
 mod convert_schema;
@@ -26,6 +27,11 @@ mod proto {
     include!(concat!(env!("OUT_DIR"), "/natal.format.rs"));
 }
 
+pub use blob::{
+    descriptor as blob_descriptor, descriptor_fields, descriptor_type, sidecar_owner, sidecar_path,
+    BlobColumn, BlobKind, BLOB_DEDICATED_THRESHOLD_META_KEY, BLOB_INLINE_LIMIT_META_KEY,
+    BLOB_META_KEY, BLOB_PACK_FILE_SIZE_META_KEY,
+};
 pub use deletion::{decode_deletions, encode_deletions};
 pub use envelope::{seal, unseal};
 pub use index::{cache_node, IndexSection, IndexSegment, LogicalIndex};

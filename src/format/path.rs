@@ -54,6 +54,21 @@ impl TablePath {
         Ok(Self(path.to_string()))
     }
 
+    /// The file `name` in the directory named by `file`'s stem (`data/x.parquet` →
+    /// `data/x/<name>`): where a data file's blob sidecars live. `name` is a plain segment.
+    pub(crate) fn sidecar(file: &TablePath, name: &str) -> TablePath {
+        TablePath(format!("{}/{name}", Self::sidecar_dir(file).0))
+    }
+
+    /// The directory of `file`'s blob sidecars: its stem (`data/x.parquet` → `data/x`).
+    pub(crate) fn sidecar_dir(file: &TablePath) -> TablePath {
+        let stem = file
+            .0
+            .rsplit_once('.')
+            .map_or(file.0.as_str(), |(stem, _)| stem);
+        TablePath(stem.to_string())
+    }
+
     /// The path as stored.
     pub fn as_str(&self) -> &str {
         &self.0

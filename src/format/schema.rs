@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field as ArrowField, FieldRef, Schema as ArrowSchema, SchemaRef};
 
+use super::blob::BlobColumn;
 use super::schema_change::FieldPath;
 
 use crate::error::{Error, Result};
@@ -40,6 +41,9 @@ pub struct Field {
     pub default_expression: Option<String>,
     /// The column's Arrow field metadata as given, natal's own keys left out.
     pub metadata: BTreeMap<String, String>,
+    /// For a blob column (a Binary or LargeBinary column declared so): how its values are
+    /// placed. Data files hold its values as descriptors ([`super::descriptor_type`]).
+    pub blob: Option<BlobColumn>,
 }
 
 impl Field {
@@ -56,13 +60,16 @@ impl Field {
             legacy_nested_ids: Vec::new(),
             default_expression: None,
             metadata: BTreeMap::new(),
+            blob: None,
         }
     }
 
     /// The column as users see it: its name, type, nullability and metadata.
     pub fn to_arrow(&self) -> ArrowField {
-        ArrowField::new(&self.name, self.data_type.clone(), self.nullable)
-            .with_metadata(self.metadata.clone().into_iter().collect())
+        let mut metadata: HashMap<String, String> = self.metadata.clone().into_iter().collect();
+        // A blob column says so, with its thresholds: a table made from it makes one too.
+        metadata.extend(self.blob.iter().flat_map(BlobColumn::to_metadata));
+        ArrowField::new(&self.name, self.data_type.clone(), self.nullable).with_metadata(metadata)
     }
 
     /// The fields inside it, depth first, a field before the fields inside it.
@@ -79,6 +86,9 @@ impl Field {
 
     /// Its type as data files hold it: each nested field tagged with its field id.
     pub fn file_type(&self) -> DataType {
+        if self.blob.is_some() {
+            return super::blob::descriptor_type(&self.data_type);
+        }
         if let Some(stored) = super::stored_type::stored_as(&self.data_type) {
             return stored;
         }
@@ -196,11 +206,14 @@ pub enum ConstraintKind {
 }
 
 /// The metadata natal keeps of a field or schema: all but its own keys (a data file's
-/// Parquet field ids, which natal writes itself).
+/// Parquet field ids, which natal writes itself; a blob column's declaration, kept as such).
 pub(crate) fn kept_metadata(metadata: &HashMap<String, String>) -> BTreeMap<String, String> {
     metadata
         .iter()
-        .filter(|(key, _)| key.as_str() != PARQUET_FIELD_ID_META_KEY)
+        .filter(|(key, _)| {
+            key.as_str() != PARQUET_FIELD_ID_META_KEY
+                && !key.starts_with(super::blob::BLOB_META_KEY)
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
@@ -238,6 +251,7 @@ impl Schema {
             fields.push(Field {
                 nullable: field.is_nullable(),
                 metadata: kept_metadata(field.metadata()),
+                blob: BlobColumn::from_field(field)?,
                 ..Field::new(id as u32, field.name(), data_type)
             });
         }

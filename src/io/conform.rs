@@ -21,6 +21,8 @@ use crate::format::{field_id_of, nested, Field, FieldId};
 pub struct FileColumns {
     ids: Vec<FieldId>,
     nested: Vec<Option<Arc<NestedShape>>>,
+    /// The ids of the blob columns among them: files hold their descriptors.
+    blob_ids: Vec<FieldId>,
 }
 
 /// How a nested column's fields are found in a file.
@@ -39,6 +41,9 @@ impl FileColumns {
         let mut columns = Self::default();
         for field in fields {
             columns.ids.push(field.id);
+            if field.blob.is_some() {
+                columns.blob_ids.push(field.id);
+            }
             columns.nested.push((!field.nested_ids.is_empty()).then(|| {
                 Arc::new(NestedShape {
                     file_type: field.file_type(),
@@ -52,6 +57,11 @@ impl FileColumns {
     /// Their field ids.
     pub fn ids(&self) -> &[FieldId] {
         &self.ids
+    }
+
+    /// The field ids of the blob columns among them.
+    pub fn blob_ids(&self) -> &[FieldId] {
+        &self.blob_ids
     }
 
     /// How many there are.

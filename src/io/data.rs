@@ -88,7 +88,7 @@ impl TableStore {
         let stream = async move {
             let selected = match pages {
                 Some(pages) => {
-                    this.prune_pages(&fragment, columns.ids(), &output, &pages, selected)
+                    this.prune_pages(&fragment, &columns, &output, &pages, selected)
                         .await?
                 }
                 None => selected,
@@ -122,15 +122,18 @@ impl TableStore {
     async fn prune_pages(
         &self,
         fragment: &Fragment,
-        field_ids: &[FieldId],
+        columns: &FileColumns,
         output: &SchemaRef,
         pages: &PagePruning,
         mut selected: Selected,
     ) -> Result<Selected> {
+        let field_ids = columns.ids();
         for (file_index, ids) in files_holding(fragment, &pages.field_ids) {
             let file = &fragment.files[file_index];
-            let columns: Vec<(u32, &arrow::datatypes::Field)> = ids
+            let judged: Vec<(u32, &arrow::datatypes::Field)> = ids
                 .iter()
+                // A blob column's pages hold descriptors: their bounds say nothing of values.
+                .filter(|id| !columns.blob_ids().contains(id))
                 .filter_map(|id| {
                     let position = field_ids.iter().position(|f| f == id)?;
                     let field = output.field(position);
@@ -148,11 +151,11 @@ impl TableStore {
                     judged.then_some((*id, field))
                 })
                 .collect();
-            if columns.is_empty() {
+            if judged.is_empty() {
                 continue;
             }
             let metadata = self.footer(file, &mut self.file_reader(file), true).await?;
-            let schema = file_schema_as_table(metadata.schema(), &columns);
+            let schema = file_schema_as_table(metadata.schema(), &judged);
             let Some(selection) = (pages.select)(metadata.metadata(), &schema) else {
                 continue;
             };
@@ -225,7 +228,9 @@ impl TableStore {
         if let [(file_index, ids)] = per_file.as_slice() {
             if ids.len() == field_ids.len() {
                 let file = &fragment.files[*file_index];
-                let stream = self.read_file(file, field_ids, selection).await?;
+                let stream = self
+                    .read_file(file, field_ids, columns.blob_ids(), selection)
+                    .await?;
                 let columns = columns.clone();
                 let path = file.path.to_string();
                 // A column the file holds in another shape than the table's is damage.
@@ -244,7 +249,9 @@ impl TableStore {
         let mut files = Vec::with_capacity(per_file.len());
         for (file_index, ids) in &per_file {
             let file = &fragment.files[*file_index];
-            let stream = self.read_file(file, ids, selection.clone()).await?;
+            let stream = self
+                .read_file(file, ids, columns.blob_ids(), selection.clone())
+                .await?;
             files.push((file.path.to_string(), stream));
         }
         let columns = columns.clone();
@@ -272,17 +279,35 @@ impl TableStore {
             .boxed())
     }
 
-    /// Streams the columns `field_ids` of one file, in file column order. A panic of the
-    /// Parquet reader over a damaged file (its footer, its page index, its pages) is that
-    /// file's corruption, not the query's end.
+    /// Streams the columns `field_ids` of one file, in file column order, the blob columns
+    /// among `blob_ids` resolved to their bytes. A panic of the Parquet reader over a
+    /// damaged file (its footer, its page index, its pages) is that file's corruption, not
+    /// the query's end.
     async fn read_file(
         &self,
         file: &DataFile,
         field_ids: &[FieldId],
+        blob_ids: &[FieldId],
         selection: Option<RowSelection>,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         let open = self.open_file_stream(file, field_ids, selection);
-        parquet_read(file.path.as_str(), open).await
+        let stream = parquet_read(file.path.as_str(), open).await?;
+        let blob_ids: Vec<FieldId> = blob_ids
+            .iter()
+            .copied()
+            .filter(|id| field_ids.contains(id))
+            .collect();
+        if blob_ids.is_empty() {
+            return Ok(stream);
+        }
+        let this = self.clone();
+        let path = file.path.clone();
+        Ok(stream
+            .and_then(move |batch| {
+                let (this, path, blob_ids) = (this.clone(), path.clone(), blob_ids.clone());
+                async move { super::blob::resolve_batch(&this, &path, batch, &blob_ids).await }
+            })
+            .boxed())
     }
 
     async fn open_file_stream(

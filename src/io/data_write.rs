@@ -17,11 +17,12 @@ use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::{WriterProperties, WriterVersion};
 use parquet::schema::types::ColumnPath;
 
+use super::blob::BlobPlacer;
 use super::file_stats::column_stats;
 use super::store::unique_name;
 use super::TableStore;
 use crate::error::{Error, Result};
-use crate::format::{DataFile, Schema, TablePath};
+use crate::format::{BlobColumn, DataFile, Schema, TablePath};
 
 /// Rows per Parquet page: what a take decodes to reach one row (delta encodings cannot
 /// jump) against what a scan pays per page (a header, a decompression, a decoder). Measured
@@ -165,22 +166,27 @@ impl TableStore {
         // types (nested fields untagged), which the encoder takes as the same.
         let file_schema = schema.to_arrow_with_field_ids();
         let user_schema = schema.to_arrow();
+        // Chosen first: blob sidecars live under the data file's stem.
+        let path = TablePath::parse(&format!("data/{}.parquet", unique_name()))?;
         // Columns of a type Parquet cannot hold go to the encoder as the type they are
-        // stored as (`format::stored_as`); the rest as they are.
+        // stored as (`format::stored_as`), blob columns as descriptors (their bytes placed
+        // by `placer`); the rest as they are.
         let stored_apart: Vec<usize> = (schema.fields.iter().enumerate())
             .filter(|(_, f)| crate::format::stored_as(&f.data_type).is_some())
             .map(|(i, _)| i)
             .collect();
-        let staged_schema = match stored_apart.is_empty() {
-            true => user_schema.clone(),
-            false => {
-                let mut fields: Vec<_> = user_schema.fields().iter().cloned().collect();
-                for &i in &stored_apart {
-                    fields[i] = file_schema.fields()[i].clone();
-                }
-                Arc::new(ArrowSchema::new(fields))
-            }
-        };
+        let blobs: Vec<(usize, BlobColumn)> = schema
+            .fields
+            .iter()
+            .enumerate()
+            .filter_map(|(index, field)| field.blob.map(|blob| (index, blob)))
+            .collect();
+        let mut placer = BlobPlacer::new(self, &path);
+        let restaged = stored_apart
+            .iter()
+            .copied()
+            .chain(blobs.iter().map(|(i, _)| *i));
+        let staged_schema = staged_schema(&user_schema, &file_schema, restaged);
         let mut nan_counts = vec![0u64; schema.fields.len()];
         let mut checked = Vec::with_capacity(batches.len());
         let mut rows = 0u64;
@@ -197,7 +203,7 @@ impl TableStore {
                 *count += count_nans(column);
             }
             rows += batch.num_rows() as u64;
-            if stored_apart.is_empty() {
+            if stored_apart.is_empty() && blobs.is_empty() {
                 checked.push(batch);
                 continue;
             }
@@ -205,11 +211,15 @@ impl TableStore {
             for &i in &stored_apart {
                 columns[i] = super::stored_type::to_stored(&columns[i])?;
             }
+            for (index, blob) in &blobs {
+                columns[*index] = placer.place(*index, blob, &columns[*index]).await?;
+            }
             checked.push(RecordBatch::try_new(staged_schema.clone(), columns)?);
         }
+        // Sidecars first: a data file never names one that is not there.
+        placer.finish().await?;
         let (bytes, metadata) = encode(file_schema.clone(), checked).await?;
         let column_stats = column_stats(schema, &file_schema, &metadata, &nan_counts)?;
-        let path = TablePath::parse(&format!("data/{}.parquet", unique_name()))?;
         let file_size_bytes = bytes.len() as u64;
         self.put(&self.path(&path), Bytes::from(bytes)).await?;
         Ok(DataFile {
@@ -219,6 +229,25 @@ impl TableStore {
             file_size_bytes,
             column_stats,
         })
+    }
+}
+
+/// The schema batches are encoded in: the user's, with the `restaged` columns (blob
+/// descriptors, types stored apart) typed as the file holds them.
+fn staged_schema(
+    user_schema: &SchemaRef,
+    file_schema: &SchemaRef,
+    restaged: impl Iterator<Item = usize>,
+) -> SchemaRef {
+    let mut fields: Vec<_> = user_schema.fields().iter().cloned().collect();
+    let mut changed = false;
+    for index in restaged {
+        fields[index] = file_schema.fields()[index].clone();
+        changed = true;
+    }
+    match changed {
+        true => Arc::new(ArrowSchema::new(fields)),
+        false => user_schema.clone(),
     }
 }
 

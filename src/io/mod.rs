@@ -2,6 +2,7 @@
 //! relocation checkpoints and index segment files. Everything here speaks domain types from
 //! `format/` and `rowid/`.
 
+mod blob;
 mod cache;
 mod checkpoint;
 mod column_files;

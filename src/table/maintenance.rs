@@ -83,6 +83,13 @@ pub struct CleanupReport {
     pub bytes_removed: u64,
 }
 
+/// Whether a file (table-relative) is one of `referenced`, or a blob sidecar of one: a
+/// data file's sidecars live and go with it.
+pub(super) fn is_referenced(relative: &str, referenced: &HashSet<String>) -> bool {
+    referenced.contains(relative)
+        || crate::format::sidecar_owner(relative).is_some_and(|owner| referenced.contains(&owner))
+}
+
 /// Every file a manifest references, as table-relative paths.
 pub(super) fn referenced_files(manifest: &Manifest, into: &mut HashSet<String>) {
     for fragment in &manifest.fragments {
@@ -311,7 +318,7 @@ impl Table {
         let mut report = CleanupReport::default();
         let mut to_delete: Vec<_> = self.store.list_table_files().await?;
         to_delete.retain(|(relative, meta)| {
-            !referenced.contains(relative) && now - meta.last_modified >= min_age
+            !is_referenced(relative, &referenced) && now - meta.last_modified >= min_age
         });
         for meta in removable_manifests {
             // Manifests go first: a version is never left pointing at deleted files.
@@ -334,7 +341,7 @@ impl Table {
                 Err(e) => return Err(e),
             }
         }
-        to_delete.retain(|(relative, _)| !newer.contains(relative));
+        to_delete.retain(|(relative, _)| !is_referenced(relative, &newer));
         // Unfinished uploads of killed writers: no version can name a file never completed.
         let mut staged = self.store.staged_uploads().await?;
         staged.retain(|upload| now - upload.modified >= min_age);

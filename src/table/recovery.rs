@@ -95,7 +95,7 @@ impl Table {
             .await?
             .into_iter()
             .map(|(relative, _)| relative)
-            .filter(|relative| !referenced.contains(relative))
+            .filter(|relative| !super::maintenance::is_referenced(relative, referenced))
             .collect())
     }
 }

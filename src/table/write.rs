@@ -165,8 +165,20 @@ pub(crate) async fn delete_written(store: &TableStore, fragments: &[NewFragment]
 /// Deletes `files`, written by a write that will not commit them. Best effort: a file left
 /// behind (the store failed again) is an orphan that cleanup removes.
 pub(crate) async fn delete_files(store: &TableStore, files: impl Iterator<Item = &DataFile>) {
+    use futures::TryStreamExt;
     use object_store::ObjectStoreExt;
     for file in files {
+        // Its blob sidecars first (written before it), under the file's stem.
+        let stem = store.path(&crate::format::TablePath::sidecar_dir(&file.path));
+        let sidecars: Vec<_> = store
+            .object_store()
+            .list(Some(&stem))
+            .try_collect()
+            .await
+            .unwrap_or_default();
+        for sidecar in sidecars {
+            let _ = store.object_store().delete(&sidecar.location).await;
+        }
         let _ = store.object_store().delete(&store.path(&file.path)).await;
     }
 }

@@ -12,7 +12,9 @@
 //! lists, maps) written before nested fields had field ids of their own; since
 //! 2026-12-02-nested-ids, `n` with nested ids and nested fields renamed, added, moved,
 //! widened and dropped; since 2026-12-03-declared, a third table `d` with what a `CREATE TABLE`
-//! declares beyond columns (defaults, a default expression, constraints, Arrow metadata).
+//! declares beyond columns (defaults, a default expression, constraints, Arrow metadata);
+//! since 2026-12-03-blobs, a fourth table `b` with a blob column (inline, packed and
+//! dedicated values in sidecars).
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -43,6 +45,7 @@ const FIXTURES: &[&str] = &[
     "2026-12-02-nested",
     "2026-12-02-nested-ids",
     "2026-12-03-declared",
+    "2026-12-03-blobs",
 ];
 
 /// Where the fixtures live.
@@ -182,6 +185,11 @@ async fn write_fixture(dir: &Path) {
     crate::declared::write_fixture_table(&ctx, dir).await;
     let expected = crate::declared::describe_fixture_table(&ctx).await;
     std::fs::write(dir.join("expected-d.txt"), expected).expect("expected-d.txt");
+    // Blob columns (since 2026-12-03-blobs).
+    crate::blob::write_fixture_table(local_store(dir)).await;
+    let blobs = Table::open(local_store(dir), "b".into());
+    let expected = crate::blob::describe_fixture_table(&blobs).await;
+    std::fs::write(dir.join("expected-b.txt"), expected).expect("expected-b.txt");
 }
 
 pub fn copy_dir(from: &Path, to: &Path) {
@@ -340,6 +348,29 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
             assert!(
                 shown.contains("500") && shown.contains("default_text"),
                 "{shown}"
+            );
+        }
+
+        // Blob columns, where the fixture has them: every version reads as it did, and
+        // today's natal appends to and compacts the table.
+        if let Ok(expected) = std::fs::read_to_string(fixture.join("expected-b.txt")) {
+            let blobs = Table::open(local_store(scratch.path()), "b".into());
+            let found = crate::blob::describe_fixture_table(&blobs).await;
+            assert!(
+                found == expected,
+                "{fixture:?} reads b differently:\n{}",
+                first_difference(&expected, &found)
+            );
+            blobs
+                .append(vec![crate::blob::blob_batch(100..120)])
+                .await
+                .unwrap();
+            blobs.compact(CompactOptions::default()).await.unwrap();
+            let latest = blobs.latest().await.unwrap();
+            let rows = crate::blob::read_blobs(&latest).await.unwrap();
+            assert!(
+                rows.contains_key(&119) && !rows.contains_key(&2),
+                "{fixture:?}"
             );
         }
     }

@@ -2,6 +2,7 @@
 
 mod add_column;
 mod bad_input;
+mod blob;
 mod cli;
 mod commit_outcome;
 mod common;

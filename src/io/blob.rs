@@ -1,0 +1,519 @@
+//! Blob columns' bytes (seed 003). Writing a data file places each value of a blob column by
+//! its size — inline in its descriptor, appended to the column's current packed sidecar, or
+//! in a dedicated sidecar of its own — and the sidecars are written before the data file, so
+//! no committed file names a sidecar that is not there. Reading the column resolves the
+//! descriptors back to bytes: one request per sidecar for all the ranges a batch needs (the
+//! store coalesces neighbours), nothing for a read that does not select the column.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, GenericBinaryArray, GenericBinaryBuilder, OffsetSizeTrait,
+    RecordBatch, RecordBatchOptions, StringArray, StructArray, UInt32Array, UInt64Array,
+    UInt8Array,
+};
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::{
+    DataType, Field as ArrowField, FieldRef, Schema as ArrowSchema, UInt32Type, UInt64Type,
+    UInt8Type,
+};
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
+
+use super::TableStore;
+use crate::error::{Error, Result};
+use crate::format::{
+    blob_descriptor, descriptor_fields, field_id_of, sidecar_path, BlobColumn, BlobKind, FieldId,
+    TablePath,
+};
+
+/// Sidecars fetched at once while resolving a batch.
+const CONCURRENT_SIDECAR_READS: usize = 8;
+
+/// Places the blob values of one data file being written. Sidecar ids are the file's own,
+/// counted from 0 across its columns.
+pub(super) struct BlobPlacer<'a> {
+    store: &'a TableStore,
+    data_file: &'a TablePath,
+    next_id: u32,
+    /// Per column of the file: the packed sidecar taking values, if one is open.
+    packs: HashMap<usize, Pack>,
+    /// Payload bytes written to sidecars.
+    pub sidecar_bytes: u64,
+}
+
+/// A packed sidecar being filled.
+struct Pack {
+    id: u32,
+    bytes: Vec<u8>,
+}
+
+impl<'a> BlobPlacer<'a> {
+    pub(super) fn new(store: &'a TableStore, data_file: &'a TablePath) -> Self {
+        Self {
+            store,
+            data_file,
+            next_id: 0,
+            packs: HashMap::new(),
+            sidecar_bytes: 0,
+        }
+    }
+
+    /// The descriptors of `values` (Binary or LargeBinary), the column `column` of the file,
+    /// placed as `blob` says; dedicated sidecars and full packs are written as they are made.
+    pub(super) async fn place(
+        &mut self,
+        column: usize,
+        blob: &BlobColumn,
+        values: &ArrayRef,
+    ) -> Result<ArrayRef> {
+        match values.data_type() {
+            DataType::Binary => {
+                self.place_values(column, blob, values.as_binary::<i32>())
+                    .await
+            }
+            DataType::LargeBinary => {
+                self.place_values(column, blob, values.as_binary::<i64>())
+                    .await
+            }
+            other => Err(Error::invalid(format!(
+                "a blob column holds Binary or LargeBinary values, not {other}"
+            ))),
+        }
+    }
+
+    async fn place_values<O: OffsetSizeTrait>(
+        &mut self,
+        column: usize,
+        blob: &BlobColumn,
+        values: &GenericBinaryArray<O>,
+    ) -> Result<ArrayRef> {
+        let rows = values.len();
+        let mut kinds = Vec::with_capacity(rows);
+        let mut positions = Vec::with_capacity(rows);
+        let mut sizes = Vec::with_capacity(rows);
+        let mut ids = Vec::with_capacity(rows);
+        let mut inline = GenericBinaryBuilder::<O>::new();
+        for row in 0..rows {
+            if values.is_null(row) {
+                kinds.push(BlobKind::Inline.code());
+                positions.push(0);
+                sizes.push(0);
+                ids.push(0);
+                inline.append_null();
+                continue;
+            }
+            let value = values.value(row);
+            let size = value.len() as u64;
+            let kind = blob.kind_for(size);
+            let (position, id) = match kind {
+                BlobKind::Inline => {
+                    inline.append_value(value);
+                    (0, 0)
+                }
+                BlobKind::Packed => {
+                    inline.append_null();
+                    self.append_packed(column, blob, value).await?
+                }
+                _ => {
+                    inline.append_null();
+                    let id = self.take_id()?;
+                    self.write_sidecar(id, Bytes::copy_from_slice(value))
+                        .await?;
+                    (0, id)
+                }
+            };
+            kinds.push(kind.code());
+            positions.push(position);
+            sizes.push(size);
+            ids.push(id);
+        }
+        let fields = descriptor_fields(values.data_type());
+        let uris = StringArray::from_iter_values(std::iter::repeat_n("", rows));
+        let children: Vec<ArrayRef> = vec![
+            Arc::new(UInt8Array::from(kinds)),
+            Arc::new(UInt64Array::from(positions)),
+            Arc::new(UInt64Array::from(sizes)),
+            Arc::new(UInt32Array::from(ids)),
+            Arc::new(uris),
+            Arc::new(inline.finish()),
+        ];
+        let nulls = values.nulls().cloned();
+        Ok(Arc::new(StructArray::try_new(fields, children, nulls)?))
+    }
+
+    /// Appends `value` to the column's packed sidecar, first writing the open one out if
+    /// the value would take it past `pack_file_size`. Returns where the value lies.
+    async fn append_packed(
+        &mut self,
+        column: usize,
+        blob: &BlobColumn,
+        value: &[u8],
+    ) -> Result<(u64, u32)> {
+        let full = self.packs.get(&column).is_some_and(|pack| {
+            !pack.bytes.is_empty()
+                && pack.bytes.len() as u64 + value.len() as u64 > blob.pack_file_size
+        });
+        if full {
+            if let Some(pack) = self.packs.remove(&column) {
+                self.write_sidecar(pack.id, Bytes::from(pack.bytes)).await?;
+            }
+        }
+        if !self.packs.contains_key(&column) {
+            let id = self.take_id()?;
+            self.packs.insert(
+                column,
+                Pack {
+                    id,
+                    bytes: Vec::new(),
+                },
+            );
+        }
+        let pack = self
+            .packs
+            .get_mut(&column)
+            .ok_or_else(|| Error::invalid("packed sidecar vanished while writing"))?;
+        let position = pack.bytes.len() as u64;
+        pack.bytes.extend_from_slice(value);
+        Ok((position, pack.id))
+    }
+
+    /// Writes every packed sidecar still open. Call before writing the data file.
+    pub(super) async fn finish(&mut self) -> Result<()> {
+        for (_, pack) in std::mem::take(&mut self.packs) {
+            self.write_sidecar(pack.id, Bytes::from(pack.bytes)).await?;
+        }
+        Ok(())
+    }
+
+    fn take_id(&mut self) -> Result<u32> {
+        let id = self.next_id;
+        self.next_id = id
+            .checked_add(1)
+            .ok_or_else(|| Error::invalid("a data file cannot hold more than 2^32 sidecars"))?;
+        Ok(id)
+    }
+
+    async fn write_sidecar(&mut self, id: u32, bytes: Bytes) -> Result<()> {
+        self.sidecar_bytes += bytes.len() as u64;
+        let path = sidecar_path(self.data_file, id);
+        self.store.put(&self.store.path(&path), bytes).await
+    }
+}
+
+/// Where one descriptor's bytes are, read from a data file.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum BlobLocation {
+    /// Null value.
+    Null,
+    /// Bytes in the descriptor itself (row index into the inline child).
+    Inline,
+    /// `range` of the sidecar `sidecar`.
+    Sidecar {
+        sidecar: TablePath,
+        range: Range<u64>,
+    },
+    /// `range` of the object at `uri`.
+    External { uri: String, range: Range<u64> },
+}
+
+/// A blob column's descriptors as a data file holds them.
+pub(crate) struct Descriptors<'a> {
+    array: &'a StructArray,
+    kinds: &'a UInt8Array,
+    positions: &'a UInt64Array,
+    sizes: &'a UInt64Array,
+    ids: &'a UInt32Array,
+    uris: &'a StringArray,
+    data_file: &'a TablePath,
+}
+
+impl<'a> Descriptors<'a> {
+    /// The descriptors of `array`, read from `data_file`; another shape is the file's damage.
+    pub(crate) fn of(array: &'a ArrayRef, data_file: &'a TablePath) -> Result<Self> {
+        let corrupt = || {
+            Error::corrupt(
+                data_file.as_str(),
+                format!(
+                    "a blob column holds {}, not blob descriptors",
+                    array.data_type()
+                ),
+            )
+        };
+        let array = array.as_struct_opt().ok_or_else(corrupt)?;
+        if array.num_columns() != descriptor_fields(&DataType::Binary).len() {
+            return Err(corrupt());
+        }
+        let column = |index: usize| array.column(index);
+        Ok(Self {
+            array,
+            kinds: column(blob_descriptor::KIND)
+                .as_primitive_opt::<UInt8Type>()
+                .ok_or_else(corrupt)?,
+            positions: column(blob_descriptor::POSITION)
+                .as_primitive_opt::<UInt64Type>()
+                .ok_or_else(corrupt)?,
+            sizes: column(blob_descriptor::SIZE)
+                .as_primitive_opt::<UInt64Type>()
+                .ok_or_else(corrupt)?,
+            ids: column(blob_descriptor::BLOB_ID)
+                .as_primitive_opt::<UInt32Type>()
+                .ok_or_else(corrupt)?,
+            uris: column(blob_descriptor::BLOB_URI)
+                .as_string_opt::<i32>()
+                .ok_or_else(corrupt)?,
+            data_file,
+        })
+    }
+
+    /// How many there are.
+    pub(crate) fn len(&self) -> usize {
+        self.array.len()
+    }
+
+    /// The kind of the descriptor at `row` (`None`: a null value).
+    pub(crate) fn kind(&self, row: usize) -> Result<Option<BlobKind>> {
+        if self.array.is_null(row) {
+            return Ok(None);
+        }
+        BlobKind::from_code(self.kinds.value(row), self.data_file.as_str()).map(Some)
+    }
+
+    /// Where the bytes of the value at `row` are.
+    pub(crate) fn location(&self, row: usize) -> Result<BlobLocation> {
+        let Some(kind) = self.kind(row)? else {
+            return Ok(BlobLocation::Null);
+        };
+        let size = self.sizes.value(row);
+        let position = self.positions.value(row);
+        let end = position.checked_add(size).ok_or_else(|| {
+            Error::corrupt(
+                self.data_file.as_str(),
+                format!("a blob descriptor's range {position}+{size} overflows"),
+            )
+        })?;
+        Ok(match kind {
+            BlobKind::Inline => BlobLocation::Inline,
+            BlobKind::Packed => BlobLocation::Sidecar {
+                sidecar: sidecar_path(self.data_file, self.ids.value(row)),
+                range: position..end,
+            },
+            BlobKind::Dedicated => BlobLocation::Sidecar {
+                sidecar: sidecar_path(self.data_file, self.ids.value(row)),
+                range: 0..size,
+            },
+            BlobKind::External => BlobLocation::External {
+                uri: self.uris.value(row).to_string(),
+                range: position..end,
+            },
+        })
+    }
+}
+
+/// `descriptors` (a blob column as the data file `data_file` holds it) as the bytes of its
+/// values, of type `out` (Binary or LargeBinary).
+pub(super) async fn resolve(
+    store: &TableStore,
+    data_file: &TablePath,
+    descriptors: &ArrayRef,
+    out: &DataType,
+) -> Result<ArrayRef> {
+    match out {
+        DataType::Binary => resolve_as::<i32>(store, data_file, descriptors).await,
+        DataType::LargeBinary => resolve_as::<i64>(store, data_file, descriptors).await,
+        other => Err(Error::invalid(format!(
+            "a blob column reads as Binary or LargeBinary, not {other}"
+        ))),
+    }
+}
+
+async fn resolve_as<O: OffsetSizeTrait>(
+    store: &TableStore,
+    data_file: &TablePath,
+    array: &ArrayRef,
+) -> Result<ArrayRef> {
+    let descriptors = Descriptors::of(array, data_file)?;
+    let struct_array = array.as_struct();
+    let inline = struct_array.column(blob_descriptor::INLINE);
+    let mut locations = Vec::with_capacity(descriptors.len());
+    let mut wanted: HashMap<TablePath, Vec<Range<u64>>> = HashMap::new();
+    for row in 0..descriptors.len() {
+        let location = descriptors.location(row)?;
+        match &location {
+            BlobLocation::Sidecar { sidecar, range } => {
+                wanted
+                    .entry(sidecar.clone())
+                    .or_default()
+                    .push(range.clone());
+            }
+            BlobLocation::External { uri, .. } => {
+                return Err(Error::invalid(format!(
+                    "{}: the blob at {uri} is external; this natal does not read external \
+                     blobs",
+                    data_file.as_str()
+                )))
+            }
+            BlobLocation::Null | BlobLocation::Inline => {}
+        }
+        locations.push(location);
+    }
+    let fetched: HashMap<TablePath, HashMap<Range<u64>, Bytes>> = futures::stream::iter(wanted)
+        .map(|(sidecar, ranges)| async move {
+            let parts = read_sidecar_ranges(store, data_file, &sidecar, &ranges).await?;
+            Ok::<_, Error>((sidecar, ranges.into_iter().zip(parts).collect()))
+        })
+        .buffer_unordered(CONCURRENT_SIDECAR_READS)
+        .try_collect()
+        .await?;
+    let mut builder = GenericBinaryBuilder::<O>::new();
+    for (row, location) in locations.iter().enumerate() {
+        match location {
+            BlobLocation::Null => builder.append_null(),
+            BlobLocation::Inline => builder.append_value(inline_value(inline, row, data_file)?),
+            BlobLocation::Sidecar { sidecar, range } => {
+                let bytes = fetched
+                    .get(sidecar)
+                    .and_then(|parts| parts.get(range))
+                    .ok_or_else(|| Error::invalid("a fetched blob range went missing"))?;
+                builder.append_value(bytes);
+            }
+            BlobLocation::External { .. } => {
+                return Err(Error::invalid("external blobs are refused above"))
+            }
+        }
+    }
+    let values = builder.finish();
+    let nulls = NullBuffer::union(values.nulls(), struct_array.nulls());
+    let (offsets, data, _) = values.into_parts();
+    Ok(Arc::new(GenericBinaryArray::<O>::try_new(
+        offsets, data, nulls,
+    )?))
+}
+
+fn inline_value<'a>(inline: &'a ArrayRef, row: usize, data_file: &TablePath) -> Result<&'a [u8]> {
+    let missing = || {
+        Error::corrupt(
+            data_file.as_str(),
+            "an inline blob descriptor holds no bytes",
+        )
+    };
+    let value = match inline.data_type() {
+        DataType::Binary => {
+            let values = inline.as_binary::<i32>();
+            (!values.is_null(row)).then(|| values.value(row))
+        }
+        DataType::LargeBinary => {
+            let values = inline.as_binary::<i64>();
+            (!values.is_null(row)).then(|| values.value(row))
+        }
+        _ => None,
+    };
+    value.ok_or_else(missing)
+}
+
+/// The bytes of `ranges` of the sidecar `sidecar` of `data_file`, each exactly as long as
+/// its range: a sidecar missing, or shorter than a range needs, is `Corrupt` naming it.
+pub(crate) async fn read_sidecar_ranges(
+    store: &TableStore,
+    data_file: &TablePath,
+    sidecar: &TablePath,
+    ranges: &[Range<u64>],
+) -> Result<Vec<Bytes>> {
+    let location = store.path(sidecar);
+    let missing = |e: object_store::Error| match e {
+        object_store::Error::NotFound { .. } => Error::corrupt(
+            sidecar.as_str(),
+            format!("the blob sidecar of {} is missing", data_file.as_str()),
+        ),
+        other => Error::ObjectStore(other),
+    };
+    let parts = match store.object_store().get_ranges(&location, ranges).await {
+        Ok(parts) => parts,
+        Err(e @ object_store::Error::NotFound { .. }) => return Err(missing(e)),
+        Err(e) => {
+            // A range past the end is reported differently by each store; the sidecar's
+            // size says whether it is short.
+            let meta = store
+                .object_store()
+                .head(&location)
+                .await
+                .map_err(missing)?;
+            let needed = ranges.iter().map(|r| r.end).max().unwrap_or(0);
+            if meta.size < needed {
+                return Err(truncated(sidecar, meta.size, needed));
+            }
+            return Err(Error::ObjectStore(e));
+        }
+    };
+    let mut read = 0u64;
+    for (part, range) in parts.iter().zip(ranges) {
+        if part.len() as u64 != range.end - range.start {
+            return Err(truncated(
+                sidecar,
+                range.start + part.len() as u64,
+                range.end,
+            ));
+        }
+        read += part.len() as u64;
+    }
+    if let Some(counter) = &store.bytes_read {
+        counter.fetch_add(read, Ordering::Relaxed);
+    }
+    Ok(parts)
+}
+
+fn truncated(sidecar: &TablePath, size: u64, needed: u64) -> Error {
+    Error::corrupt(
+        sidecar.as_str(),
+        format!("the blob sidecar holds {size} bytes, but a descriptor needs {needed}"),
+    )
+}
+
+/// `batch` (decoded from `data_file`) with each blob column of `blob_ids` resolved to its
+/// values' bytes, typed as the file's inline values are (the type it was written in).
+pub(super) async fn resolve_batch(
+    store: &TableStore,
+    data_file: &TablePath,
+    batch: RecordBatch,
+    blob_ids: &[FieldId],
+) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    let mut fields: Vec<FieldRef> = schema.fields().iter().cloned().collect();
+    let mut columns = batch.columns().to_vec();
+    let mut changed = false;
+    for (index, field) in schema.fields().iter().enumerate() {
+        if !field_id_of(field).is_some_and(|id| blob_ids.contains(&id)) {
+            continue;
+        }
+        let DataType::Struct(children) = field.data_type() else {
+            return Err(Descriptors::of(&columns[index], data_file)
+                .err()
+                .unwrap_or_else(|| {
+                    Error::corrupt(data_file.as_str(), "a blob column is not a struct")
+                }));
+        };
+        let out = children
+            .get(blob_descriptor::INLINE)
+            .map(|f| f.data_type().clone())
+            .unwrap_or(DataType::Binary);
+        columns[index] = resolve(store, data_file, &columns[index], &out).await?;
+        fields[index] = Arc::new(
+            ArrowField::new(field.name(), out, field.is_nullable())
+                .with_metadata(field.metadata().clone()),
+        );
+        changed = true;
+    }
+    if !changed {
+        return Ok(batch);
+    }
+    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::new(ArrowSchema::new(fields)),
+        columns,
+        &options,
+    )?)
+}

@@ -1,0 +1,362 @@
+//! Blob columns: values of every kind written and read back, in Rust and SQL; a read that
+//! does not select the column touches no sidecar; damaged sidecars are `Corrupt`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, BinaryArray, Int64Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
+use futures::TryStreamExt;
+use natal::{BlobColumn, ScanRequest, Snapshot, Table, TableOptions};
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt as _};
+
+/// Thresholds small enough that a test's values take every kind: inline below 100 bytes,
+/// dedicated from 1,000, packed sidecars rolled at 2,500 bytes.
+pub const SMALL: BlobColumn = BlobColumn {
+    inline_limit: 100,
+    dedicated_threshold: 1000,
+    pack_file_size: 2500,
+};
+
+pub fn blob_schema(blob: BlobColumn) -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Int64, false),
+        Field::new("img", DataType::Binary, true).with_metadata(blob.to_metadata()),
+    ]))
+}
+
+/// The value of `key`: `None` for every 11th key, else bytes derived from the key, of a size
+/// that cycles through inline, packed and dedicated.
+pub fn value_of(key: i64) -> Option<Vec<u8>> {
+    if key % 11 == 10 {
+        return None;
+    }
+    let size = [0usize, 7, 99, 100, 640, 999, 1000, 3100][key as usize % 8];
+    Some((0..size).map(|i| (key as usize * 31 + i) as u8).collect())
+}
+
+pub fn blob_batch(keys: std::ops::Range<i64>) -> RecordBatch {
+    let values: Vec<Option<Vec<u8>>> = keys.clone().map(value_of).collect();
+    RecordBatch::try_new(
+        blob_schema(SMALL),
+        vec![
+            Arc::new(Int64Array::from_iter_values(keys)),
+            Arc::new(BinaryArray::from_iter(values.iter().map(|v| v.as_deref()))),
+        ],
+    )
+    .unwrap()
+}
+
+/// Every row of `snapshot` as key → value, checking each value is its key's.
+pub async fn read_blobs(snapshot: &Snapshot) -> natal::Result<BTreeMap<i64, Option<Vec<u8>>>> {
+    let batches: Vec<RecordBatch> = snapshot
+        .scan(ScanRequest::new())
+        .await?
+        .try_collect()
+        .await?;
+    let mut rows = BTreeMap::new();
+    for batch in batches {
+        assert_eq!(batch.column(1).data_type(), &DataType::Binary);
+        let keys = batch.column(0).as_primitive::<Int64Type>();
+        let values = batch.column(1).as_binary::<i32>();
+        for i in 0..batch.num_rows() {
+            let value = (!values.is_null(i)).then(|| values.value(i).to_vec());
+            assert_eq!(value, value_of(keys.value(i)), "key {}", keys.value(i));
+            rows.insert(keys.value(i), value);
+        }
+    }
+    Ok(rows)
+}
+
+async fn files_under(store: &Arc<dyn ObjectStore>, prefix: &str) -> Vec<String> {
+    let mut files: Vec<String> = store
+        .list(Some(&Path::from(prefix)))
+        .map_ok(|m| m.location.to_string())
+        .try_collect()
+        .await
+        .unwrap();
+    files.sort();
+    files
+}
+
+async fn blob_table() -> (Table, Arc<dyn ObjectStore>) {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = Table::create(
+        store.clone(),
+        "t".into(),
+        &blob_schema(SMALL),
+        TableOptions::default(),
+    )
+    .await
+    .unwrap();
+    (table, store)
+}
+
+#[tokio::test]
+async fn values_of_every_kind_read_back_as_written() {
+    let (table, store) = blob_table().await;
+    table.append(vec![blob_batch(0..40)]).await.unwrap();
+    let snapshot = table.latest().await.unwrap();
+    let rows = read_blobs(&snapshot).await.unwrap();
+    assert_eq!(rows.len(), 40);
+    let sidecars: Vec<String> = files_under(&store, "t/data")
+        .await
+        .into_iter()
+        .filter(|f| f.ends_with(".blob"))
+        .collect();
+    // 5 dedicated values (sizes 1000 and 3100 among 40 keys, less the nulls), packed values
+    // of 100..999 bytes rolled at 2,500 bytes: more than one pack.
+    let dedicated = (0..40)
+        .filter_map(value_of)
+        .filter(|v| v.len() >= 1000)
+        .count();
+    let packed: usize = (0..40)
+        .filter_map(value_of)
+        .filter(|v| (100..1000).contains(&v.len()))
+        .map(|v| v.len())
+        .sum();
+    assert!(
+        sidecars.len() >= dedicated + packed.div_ceil(2500),
+        "{sidecars:?}"
+    );
+    // The payload is in the sidecars, not the data file.
+    let data_file: Vec<_> = snapshot.manifest().fragments[0].files.clone();
+    let total: usize = (0..40).filter_map(value_of).map(|v| v.len()).sum();
+    assert!((data_file[0].file_size_bytes as usize) < total / 2);
+}
+
+/// The sidecar files of the table at `t`.
+async fn sidecars(store: &Arc<dyn ObjectStore>) -> Vec<String> {
+    files_under(store, "t/data")
+        .await
+        .into_iter()
+        .filter(|f| f.ends_with(".blob"))
+        .collect()
+}
+
+/// Rows keep their values of every kind through updates, deletes, compaction and time
+/// travel; cleanup removes the sidecars of the data files it removes, and only those.
+#[tokio::test]
+async fn blobs_stay_right_through_every_write_and_cleanup() {
+    let (table, store) = blob_table().await;
+    table.append(vec![blob_batch(0..30)]).await.unwrap();
+    table.append(vec![blob_batch(30..60)]).await.unwrap();
+    let first = table.latest().await.unwrap();
+    // Every value kept as it is: the rows move, their payloads with them.
+    let keep_values = |batch: &RecordBatch| Ok(batch.project(&[0, 1])?);
+    table
+        .update_where(crate::common::key_matches(|k| k % 3 == 0), &keep_values)
+        .await
+        .unwrap();
+    table
+        .delete_where(crate::common::key_matches(|k| k % 5 == 1))
+        .await
+        .unwrap();
+    let live: Vec<i64> = (0..60).filter(|k| k % 5 != 1).collect();
+    let rows = read_blobs(&table.latest().await.unwrap()).await.unwrap();
+    assert_eq!(rows.keys().copied().collect::<Vec<_>>(), live);
+    table
+        .compact(natal::CompactOptions::default())
+        .await
+        .unwrap();
+    let rows = read_blobs(&table.latest().await.unwrap()).await.unwrap();
+    assert_eq!(rows.keys().copied().collect::<Vec<_>>(), live);
+    // Time travel reads the first version's sidecars, still there.
+    assert_eq!(read_blobs(&first).await.unwrap().len(), 60);
+    let before = sidecars(&store).await;
+    table
+        .cleanup(natal::CleanupPolicy {
+            keep_versions: 1,
+            keep_newer_than: std::time::Duration::ZERO,
+            min_file_age: std::time::Duration::ZERO,
+        })
+        .await
+        .unwrap();
+    let after = sidecars(&store).await;
+    assert!(after.len() < before.len(), "{before:?} -> {after:?}");
+    let latest = table.latest().await.unwrap();
+    let files: Vec<String> = latest
+        .manifest()
+        .fragments
+        .iter()
+        .flat_map(|f| &f.files)
+        .map(|f| f.path.as_str().trim_end_matches(".parquet").to_string())
+        .collect();
+    for sidecar in &after {
+        let owner = sidecar.trim_start_matches("t/").rsplit_once('/').unwrap().0;
+        assert!(
+            files.iter().any(|f| f == owner),
+            "{sidecar} outlived its data file"
+        );
+    }
+    let rows = read_blobs(&latest).await.unwrap();
+    assert_eq!(rows.keys().copied().collect::<Vec<_>>(), live);
+}
+
+/// A scan that does not select the blob column reads no sidecar: with every sidecar gone it
+/// still reads; one that selects it fails with `Corrupt` naming the missing sidecar, and a
+/// truncated sidecar is `Corrupt` too, never a short value.
+#[tokio::test]
+async fn sidecars_are_read_only_when_asked_and_damage_is_corrupt() {
+    let (table, store) = blob_table().await;
+    table.append(vec![blob_batch(0..40)]).await.unwrap();
+    let snapshot = table.latest().await.unwrap();
+    let all = sidecars(&store).await;
+    let first = Path::from(all[0].as_str());
+    let bytes = store.get(&first).await.unwrap().bytes().await.unwrap();
+    store
+        .put(&first, bytes.slice(..bytes.len() - 1).into())
+        .await
+        .unwrap();
+    let error = read_blobs(&snapshot).await.unwrap_err();
+    assert!(
+        matches!(&error, natal::Error::Corrupt { path, .. } if all[0].ends_with(path.as_str())),
+        "{error}"
+    );
+    for sidecar in &all {
+        store.delete(&Path::from(sidecar.as_str())).await.unwrap();
+    }
+    let keys_only = ScanRequest {
+        columns: Some(vec!["key".to_string()]),
+        ..Default::default()
+    };
+    let batches: Vec<RecordBatch> = snapshot
+        .scan(keys_only)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 40);
+    let error = read_blobs(&snapshot).await.unwrap_err();
+    assert!(
+        matches!(&error, natal::Error::Corrupt { reason, .. } if reason.contains("missing")),
+        "{error}"
+    );
+}
+
+/// A blob declaration on a column that cannot hold bytes, or thresholds out of order, is
+/// refused at create, with nothing written.
+#[tokio::test]
+async fn bad_blob_declarations_are_refused_at_create() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let on_text = Schema::new(vec![
+        Field::new("s", DataType::Utf8, true).with_metadata(SMALL.to_metadata())
+    ]);
+    let disordered = BlobColumn {
+        inline_limit: 5000,
+        ..SMALL
+    };
+    for schema in [on_text, (*blob_schema(disordered)).clone()] {
+        let error = Table::create(store.clone(), "t".into(), &schema, TableOptions::default())
+            .await
+            .expect_err("refused");
+        assert!(matches!(error, natal::Error::InvalidInput(_)), "{error}");
+    }
+    assert!(files_under(&store, "t").await.is_empty());
+}
+
+/// A blob column sets the reader flag an older natal, which would read descriptors as the
+/// values, refuses; SQL reads the bytes, and a table made from it is a blob column too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blob_columns_read_through_sql_and_need_an_aware_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let table = Table::create(
+        store,
+        "t".into(),
+        &blob_schema(SMALL),
+        TableOptions::default(),
+    )
+    .await
+    .unwrap();
+    table.append(vec![blob_batch(0..16)]).await.unwrap();
+    let latest = table.latest().await.unwrap();
+    let flag = natal::internals::format::flags::BLOB_COLUMNS;
+    assert_ne!(latest.manifest().reader_flags() & flag, 0);
+    assert_ne!(latest.manifest().writer_flags() & flag, 0);
+    let ctx = datafusion::prelude::SessionContext::new();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    let batches = ctx
+        .sql("SELECT key, img FROM t ORDER BY key")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut seen = 0;
+    for batch in &batches {
+        let keys = batch.column(0).as_primitive::<Int64Type>();
+        let values = batch.column(1).as_binary::<i32>();
+        for i in 0..batch.num_rows() {
+            let value = (!values.is_null(i)).then(|| values.value(i).to_vec());
+            assert_eq!(value, value_of(keys.value(i)));
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 16);
+    ctx.sql("CREATE TABLE copy AS SELECT * FROM t")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let copy = Table::open(
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap()),
+        "copy".into(),
+    );
+    let copied = copy.latest().await.unwrap();
+    assert_eq!(copied.schema().fields[1].blob, Some(SMALL));
+    assert_eq!(read_blobs(&copied).await.unwrap().len(), 16);
+}
+
+/// Table `b` of the fixtures since 2026-12-03-blobs: a blob column with inline, packed and
+/// dedicated values, updated, deleted from and compacted.
+pub async fn write_fixture_table(store: Arc<dyn ObjectStore>) {
+    let table = Table::create(
+        store,
+        "b".into(),
+        &blob_schema(SMALL),
+        TableOptions::default(),
+    )
+    .await
+    .expect("create b");
+    table.append(vec![blob_batch(0..40)]).await.expect("append");
+    table
+        .append(vec![blob_batch(40..60)])
+        .await
+        .expect("append");
+    let keep_values = |batch: &RecordBatch| Ok(batch.project(&[0, 1])?);
+    table
+        .update_where(crate::common::key_matches(|k| k % 4 == 3), &keep_values)
+        .await
+        .expect("update");
+    table
+        .delete_where(crate::common::key_matches(|k| k % 7 == 2))
+        .await
+        .expect("delete");
+    table
+        .compact(natal::CompactOptions::default())
+        .await
+        .expect("compact");
+}
+
+/// Every version of `b`: its keys, each with its value's size and byte sum.
+pub async fn describe_fixture_table(table: &Table) -> String {
+    let mut out = String::new();
+    for manifest in table.versions().await.expect("versions") {
+        let snapshot = table.at_version(manifest.version).await.expect("version");
+        out.push_str(&format!("version {}\n", manifest.version));
+        for (key, value) in read_blobs(&snapshot).await.expect("blobs") {
+            let shown = value.map(|v| {
+                let sum: u64 = v.iter().map(|&b| u64::from(b)).sum();
+                format!("{} {sum}", v.len())
+            });
+            out.push_str(&format!("  {key} {}\n", shown.as_deref().unwrap_or("NULL")));
+        }
+    }
+    out
+}
