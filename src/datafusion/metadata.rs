@@ -247,6 +247,7 @@ pub(crate) fn schema(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
         nullable: bool,
         default: Option<String>,
         parent: Option<u32>,
+        blob: Option<String>,
     }
     let mut rows = Vec::new();
     for (position, field) in snapshot.schema().fields.iter().enumerate() {
@@ -261,6 +262,12 @@ pub(crate) fn schema(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
                 .clone()
                 .or_else(|| field.default_expression.clone()),
             parent: None,
+            blob: field.blob.map(|b| {
+                format!(
+                    "inline_limit={}, dedicated_threshold={}, pack_file_size={}",
+                    b.inline_limit, b.dedicated_threshold, b.pack_file_size
+                )
+            }),
         });
         rows.extend(field.nested_fields().into_iter().map(|nested| Row {
             position: nested.position,
@@ -270,6 +277,7 @@ pub(crate) fn schema(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
             nullable: nested.nullable,
             default: None,
             parent: Some(nested.parent_id),
+            blob: None,
         }));
     }
     mem_table(
@@ -281,6 +289,8 @@ pub(crate) fn schema(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
             Field::new("nullable", DataType::Boolean, false),
             Field::new("default", DataType::Utf8, true),
             Field::new("parent_id", DataType::UInt32, true),
+            // A blob column's thresholds; NULL for every other column.
+            Field::new("blob", DataType::Utf8, true),
         ],
         vec![
             Arc::new(UInt32Array::from_iter_values(
@@ -301,6 +311,9 @@ pub(crate) fn schema(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
             )),
             Arc::new(UInt32Array::from(
                 rows.iter().map(|r| r.parent).collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(
+                rows.iter().map(|r| r.blob.as_deref()).collect::<Vec<_>>(),
             )),
         ],
     )

@@ -12,6 +12,7 @@
 //! ```
 
 mod alter;
+mod blob_ddl;
 mod catalog;
 mod damaged;
 mod declared;

@@ -2,7 +2,8 @@
 //! The natal CLI sends every statement through it (REPL, `-c`, `-f`); an embedder calls
 //! [`sql`] where it would call `SessionContext::sql`.
 //!
-//! natal's own statements: `ALTER TABLE` (`alter.rs`), which DataFusion 55's planner refuses.
+//! natal's own statements: `ALTER TABLE` (`alter.rs`), which DataFusion 55's planner refuses,
+//! and `CREATE TABLE` with `BLOB` columns (`blob_ddl.rs`), for which it has no type.
 //!
 //! The rewrites, each for SQL that DataFusion 55 would refuse:
 //! - `SELECT *, _rowid FROM "t$rows"`: `*` already holds the system columns there, so naming
@@ -42,8 +43,17 @@ pub async fn run_statement(ctx: &SessionContext, mut statement: Statement) -> Re
             return super::alter::alter_table(ctx, alter).await;
         }
     }
+    let normalize = ctx
+        .state()
+        .config_options()
+        .sql_parser
+        .enable_ident_normalization;
+    let blobs = super::blob_ddl::take_blob_columns(&mut statement, normalize);
     rewrite(&mut statement);
     let plan = ctx.state().statement_to_plan(statement).await?;
+    if !blobs.is_empty() {
+        return super::blob_ddl::create_with_blobs(ctx, plan, &blobs).await;
+    }
     ctx.execute_logical_plan(plan).await
 }
 
