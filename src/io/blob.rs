@@ -314,6 +314,20 @@ impl<'a> Descriptors<'a> {
     }
 }
 
+impl TableStore {
+    /// `descriptors` (a blob column as the data file `data_file` holds it) as the bytes of
+    /// its values, of type `out` (Binary or LargeBinary): for a read that deferred them
+    /// ([`super::FileColumns::deferring`]) until it knew which rows it keeps.
+    pub async fn resolve_blobs(
+        &self,
+        data_file: &TablePath,
+        descriptors: &ArrayRef,
+        out: &DataType,
+    ) -> Result<ArrayRef> {
+        resolve(self, data_file, descriptors, out).await
+    }
+}
+
 /// `descriptors` (a blob column as the data file `data_file` holds it) as the bytes of its
 /// values, of type `out` (Binary or LargeBinary).
 pub(super) async fn resolve(

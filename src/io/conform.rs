@@ -23,6 +23,8 @@ pub struct FileColumns {
     nested: Vec<Option<Arc<NestedShape>>>,
     /// The ids of the blob columns among them: files hold their descriptors.
     blob_ids: Vec<FieldId>,
+    /// Blob columns read as their descriptors, resolved to bytes later (after a filter).
+    deferred: Vec<FieldId>,
 }
 
 /// How a nested column's fields are found in a file.
@@ -62,6 +64,19 @@ impl FileColumns {
     /// The field ids of the blob columns among them.
     pub fn blob_ids(&self) -> &[FieldId] {
         &self.blob_ids
+    }
+
+    /// These columns with the blob columns `deferred` read as their descriptors (the read's
+    /// output types them so), for the caller to resolve once it knows which rows it keeps.
+    pub fn deferring(mut self, deferred: Vec<FieldId>) -> Self {
+        self.deferred = deferred;
+        self
+    }
+
+    /// The blob columns a read resolves to bytes itself.
+    pub fn resolved_blob_ids(&self) -> Vec<FieldId> {
+        let deferred = |id: &&FieldId| !self.deferred.contains(id);
+        self.blob_ids.iter().filter(deferred).copied().collect()
     }
 
     /// How many there are.

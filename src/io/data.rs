@@ -229,7 +229,7 @@ impl TableStore {
             if ids.len() == field_ids.len() {
                 let file = &fragment.files[*file_index];
                 let stream = self
-                    .read_file(file, field_ids, columns.blob_ids(), selection)
+                    .read_file(file, field_ids, &columns.resolved_blob_ids(), selection)
                     .await?;
                 let columns = columns.clone();
                 let path = file.path.to_string();
@@ -250,7 +250,7 @@ impl TableStore {
         for (file_index, ids) in &per_file {
             let file = &fragment.files[*file_index];
             let stream = self
-                .read_file(file, ids, columns.blob_ids(), selection.clone())
+                .read_file(file, ids, &columns.resolved_blob_ids(), selection.clone())
                 .await?;
             files.push((file.path.to_string(), stream));
         }

@@ -22,6 +22,7 @@ mod alter;
 mod changes;
 mod commit;
 mod declared;
+mod deferred_blobs;
 mod filter;
 mod index;
 mod maintenance;

@@ -14,6 +14,7 @@ use futures::{StreamExt, TryStreamExt};
 use roaring::{RoaringBitmap, RoaringTreemap};
 use tokio::sync::OnceCell;
 
+use super::deferred_blobs::DeferredBlobs;
 use super::filter::{filter_batch, predicate_layout, RowPredicate};
 use super::scan_request::{ScanRequest, ROW_ADDR, ROW_ID};
 use crate::error::{Error, Result};
@@ -373,6 +374,7 @@ impl Snapshot {
                 request: request.clone(),
                 filter: None,
                 pages: None,
+                deferred: None,
             });
         };
         let (probe_ids, probe) = self.projection(&predicate_layout(predicate.as_ref()))?;
@@ -404,6 +406,15 @@ impl Snapshot {
             ..request.clone()
         };
         let (read_ids, read_schema) = self.projection(&read)?;
+        let deferred = DeferredBlobs::plan(self.schema(), output, &probe).map(Arc::new);
+        let (read_ids, read_schema, filtered) = match &deferred {
+            Some(blobs) => (
+                blobs.defer(read_ids),
+                blobs.as_descriptors(&read_schema, self.schema()),
+                blobs.as_descriptors(output, self.schema()),
+            ),
+            None => (read_ids, read_schema, output.clone()),
+        };
         let positions = |schema: &SchemaRef| -> Result<Vec<usize>> {
             Ok(schema
                 .fields()
@@ -415,7 +426,7 @@ impl Snapshot {
             predicate,
             probe: positions(&probe)?,
             wanted: positions(output)?,
-            output: output.clone(),
+            output: filtered,
         };
         Ok(FragmentReads {
             columns: read_ids,
@@ -423,6 +434,7 @@ impl Snapshot {
             request: read,
             filter: Some(Arc::new(filter)),
             pages,
+            deferred,
         })
     }
 
@@ -589,6 +601,8 @@ struct FragmentReads {
     filter: Option<Arc<ReadFilter>>,
     /// Rows ruled out before reading by the page index, for the filter.
     pages: Option<PagePruning>,
+    /// Blob columns fetched only for the rows the filter keeps.
+    deferred: Option<Arc<DeferredBlobs>>,
 }
 
 /// A scan's filter, placed in the wider read it needs.
@@ -636,22 +650,27 @@ impl FragmentReads {
             return rows;
         };
         let metrics = self.request.metrics.clone();
-        rows.map(move |batch| {
-            let batch = batch?;
-            let kept = filter_batch(
-                filter.predicate.as_ref(),
-                &batch,
-                &filter.probe,
-                &filter.wanted,
-                &filter.output,
-            )?;
-            if let Some(m) = &metrics {
-                let rejected = (batch.num_rows() - kept.num_rows()) as u64;
-                m.rows_filtered.fetch_add(rejected, Ordering::Relaxed);
-            }
-            Ok(kept)
-        })
-        .boxed()
+        let kept = rows
+            .map(move |batch| {
+                let batch = batch?;
+                let kept = filter_batch(
+                    filter.predicate.as_ref(),
+                    &batch,
+                    &filter.probe,
+                    &filter.wanted,
+                    &filter.output,
+                )?;
+                if let Some(m) = &metrics {
+                    let rejected = (batch.num_rows() - kept.num_rows()) as u64;
+                    m.rows_filtered.fetch_add(rejected, Ordering::Relaxed);
+                }
+                Ok(kept)
+            })
+            .boxed();
+        match self.deferred.clone() {
+            Some(blobs) => blobs.resolve(store, fragment, kept),
+            None => kept,
+        }
     }
 }
 
