@@ -218,6 +218,7 @@ impl ExecutionPlan for NatalScanExec {
             metrics: Some(counters.clone()),
             filter: self.plan.filter.clone().map(|f| f as Arc<dyn RowPredicate>),
             index: self.plan.index.clone(),
+            blob_descriptors: false,
         };
         let snapshot = self.plan.snapshot.clone();
         let order = self.plan.output_order.clone();

@@ -408,7 +408,11 @@ async fn resolve_as<O: OffsetSizeTrait>(
     )?))
 }
 
-fn inline_value<'a>(inline: &'a ArrayRef, row: usize, data_file: &TablePath) -> Result<&'a [u8]> {
+pub(super) fn inline_value<'a>(
+    inline: &'a ArrayRef,
+    row: usize,
+    data_file: &TablePath,
+) -> Result<&'a [u8]> {
     let missing = || {
         Error::corrupt(
             data_file.as_str(),

@@ -3,6 +3,7 @@
 //! `format/` and `rowid/`.
 
 mod blob;
+mod blob_ranges;
 mod cache;
 mod checkpoint;
 mod column_files;

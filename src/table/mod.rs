@@ -19,6 +19,7 @@
 //! ```
 
 mod alter;
+mod blob_reads;
 mod changes;
 mod commit;
 mod declared;

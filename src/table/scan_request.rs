@@ -41,6 +41,10 @@ pub struct ScanRequest {
     /// In fragments the index covers, only the rows it finds for the probe's values (a
     /// superset of the rows the scan's filter passes; the filter still decides).
     pub index: Option<Arc<IndexProbe>>,
+    /// Blob columns come as their descriptors (`kind, position, size, blob_id, blob_uri,
+    /// inline`), no payload fetched: sizes and where bytes are, for a few bytes a row. A
+    /// filter then sees descriptors too.
+    pub blob_descriptors: bool,
 }
 
 impl ScanRequest {

@@ -220,9 +220,14 @@ impl Snapshot {
                 })
                 .collect::<Result<_>>()?,
         };
+        let as_descriptors =
+            |f: &crate::format::Field| request.blob_descriptors && f.blob.is_some();
         let mut arrow_fields: Vec<ArrowField> = fields
             .iter()
-            .map(|f| ArrowField::new(&f.name, f.data_type.clone(), f.nullable))
+            .map(|f| match as_descriptors(f) {
+                true => ArrowField::new(&f.name, f.file_type(), f.nullable),
+                false => ArrowField::new(&f.name, f.data_type.clone(), f.nullable),
+            })
             .collect();
         if request.with_row_id {
             arrow_fields.push(ArrowField::new(ROW_ID, DataType::UInt64, false));
@@ -230,8 +235,9 @@ impl Snapshot {
         if request.with_row_addr {
             arrow_fields.push(ArrowField::new(ROW_ADDR, DataType::UInt64, false));
         }
+        let described = fields.iter().filter(|f| as_descriptors(f)).map(|f| f.id);
         Ok((
-            FileColumns::of(fields.iter().copied()),
+            FileColumns::of(fields.iter().copied()).deferring(described.collect()),
             Arc::new(ArrowSchema::new(arrow_fields)),
         ))
     }
@@ -406,7 +412,10 @@ impl Snapshot {
             ..request.clone()
         };
         let (read_ids, read_schema) = self.projection(&read)?;
-        let deferred = DeferredBlobs::plan(self.schema(), output, &probe).map(Arc::new);
+        let deferred = match request.blob_descriptors {
+            true => None,
+            false => DeferredBlobs::plan(self.schema(), output, &probe).map(Arc::new),
+        };
         let (read_ids, read_schema, filtered) = match &deferred {
             Some(blobs) => (
                 blobs.defer(read_ids),

@@ -455,3 +455,96 @@ async fn a_filtered_scan_fetches_only_the_payloads_of_the_rows_it_keeps() {
         "{outcome:?}"
     );
 }
+
+/// Parts of values by row id, from inline bytes and from packed and dedicated sidecars,
+/// match the values' own bytes; descriptors alone give each value's kind and size.
+#[tokio::test]
+async fn ranges_of_values_read_by_row_id_and_descriptors_give_sizes() {
+    let (table, _store) = blob_table().await;
+    table.append(vec![blob_batch(0..40)]).await.unwrap();
+    let snapshot = table.latest().await.unwrap();
+    let ids: BTreeMap<i64, natal::RowId> = {
+        let request = ScanRequest {
+            columns: Some(vec!["key".into()]),
+            with_row_id: true,
+            ..Default::default()
+        };
+        let batches: Vec<RecordBatch> = snapshot
+            .scan(request)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        batches
+            .iter()
+            .flat_map(|b| {
+                let keys = b.column(0).as_primitive::<Int64Type>().clone();
+                let ids = b
+                    .column(1)
+                    .as_primitive::<arrow::datatypes::UInt64Type>()
+                    .clone();
+                (0..b.num_rows())
+                    .map(move |i| (keys.value(i), natal::RowId::from_u64(ids.value(i))))
+            })
+            .collect()
+    };
+    // Keys 1 (7 B inline), 4 (640 B packed), 5 (999 B packed), 7 (3,100 B dedicated).
+    let wanted: Vec<(natal::RowId, std::ops::Range<u64>)> = vec![
+        (ids[&1], 2..5),
+        (ids[&4], 100..300),
+        (ids[&5], 0..999),
+        (ids[&7], 3000..3100),
+        (ids[&15], 1..2),
+    ];
+    let read = snapshot.read_blob_ranges("img", &wanted).await.unwrap();
+    for ((key, (_, range)), bytes) in [1, 4, 5, 7, 15].iter().zip(&wanted).zip(&read) {
+        let value = value_of(*key).unwrap();
+        assert_eq!(
+            &bytes[..],
+            &value[range.start as usize..range.end as usize],
+            "key {key}"
+        );
+    }
+    let past = snapshot
+        .read_blob_ranges("img", &[(ids[&4], 600..641)])
+        .await
+        .unwrap_err();
+    assert!(matches!(past, natal::Error::InvalidInput(_)), "{past}");
+    let not_blob = snapshot.read_blob_ranges("key", &[]).await.unwrap_err();
+    assert!(
+        matches!(not_blob, natal::Error::InvalidInput(_)),
+        "{not_blob}"
+    );
+    // Descriptors: kind and size per row, no payload.
+    let request = ScanRequest {
+        blob_descriptors: true,
+        ..Default::default()
+    };
+    let batches: Vec<RecordBatch> = snapshot
+        .scan(request)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    for batch in &batches {
+        let keys = batch.column(0).as_primitive::<Int64Type>();
+        let descriptors = batch.column(1).as_struct();
+        let kinds = descriptors
+            .column(0)
+            .as_primitive::<arrow::datatypes::UInt8Type>();
+        let sizes = descriptors
+            .column(2)
+            .as_primitive::<arrow::datatypes::UInt64Type>();
+        for i in 0..batch.num_rows() {
+            let Some(value) = value_of(keys.value(i)) else {
+                assert!(descriptors.is_null(i));
+                continue;
+            };
+            assert_eq!(sizes.value(i), value.len() as u64);
+            let kind = SMALL.kind_for(value.len() as u64).code();
+            assert_eq!(kinds.value(i), kind, "key {}", keys.value(i));
+        }
+    }
+}
