@@ -327,7 +327,13 @@ fn constant_text(expr: &dyn datafusion::physical_plan::PhysicalExpr) -> Result<S
         &arrow::array::RecordBatchOptions::new().with_row_count(Some(1)),
     )?;
     let value = expr.evaluate(&one_row)?.into_array(1)?;
-    let text = arrow::compute::cast(&value, &DataType::Utf8)?;
+    value_text(&value)
+}
+
+/// The text natal keeps for a default of the value `value[0]` (already of its column's type;
+/// `Field::default_value`).
+pub(super) fn value_text(value: &arrow::array::ArrayRef) -> Result<String> {
+    let text = arrow::compute::cast(value, &DataType::Utf8)?;
     let text = text.as_string::<i32>();
     if text.is_null(0) {
         return Err(refused(

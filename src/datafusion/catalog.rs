@@ -216,11 +216,12 @@ impl SchemaProvider for NatalSchemaProvider {
         let table = self.table_handle(&parsed.base);
         // The history lists damaged versions too, the latest among them.
         if parsed.kind == TableKind::Versions && parsed.view.version.is_none() {
-            if table.store().latest_version().await?.is_none() {
+            let listed = table.version_list().await?;
+            if listed.is_empty() {
                 return Ok(None);
             }
             self.keep_handle(&parsed.base, &table);
-            return Ok(Some(metadata::versions(&table).await?));
+            return Ok(Some(metadata::versions(listed)?));
         }
         let snapshot = match parsed.view.version {
             Some(v) => table.at_version(v).await,
@@ -253,7 +254,7 @@ impl SchemaProvider for NatalSchemaProvider {
                 parsed.view,
                 snapshot,
             )),
-            TableKind::Versions => metadata::versions(&table).await?,
+            TableKind::Versions => metadata::versions(table.version_list().await?)?,
             TableKind::Fragments => metadata::fragments(&snapshot)?,
             TableKind::Relocations => metadata::relocations(&snapshot).await?,
             TableKind::Indexes => metadata::indexes(&snapshot)?,

@@ -74,20 +74,15 @@ fn column_default(name: &str, expr: &Expr, data_type: &DataType) -> Result<Optio
             safe: false,
             ..Default::default()
         };
-        let text = value
+        let typed = value
             .to_array()
             .and_then(|array| {
                 Ok(arrow::compute::cast_with_options(
                     &array, data_type, &options,
                 )?)
             })
-            .and_then(|typed| Ok(arrow::compute::cast(&typed, &DataType::Utf8)?))
             .map_err(|e| refused(format!("is not a {data_type}: {e}")))?;
-        let text = ScalarValue::try_from_array(&text, 0)?;
-        return match text {
-            ScalarValue::Utf8(Some(text)) => Ok(Some(ColumnDefault::Value(text))),
-            other => Err(refused(format!("reads as {other}"))),
-        };
+        return super::alter::value_text(&typed).map(|text| Some(ColumnDefault::Value(text)));
     }
     let sql = datafusion::sql::unparser::expr_to_sql(expr)
         .map_err(|e| refused(format!("cannot be kept as SQL: {e}")))?

@@ -13,7 +13,7 @@ use datafusion::catalog::{MemTable, TableProvider};
 use datafusion::error::Result;
 
 use crate::format::Manifest;
-use crate::table::{Snapshot, Table};
+use crate::table::Snapshot;
 
 fn mem_table(fields: Vec<Field>, columns: Vec<ArrayRef>) -> Result<Arc<dyn TableProvider>> {
     let schema = Arc::new(Schema::new(fields));
@@ -21,9 +21,10 @@ fn mem_table(fields: Vec<Field>, columns: Vec<ArrayRef>) -> Result<Arc<dyn Table
     Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
 }
 
-/// One row per retained version.
-pub(crate) async fn versions(table: &Table) -> Result<Arc<dyn TableProvider>> {
-    let listed = table.version_list().await?;
+/// One row per retained version of `listed` (`Table::version_list`).
+pub(crate) fn versions(
+    listed: Vec<(u64, crate::Result<Manifest>)>,
+) -> Result<Arc<dyn TableProvider>> {
     let manifests: Vec<Option<&Manifest>> = listed.iter().map(|(_, m)| m.as_ref().ok()).collect();
     let of = |value: fn(&Manifest) -> u64| -> Arc<UInt64Array> {
         Arc::new(UInt64Array::from_iter(

@@ -43,14 +43,16 @@ pub struct NatalTableProvider {
     /// The snapshot the provider was created with; its schema is the provider's.
     snapshot: Arc<Snapshot>,
     schema: SchemaRef,
-    /// Columns' defaults (SQL `DEFAULT`), for INSERTs that omit them.
-    defaults: std::collections::HashMap<String, Expr>,
-    /// A kept default expression that no longer plans: writes refuse rather than store
-    /// NULL where the default was asked for.
-    broken_default: Option<String>,
+    /// Columns' defaults (SQL `DEFAULT`), for INSERTs that omit them, and the first kept
+    /// default expression that no longer plans (writes refuse rather than store NULL where
+    /// the default was asked for). Planned when a write first asks: reads never need them.
+    defaults: std::sync::OnceLock<PlannedDefaults>,
     /// PRIMARY KEY and UNIQUE, over the provider's column positions.
     constraints: Constraints,
 }
+
+/// Columns' defaults by name, and why one no longer plans (see `declared::planned_defaults`).
+type PlannedDefaults = (std::collections::HashMap<String, Expr>, Option<String>);
 
 fn system_fields() -> [Field; 2] {
     [
@@ -77,15 +79,13 @@ impl NatalTableProvider {
     ) -> Self {
         let snapshot = snapshot.into();
         let schema = table_schema(&snapshot, view.system_columns);
-        let (defaults, broken_default) = super::declared::planned_defaults(snapshot.schema());
         let constraints = super::declared::constraints(snapshot.schema());
         Self {
             table,
             view,
             snapshot,
             schema,
-            defaults,
-            broken_default,
+            defaults: std::sync::OnceLock::new(),
             constraints,
         }
     }
@@ -97,7 +97,12 @@ impl NatalTableProvider {
 
     /// Its columns' defaults (SQL `DEFAULT`), by column name.
     pub(super) fn column_defaults(&self) -> &std::collections::HashMap<String, Expr> {
-        &self.defaults
+        &self.planned_defaults().0
+    }
+
+    fn planned_defaults(&self) -> &PlannedDefaults {
+        self.defaults
+            .get_or_init(|| super::declared::planned_defaults(self.snapshot.schema()))
     }
 
     /// The table the provider reads and writes.
@@ -128,7 +133,7 @@ impl NatalTableProvider {
 
     /// Refuses a write that might need a default natal can no longer plan.
     fn defaults_plan(&self, what: &str) -> Result<()> {
-        match &self.broken_default {
+        match &self.planned_defaults().1 {
             Some(broken) => Err(DataFusionError::Plan(format!("{what}: {broken}"))),
             None => Ok(()),
         }
@@ -168,7 +173,7 @@ impl TableProvider for NatalTableProvider {
     }
 
     fn get_column_default(&self, column: &str) -> Option<&Expr> {
-        self.defaults.get(column)
+        self.column_defaults().get(column)
     }
 
     fn constraints(&self) -> Option<&Constraints> {

@@ -83,15 +83,7 @@ impl BlobColumn {
     /// a type other than Binary or LargeBinary, or a threshold that is not a number, is an
     /// error naming the field.
     pub fn from_field(field: &ArrowField) -> Result<Option<Self>> {
-        Self::from_options(field.name(), field.data_type(), field.metadata())
-    }
-
-    /// As [`BlobColumn::from_field`], from a column's name, type and options.
-    pub fn from_options(
-        column: &str,
-        data_type: &DataType,
-        options: &HashMap<String, String>,
-    ) -> Result<Option<Self>> {
+        let (column, data_type, options) = (field.name(), field.data_type(), field.metadata());
         let declared = match options.get(BLOB_META_KEY).map(|v| v.trim()) {
             None => false,
             Some(v) if v.eq_ignore_ascii_case("true") => true,
@@ -192,16 +184,6 @@ impl BlobKind {
                 ))
             }
         })
-    }
-
-    /// Its name in `t$blobs`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Inline => "inline",
-            Self::Packed => "packed",
-            Self::Dedicated => "dedicated",
-            Self::External => "external",
-        }
     }
 }
 

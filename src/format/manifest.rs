@@ -255,7 +255,7 @@ impl Manifest {
         if self.schema.fields.iter().any(stored_apart) {
             used |= flags::STORED_TYPES;
         }
-        if self.schema.fields.iter().any(|f| f.blob.is_some()) {
+        if self.schema.has_blob_columns() {
             used |= flags::BLOB_COLUMNS;
         }
         let reader = used;

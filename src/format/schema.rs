@@ -319,6 +319,11 @@ impl Schema {
                 .any(|f| f.default_expression.is_some() || !f.metadata.is_empty())
     }
 
+    /// True when some column is a blob column (its data files have sidecars).
+    pub fn has_blob_columns(&self) -> bool {
+        self.fields.iter().any(|f| f.blob.is_some())
+    }
+
     /// The column named `name`.
     pub fn field_by_name(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)

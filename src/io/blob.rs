@@ -15,7 +15,6 @@ use arrow::array::{
     RecordBatch, RecordBatchOptions, StringArray, StructArray, UInt32Array, UInt64Array,
     UInt8Array,
 };
-use arrow::buffer::NullBuffer;
 use arrow::datatypes::{
     DataType, Field as ArrowField, FieldRef, Schema as ArrowSchema, UInt32Type, UInt64Type,
     UInt8Type,
@@ -353,59 +352,67 @@ async fn resolve_as<O: OffsetSizeTrait>(
     let descriptors = Descriptors::of(array, data_file)?;
     let struct_array = array.as_struct();
     let inline = struct_array.column(blob_descriptor::INLINE);
-    let mut locations = Vec::with_capacity(descriptors.len());
-    let mut wanted: HashMap<TablePath, Vec<Range<u64>>> = HashMap::new();
+    // Per row: NULL, inline, or the index of its range among those to fetch.
+    let mut slots: Vec<Option<Option<usize>>> = Vec::with_capacity(descriptors.len());
+    let mut wanted = Vec::new();
     for row in 0..descriptors.len() {
-        let location = descriptors.location(row)?;
-        match &location {
+        slots.push(match descriptors.location(row)? {
+            BlobLocation::Null => None,
+            BlobLocation::Inline => Some(None),
             BlobLocation::Sidecar { sidecar, range } => {
-                wanted
-                    .entry(sidecar.clone())
-                    .or_default()
-                    .push(range.clone());
+                wanted.push((sidecar, range));
+                Some(Some(wanted.len() - 1))
             }
-            BlobLocation::External { uri, .. } => {
-                return Err(Error::invalid(format!(
-                    "{}: the blob at {uri} is external; this natal does not read external \
-                     blobs",
-                    data_file.as_str()
-                )))
-            }
-            BlobLocation::Null | BlobLocation::Inline => {}
-        }
-        locations.push(location);
+            BlobLocation::External { uri, .. } => return Err(external(&uri)),
+        });
     }
-    let fetched: HashMap<TablePath, HashMap<Range<u64>, Bytes>> = futures::stream::iter(wanted)
-        .map(|(sidecar, ranges)| async move {
+    let fetched = fetch_ranges(store, data_file, wanted).await?;
+    let mut builder = GenericBinaryBuilder::<O>::new();
+    for (row, slot) in slots.into_iter().enumerate() {
+        match slot {
+            None => builder.append_null(),
+            Some(None) => builder.append_value(inline_value(inline, row, data_file)?),
+            Some(Some(at)) => builder.append_value(&fetched[at]),
+        }
+    }
+    Ok(Arc::new(builder.finish()))
+}
+
+/// The error for an external value, which this natal does not read yet.
+pub(super) fn external(uri: &str) -> Error {
+    Error::invalid(format!(
+        "the blob at {uri} is external; this natal does not read external blobs"
+    ))
+}
+
+/// The bytes of each `(sidecar, range)` of `wanted` (sidecars of `data_file`), in order:
+/// every range of one sidecar in one coalesced request, a few sidecars at a time.
+pub(super) async fn fetch_ranges(
+    store: &TableStore,
+    data_file: &TablePath,
+    wanted: Vec<(TablePath, Range<u64>)>,
+) -> Result<Vec<Bytes>> {
+    let mut out = vec![Bytes::new(); wanted.len()];
+    let mut by_sidecar: HashMap<TablePath, (Vec<usize>, Vec<Range<u64>>)> = HashMap::new();
+    for (at, (sidecar, range)) in wanted.into_iter().enumerate() {
+        let (places, ranges) = by_sidecar.entry(sidecar).or_default();
+        places.push(at);
+        ranges.push(range);
+    }
+    let fetched: Vec<(Vec<usize>, Vec<Bytes>)> = futures::stream::iter(by_sidecar)
+        .map(|(sidecar, (places, ranges))| async move {
             let parts = read_sidecar_ranges(store, data_file, &sidecar, &ranges).await?;
-            Ok::<_, Error>((sidecar, ranges.into_iter().zip(parts).collect()))
+            Ok::<_, Error>((places, parts))
         })
         .buffer_unordered(CONCURRENT_SIDECAR_READS)
         .try_collect()
         .await?;
-    let mut builder = GenericBinaryBuilder::<O>::new();
-    for (row, location) in locations.iter().enumerate() {
-        match location {
-            BlobLocation::Null => builder.append_null(),
-            BlobLocation::Inline => builder.append_value(inline_value(inline, row, data_file)?),
-            BlobLocation::Sidecar { sidecar, range } => {
-                let bytes = fetched
-                    .get(sidecar)
-                    .and_then(|parts| parts.get(range))
-                    .ok_or_else(|| Error::invalid("a fetched blob range went missing"))?;
-                builder.append_value(bytes);
-            }
-            BlobLocation::External { .. } => {
-                return Err(Error::invalid("external blobs are refused above"))
-            }
+    for (places, parts) in fetched {
+        for (at, bytes) in places.into_iter().zip(parts) {
+            out[at] = bytes;
         }
     }
-    let values = builder.finish();
-    let nulls = NullBuffer::union(values.nulls(), struct_array.nulls());
-    let (offsets, data, _) = values.into_parts();
-    Ok(Arc::new(GenericBinaryArray::<O>::try_new(
-        offsets, data, nulls,
-    )?))
+    Ok(out)
 }
 
 pub(super) fn inline_value<'a>(
@@ -507,17 +514,18 @@ pub(super) async fn resolve_batch(
         if !field_id_of(field).is_some_and(|id| blob_ids.contains(&id)) {
             continue;
         }
-        let DataType::Struct(children) = field.data_type() else {
-            return Err(Descriptors::of(&columns[index], data_file)
-                .err()
-                .unwrap_or_else(|| {
-                    Error::corrupt(data_file.as_str(), "a blob column is not a struct")
-                }));
+        // Bytes come back in the binary type the values were written in.
+        let out = match field.data_type() {
+            DataType::Struct(children) if children.len() > blob_descriptor::INLINE => {
+                children[blob_descriptor::INLINE].data_type().clone()
+            }
+            other => {
+                return Err(Error::corrupt(
+                    data_file.as_str(),
+                    format!("a blob column holds {other}, not blob descriptors"),
+                ))
+            }
         };
-        let out = children
-            .get(blob_descriptor::INLINE)
-            .map(|f| f.data_type().clone())
-            .unwrap_or(DataType::Binary);
         columns[index] = resolve(store, data_file, &columns[index], &out).await?;
         fields[index] = Arc::new(
             ArrowField::new(field.name(), out, field.is_nullable())

@@ -1,14 +1,13 @@
 //! Byte ranges of single blob values, wherever their bytes are: sliced from the descriptor
-//! of an inline value, and for sidecar values one coalesced ranged request per sidecar for
-//! every range asked of it (`ObjectStore::get_ranges` merges neighbours).
+//! of an inline value, and for sidecar values fetched as a scan fetches whole ones
+//! (`blob::fetch_ranges`: one coalesced request per sidecar).
 
-use std::collections::HashMap;
 use std::ops::Range;
 
 use arrow::array::{ArrayRef, AsArray};
 use bytes::Bytes;
 
-use super::blob::{inline_value, read_sidecar_ranges, BlobLocation, Descriptors};
+use super::blob::{external, fetch_ranges, inline_value, BlobLocation, Descriptors};
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::{blob_descriptor, TablePath};
@@ -25,9 +24,10 @@ impl TableStore {
     ) -> Result<Vec<Bytes>> {
         let described = Descriptors::of(descriptors, data_file)?;
         let inline = descriptors.as_struct().column(blob_descriptor::INLINE);
-        let mut out: Vec<Option<Bytes>> = vec![None; wanted.len()];
-        let mut by_sidecar: HashMap<TablePath, Vec<(usize, Range<u64>)>> = HashMap::new();
-        for (at, (row, range)) in wanted.iter().enumerate() {
+        // Per range: its bytes sliced from an inline value, or its index among those to fetch.
+        let mut parts: Vec<Result<Bytes, usize>> = Vec::with_capacity(wanted.len());
+        let mut to_fetch = Vec::new();
+        for (row, range) in wanted {
             if *row >= described.len() || range.start > range.end {
                 return Err(Error::invalid(format!(
                     "no bytes {range:?} of row {row} of a blob column"
@@ -38,7 +38,7 @@ impl TableStore {
                     "bytes {range:?} are past the end of a blob value of {size} bytes"
                 ))
             };
-            match described.location(*row)? {
+            parts.push(match described.location(*row)? {
                 BlobLocation::Null => {
                     return Err(Error::invalid("the blob value asked for is NULL"));
                 }
@@ -48,7 +48,7 @@ impl TableStore {
                     if end > value.len() {
                         return Err(past(value.len() as u64));
                     }
-                    out[at] = Some(Bytes::copy_from_slice(&value[range.start as usize..end]));
+                    Ok(Bytes::copy_from_slice(&value[range.start as usize..end]))
                 }
                 BlobLocation::Sidecar {
                     sidecar,
@@ -57,25 +57,16 @@ impl TableStore {
                     if range.end > held.end - held.start {
                         return Err(past(held.end - held.start));
                     }
-                    let absolute = held.start + range.start..held.start + range.end;
-                    by_sidecar.entry(sidecar).or_default().push((at, absolute));
+                    to_fetch.push((sidecar, held.start + range.start..held.start + range.end));
+                    Err(to_fetch.len() - 1)
                 }
-                BlobLocation::External { uri, .. } => {
-                    return Err(Error::invalid(format!(
-                        "the blob at {uri} is external; this natal does not read external blobs"
-                    )));
-                }
-            }
+                BlobLocation::External { uri, .. } => return Err(external(&uri)),
+            });
         }
-        for (sidecar, parts) in by_sidecar {
-            let ranges: Vec<Range<u64>> = parts.iter().map(|(_, r)| r.clone()).collect();
-            let fetched = read_sidecar_ranges(self, data_file, &sidecar, &ranges).await?;
-            for ((at, _), bytes) in parts.iter().zip(fetched) {
-                out[*at] = Some(bytes);
-            }
-        }
-        out.into_iter()
-            .map(|bytes| bytes.ok_or_else(|| Error::internal("a blob range went unread")))
-            .collect()
+        let mut fetched = fetch_ranges(self, data_file, to_fetch).await?;
+        Ok(parts
+            .into_iter()
+            .map(|part| part.unwrap_or_else(|at| std::mem::take(&mut fetched[at])))
+            .collect())
     }
 }

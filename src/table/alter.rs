@@ -121,7 +121,12 @@ impl Table {
         }
         .await;
         if outcome.as_ref().is_err_and(surely_unpublished) {
-            delete_files(&self.store, written.iter().map(|(_, file)| file)).await;
+            delete_files(
+                &self.store,
+                &file_schema,
+                written.iter().map(|(_, file)| file),
+            )
+            .await;
         }
         outcome
     }

@@ -111,7 +111,7 @@ impl Table {
         };
         let committed = self.commit_write_then_merge(&read, action).await;
         if committed.as_ref().is_err_and(surely_unpublished) {
-            super::write::delete_written(&self.store, &fragments).await;
+            super::write::delete_written(&self.store, read.schema(), &fragments).await;
         }
         committed
     }

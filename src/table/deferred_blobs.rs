@@ -82,10 +82,8 @@ impl DeferredBlobs {
             .columns
             .iter()
             .map(|(_, id, _)| {
-                let file = fragment.file_holding(*id).unwrap_or(0);
-                fragment.files[file.min(fragment.files.len().saturating_sub(1))]
-                    .path
-                    .clone()
+                let file = fragment.file_holding(*id).unwrap_or_default();
+                fragment.files[file].path.clone()
             })
             .collect();
         let store = store.clone();

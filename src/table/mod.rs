@@ -259,9 +259,10 @@ impl Table {
             (&options.progress, "creating"),
         )
         .await?;
+        let table_schema = empty.schema.clone();
         let published = commit::create(&store, empty, &fragments, &options).await;
         let Some(manifest) = published.as_ref().ok().and_then(Option::as_ref) else {
-            delete_written(&store, &fragments).await;
+            delete_written(&store, &table_schema, &fragments).await;
             return Err(published.err().unwrap_or_else(|| already_exists(&store)));
         };
         let committed = Committed::of(manifest);
@@ -349,11 +350,11 @@ impl Table {
 
     /// Every retained version, ascending, with its manifest.
     pub async fn versions(&self) -> Result<Vec<Manifest>> {
-        let mut out = Vec::new();
-        for (version, _) in self.store.list_versions().await? {
-            out.push(self.store.read_manifest(version).await?);
-        }
-        Ok(out)
+        self.version_list()
+            .await?
+            .into_iter()
+            .map(|(_, manifest)| manifest)
+            .collect()
     }
 
     /// This handle, telling `progress` how far its operations have got (see

@@ -153,21 +153,31 @@ impl<'a> FragmentWriter<'a> {
 
     /// Deletes the files written so far, for a write that failed before it committed.
     pub(crate) async fn abandon(self) {
-        delete_written(self.store, &self.done).await;
+        delete_written(self.store, self.schema, &self.done).await;
     }
 }
 
-/// Deletes the data files of `fragments`, written by a write that will not commit them.
-pub(crate) async fn delete_written(store: &TableStore, fragments: &[NewFragment]) {
-    delete_files(store, fragments.iter().map(|f| &f.file)).await;
+/// Deletes the data files of `fragments` (of `schema`), written by a write that will not
+/// commit them.
+pub(crate) async fn delete_written(store: &TableStore, schema: &Schema, fragments: &[NewFragment]) {
+    delete_files(store, schema, fragments.iter().map(|f| &f.file)).await;
 }
 
-/// Deletes `files`, written by a write that will not commit them. Best effort: a file left
-/// behind (the store failed again) is an orphan that cleanup removes.
-pub(crate) async fn delete_files(store: &TableStore, files: impl Iterator<Item = &DataFile>) {
+/// Deletes `files` (of `schema`), written by a write that will not commit them, with their
+/// blob sidecars if `schema` has blob columns. Best effort: a file left behind (the store
+/// failed again) is an orphan that cleanup removes.
+pub(crate) async fn delete_files(
+    store: &TableStore,
+    schema: &Schema,
+    files: impl Iterator<Item = &DataFile>,
+) {
     use futures::TryStreamExt;
     use object_store::ObjectStoreExt;
     for file in files {
+        if !schema.has_blob_columns() {
+            let _ = store.object_store().delete(&store.path(&file.path)).await;
+            continue;
+        }
         // Its blob sidecars first (written before it), under the file's stem.
         let stem = store.path(&crate::format::TablePath::sidecar_dir(&file.path));
         let sidecars: Vec<_> = store

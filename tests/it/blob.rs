@@ -49,13 +49,14 @@ pub fn blob_batch(keys: std::ops::Range<i64>) -> RecordBatch {
     .unwrap()
 }
 
+/// The batches `request` reads of `snapshot`.
+async fn scan(snapshot: &Snapshot, request: ScanRequest) -> natal::Result<Vec<RecordBatch>> {
+    snapshot.scan(request).await?.try_collect().await
+}
+
 /// Every row of `snapshot` as key → value, checking each value is its key's.
 pub async fn read_blobs(snapshot: &Snapshot) -> natal::Result<BTreeMap<i64, Option<Vec<u8>>>> {
-    let batches: Vec<RecordBatch> = snapshot
-        .scan(ScanRequest::new())
-        .await?
-        .try_collect()
-        .await?;
+    let batches = scan(snapshot, ScanRequest::new()).await?;
     let mut rows = BTreeMap::new();
     for batch in batches {
         assert_eq!(batch.column(1).data_type(), &DataType::Binary);
@@ -222,13 +223,7 @@ async fn sidecars_are_read_only_when_asked_and_damage_is_corrupt() {
         columns: Some(vec!["key".to_string()]),
         ..Default::default()
     };
-    let batches: Vec<RecordBatch> = snapshot
-        .scan(keys_only)
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let batches = scan(&snapshot, keys_only).await.unwrap();
     assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 40);
     let error = read_blobs(&snapshot).await.unwrap_err();
     assert!(
@@ -263,8 +258,7 @@ async fn bad_blob_declarations_are_refused_at_create() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blob_columns_read_through_sql_and_need_an_aware_reader() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn ObjectStore> =
-        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let store: Arc<dyn ObjectStore> = crate::fixtures::local_store(dir.path());
     let table = Table::create(
         store,
         "t".into(),
@@ -304,10 +298,7 @@ async fn blob_columns_read_through_sql_and_need_an_aware_reader() {
         .collect()
         .await
         .unwrap();
-    let copy = Table::open(
-        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap()),
-        "copy".into(),
-    );
+    let copy = Table::open(crate::fixtures::local_store(dir.path()), "copy".into());
     let copied = copy.latest().await.unwrap();
     assert_eq!(copied.schema().fields[1].blob, Some(SMALL));
     assert_eq!(read_blobs(&copied).await.unwrap().len(), 16);
@@ -427,13 +418,7 @@ async fn a_filtered_scan_fetches_only_the_payloads_of_the_rows_it_keeps() {
         ..Default::default()
     };
     // key % 8 == 1: 7-byte values, inline.
-    let batches: Vec<RecordBatch> = snapshot
-        .scan(filtered(8, 1))
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let batches = scan(&snapshot, filtered(8, 1)).await.unwrap();
     let mut kept = 0;
     for batch in &batches {
         assert_eq!(batch.num_columns(), 2);
@@ -448,8 +433,7 @@ async fn a_filtered_scan_fetches_only_the_payloads_of_the_rows_it_keeps() {
     }
     assert_eq!(kept, 10);
     // key % 8 == 7: 3,100-byte values, each in a dedicated sidecar now gone.
-    let outcome: natal::Result<Vec<RecordBatch>> =
-        async { snapshot.scan(filtered(8, 7)).await?.try_collect().await }.await;
+    let outcome = scan(&snapshot, filtered(8, 7)).await;
     assert!(
         matches!(&outcome, Err(natal::Error::Corrupt { reason, .. }) if reason.contains("missing")),
         "{outcome:?}"
@@ -469,13 +453,7 @@ async fn ranges_of_values_read_by_row_id_and_descriptors_give_sizes() {
             with_row_id: true,
             ..Default::default()
         };
-        let batches: Vec<RecordBatch> = snapshot
-            .scan(request)
-            .await
-            .unwrap()
-            .try_collect()
-            .await
-            .unwrap();
+        let batches = scan(&snapshot, request).await.unwrap();
         batches
             .iter()
             .flat_map(|b| {
@@ -521,13 +499,7 @@ async fn ranges_of_values_read_by_row_id_and_descriptors_give_sizes() {
         blob_descriptors: true,
         ..Default::default()
     };
-    let batches: Vec<RecordBatch> = snapshot
-        .scan(request)
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let batches = scan(&snapshot, request).await.unwrap();
     for batch in &batches {
         let keys = batch.column(0).as_primitive::<Int64Type>();
         let descriptors = batch.column(1).as_struct();

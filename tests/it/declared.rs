@@ -178,10 +178,7 @@ async fn primary_keys_survive_and_give_functional_dependencies() {
         lines(&renamed, "SELECT key, v FROM t GROUP BY key ORDER BY key").await,
         ["1|10", "2|20"]
     );
-    let table = Table::open(
-        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap()),
-        "t".into(),
-    );
+    let table = Table::open(crate::fixtures::local_store(dir.path()), "t".into());
     table
         .alter(vec![SchemaChange::DropColumn { name: "key".into() }])
         .await
@@ -246,8 +243,7 @@ async fn arrow_field_and_schema_metadata_are_kept_through_alter() {
         Field::new("name", DataType::Utf8, true),
     ])
     .with_metadata(metadata(&[("origin", "sensor-7")]));
-    let store =
-        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let store = crate::fixtures::local_store(dir.path());
     let declared = Declarations {
         defaults: vec![("name".into(), ColumnDefault::Value("unnamed".into()))],
         constraints: vec![TableConstraint::PrimaryKey(vec!["id".into()])],
@@ -323,8 +319,7 @@ async fn a_union_column_is_refused_at_create_without_a_panic() {
         Field::new("id", DataType::Int32, false),
         Field::new("u", union, true),
     ]);
-    let store =
-        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let store = crate::fixtures::local_store(dir.path());
     let error = Table::create(store.clone(), "u".into(), &schema, TableOptions::default())
         .await
         .expect_err("a union column cannot be stored");
@@ -514,7 +509,7 @@ pub async fn write_fixture_table(ctx: &SessionContext, dir: &std::path::Path) {
             TableConstraint::Unique(vec!["e".into()]),
         ],
     };
-    let store = Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap());
+    let store = crate::fixtures::local_store(dir);
     Table::create_declared(
         store,
         "d".into(),
@@ -597,8 +592,7 @@ async fn interval_columns_are_stored_and_read_back_as_intervals() {
 async fn interval_columns_need_a_reader_that_decodes_them() {
     let (dir, ctx) = catalog_session();
     run(&ctx, "CREATE TABLE iv (k INT, i INTERVAL)").await;
-    let store =
-        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let store = crate::fixtures::local_store(dir.path());
     let latest = Table::open(store, "iv".into()).latest().await.unwrap();
     let stored = natal::internals::format::flags::STORED_TYPES;
     assert_ne!(latest.manifest().reader_flags() & stored, 0);

@@ -140,7 +140,7 @@ fn fixture_options() -> TableOptions {
     }
 }
 
-fn local_store(root: &Path) -> Arc<dyn ObjectStore> {
+pub fn local_store(root: &Path) -> Arc<dyn ObjectStore> {
     Arc::new(LocalFileSystem::new_with_prefix(root).expect("a local store"))
 }
 
