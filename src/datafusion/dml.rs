@@ -80,8 +80,7 @@ impl DataSink for NatalSink {
                 let batch = batch.map_err(to_natal)?;
                 loaded += batch.num_rows() as u64;
                 progress.update("loading", loaded, None);
-                RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
-                    .map_err(|e| crate::Error::InvalidInput(e.to_string()))
+                crate::io::table_batch(&schema, batch.columns().to_vec())
             }
         });
         let committed = if self.overwrite {
@@ -205,8 +204,7 @@ async fn run(table: Table, kind: DmlKind) -> crate::Result<u64> {
                         cast(&value, target)?
                     };
                 }
-                RecordBatch::try_new(schema.clone(), columns)
-                    .map_err(|e| crate::Error::InvalidInput(e.to_string()))
+                crate::io::table_batch(&schema, columns)
             };
             Ok(table
                 .update_matching(rows, &update)

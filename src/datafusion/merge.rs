@@ -314,7 +314,7 @@ async fn merge(table: Table, source: SendableRecordBatchStream, spec: MergeSpec)
                             })
                         })
                         .collect::<Result<Vec<ArrayRef>>>()?;
-                    let new_rows = RecordBatch::try_new(user.clone(), columns)?;
+                    let new_rows = crate::io::table_batch(&user, columns)?;
                     match inserts {
                         true => changes.inserted.push(new_rows),
                         false => changes.updated.push((new_rows, id_pairs)),

@@ -65,6 +65,11 @@ pub(super) fn schema_from_proto(raw: proto::Schema, path: &str) -> Result<Schema
                 legacy_nested_ids: f.legacy_nested_field_ids,
                 default_expression: f.default_expression,
                 metadata: metadata_from_proto(f.metadata),
+                nested_metadata: f
+                    .nested_metadata
+                    .into_iter()
+                    .map(|n| (n.field_id, metadata_from_proto(n.metadata)))
+                    .collect(),
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -109,6 +114,16 @@ pub(super) fn schema_from_proto(raw: proto::Schema, path: &str) -> Result<Schema
                 )));
             }
         }
+        if let Some(id) = field
+            .nested_metadata
+            .keys()
+            .find(|id| !field.nested_ids.contains(id))
+        {
+            return Err(corrupt(format!(
+                "column {} keeps metadata for field id {id}, not a field inside it",
+                field.name
+            )));
+        }
     }
     // Written before nested fields had ids: their files carry none, and are read by the
     // ids given now, by position.
@@ -141,6 +156,14 @@ pub(super) fn schema_to_proto(schema: &Schema) -> proto::Schema {
                     legacy_nested_field_ids: f.legacy_nested_ids.clone(),
                     default_expression: f.default_expression.clone(),
                     metadata: metadata_to_proto(&f.metadata),
+                    nested_metadata: f
+                        .nested_metadata
+                        .iter()
+                        .map(|(id, metadata)| proto::NestedMetadata {
+                            field_id: *id,
+                            metadata: metadata_to_proto(metadata),
+                        })
+                        .collect(),
                     blob: f.blob.map(|b| proto::BlobColumn {
                         inline_limit: b.inline_limit,
                         dedicated_threshold: b.dedicated_threshold,
@@ -198,6 +221,7 @@ mod tests {
                 default_expression: None,
                 metadata: vec![],
                 blob: None,
+                nested_metadata: vec![],
             }],
             next_field_id,
             metadata: vec![],
@@ -235,6 +259,8 @@ mod tests {
         schema.fields[0].default_expression = Some("named_struct('a', 1, 'b', 'x')".into());
         schema.fields[0].metadata = [("k".to_string(), "v".to_string())].into();
         schema.metadata = [("origin".to_string(), "here".to_string())].into();
+        schema.fields[0].nested_metadata =
+            [(2, [("unit".to_string(), "px".to_string())].into())].into();
         schema.constraints.push(Constraint {
             kind: ConstraintKind::Unique,
             field_ids: vec![0],
@@ -264,7 +290,14 @@ mod tests {
             kind: 9,
             field_ids: vec![0],
         });
-        for bad in [both, stray, unknown_kind] {
+        let mut not_inside = raw(vec![1, 2], 3);
+        not_inside.fields[0]
+            .nested_metadata
+            .push(proto::NestedMetadata {
+                field_id: 0,
+                metadata: vec![],
+            });
+        for bad in [both, stray, unknown_kind, not_inside] {
             let error = schema_from_proto(bad, "m").unwrap_err();
             assert!(matches!(error, Error::Corrupt { .. }), "{error}");
         }

@@ -44,6 +44,9 @@ pub struct Field {
     /// For a blob column (a Binary or LargeBinary column declared so): how its values are
     /// placed. Data files hold its values as descriptors ([`super::descriptor_type`]).
     pub blob: Option<BlobColumn>,
+    /// The Arrow metadata of fields inside it, by nested field id, natal's own keys left
+    /// out; only fields that have some.
+    pub nested_metadata: BTreeMap<FieldId, BTreeMap<String, String>>,
 }
 
 impl Field {
@@ -61,6 +64,7 @@ impl Field {
             default_expression: None,
             metadata: BTreeMap::new(),
             blob: None,
+            nested_metadata: BTreeMap::new(),
         }
     }
 
@@ -69,7 +73,22 @@ impl Field {
         let mut metadata: HashMap<String, String> = self.metadata.clone().into_iter().collect();
         // A blob column says so, with its thresholds: a table made from it makes one too.
         metadata.extend(self.blob.iter().flat_map(BlobColumn::to_metadata));
-        ArrowField::new(&self.name, self.data_type.clone(), self.nullable).with_metadata(metadata)
+        ArrowField::new(&self.name, self.arrow_type(), self.nullable).with_metadata(metadata)
+    }
+
+    /// Its type as users see it: the kept metadata on its nested fields.
+    pub fn arrow_type(&self) -> DataType {
+        if self.nested_metadata.is_empty() {
+            return self.data_type.clone();
+        }
+        let mut ids = self.nested_ids.iter();
+        super::nested::map_fields(&self.data_type, &mut |f| match ids
+            .next()
+            .and_then(|id| self.nested_metadata.get(id))
+        {
+            Some(kept) => f.clone().with_metadata(kept.clone().into_iter().collect()),
+            None => f.clone(),
+        })
     }
 
     /// The fields inside it, depth first, a field before the fields inside it.
@@ -225,6 +244,7 @@ impl Schema {
     /// Assigns field ids 0.. to an Arrow schema's top-level fields.
     pub fn from_arrow(schema: &ArrowSchema) -> Result<Self> {
         let mut fields = Vec::with_capacity(schema.fields().len());
+        let mut nested_metadata = Vec::with_capacity(schema.fields().len());
         for (id, field) in schema.fields().iter().enumerate() {
             if RESERVED_COLUMNS.contains(&field.name().as_str()) {
                 return Err(Error::invalid(format!(
@@ -238,7 +258,7 @@ impl Schema {
                     field.name()
                 )));
             }
-            // Nested fields' metadata (a Parquet file's field ids, say) is not kept.
+            // Nested fields' metadata is kept by field id, once they have ids.
             let data_type = super::nested::plain(field.data_type());
             if !super::type_text::stores_exactly(&data_type) {
                 return Err(Error::invalid(format!(
@@ -248,6 +268,7 @@ impl Schema {
                 )));
             }
 
+            nested_metadata.push(super::nested::metadata_in(field.data_type()));
             fields.push(Field {
                 nullable: field.is_nullable(),
                 metadata: kept_metadata(field.metadata()),
@@ -263,6 +284,15 @@ impl Schema {
             constraints: Vec::new(),
         };
         schema.assign_nested_ids()?;
+        for (field, kept) in schema.fields.iter_mut().zip(nested_metadata) {
+            field.nested_metadata = field
+                .nested_ids
+                .iter()
+                .zip(kept)
+                .filter(|(_, metadata)| !metadata.is_empty())
+                .map(|(id, metadata)| (*id, metadata))
+                .collect();
+        }
         Ok(schema)
     }
 
@@ -313,10 +343,11 @@ impl Schema {
     pub fn declares_more(&self) -> bool {
         !self.metadata.is_empty()
             || !self.constraints.is_empty()
-            || self
-                .fields
-                .iter()
-                .any(|f| f.default_expression.is_some() || !f.metadata.is_empty())
+            || self.fields.iter().any(|f| {
+                f.default_expression.is_some()
+                    || !f.metadata.is_empty()
+                    || !f.nested_metadata.is_empty()
+            })
     }
 
     /// True when some column is a blob column (its data files have sidecars).

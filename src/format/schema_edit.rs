@@ -69,6 +69,9 @@ impl Schema {
             .collect::<Option<Vec<FieldId>>>()
             .ok_or_else(|| Error::internal("a nested field lost its field id"))?;
         column.data_type = untagged(&edited);
+        // A dropped nested field's metadata goes with it.
+        let kept_ids = &column.nested_ids;
+        column.nested_metadata.retain(|id, _| kept_ids.contains(id));
         if !super::type_text::stores_exactly(&column.data_type) {
             return Err(refused(
                 change,

@@ -12,7 +12,7 @@ use arrow::array::{
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, FieldRef, SchemaRef};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::{field_id_of, nested, Field, FieldId};
 
 /// The table columns a read projects, as data files hold them: each one's field id and, for
@@ -273,13 +273,28 @@ fn list_by_id<O: OffsetSizeTrait>(array: &ArrayRef, items: [&FieldRef; 3]) -> Re
 }
 
 /// `column` as the table's `data_type` when the two differ only in metadata on nested fields
-/// (rows read from a Parquet file that tags its fields with ids, say): the same buffers under
+/// (rows read from a Parquet file that tags its fields with ids, say, or values an INSERT
+/// gives a column whose nested fields keep metadata): the same buffers under
 /// the table's fields. Any other difference is left as it is, for the batch check to refuse.
 pub(super) fn relabelled(column: &ArrayRef, data_type: &DataType) -> Result<ArrayRef> {
-    if column.data_type() == data_type || nested::plain(column.data_type()) != *data_type {
+    if column.data_type() == data_type
+        || nested::plain(column.data_type()) != nested::plain(data_type)
+    {
         return Ok(column.clone());
     }
     relabel(column, data_type)
+}
+
+/// A batch of the table's `schema` from `columns` of its types up to nested fields' metadata
+/// (values DataFusion cast to a column's type keep no metadata inside it: arrow's casts of
+/// lists and structs take the target's shape, not its fields' metadata).
+pub(crate) fn table_batch(schema: &SchemaRef, columns: Vec<ArrayRef>) -> Result<RecordBatch> {
+    let columns = columns
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| relabelled(column, field.data_type()))
+        .collect::<Result<Vec<_>>>()?;
+    RecordBatch::try_new(schema.clone(), columns).map_err(|e| Error::invalid(e.to_string()))
 }
 
 fn relabel(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {

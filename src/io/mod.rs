@@ -25,6 +25,7 @@ mod store;
 mod stored_type;
 
 pub use crate::format::{decode_deletions, encode_deletions};
+pub(crate) use conform::table_batch;
 pub use conform::FileColumns;
 pub use data::READ_BATCH_ROWS;
 pub(crate) use data_write::check_storable;

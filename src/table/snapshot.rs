@@ -226,7 +226,7 @@ impl Snapshot {
             .iter()
             .map(|f| match as_descriptors(f) {
                 true => ArrowField::new(&f.name, f.file_type(), f.nullable),
-                false => ArrowField::new(&f.name, f.data_type.clone(), f.nullable),
+                false => f.to_arrow(),
             })
             .collect();
         if request.with_row_id {
