@@ -100,6 +100,15 @@ pub enum Error {
         /// Why not.
         reason: String,
     },
+    /// An external blob value's bytes cannot be read: its store is not registered, its
+    /// object is missing or shorter than its descriptor says.
+    #[error("external blob '{uri}': {reason}")]
+    ExternalBlob {
+        /// The value's URI.
+        uri: String,
+        /// Why its bytes cannot be read.
+        reason: String,
+    },
     /// A row id that does not name a live row.
     #[error("row id {0} does not name a live row")]
     RowNotFound(crate::rowid::RowId),

@@ -141,6 +141,8 @@ pub struct NatalSchemaProvider {
     handles: RwLock<BTreeMap<String, Table>>,
     /// Told how far a `CREATE TABLE ... AS` has got (it runs outside any query's context).
     progress: ProgressHandle,
+    /// The stores its tables read external blob values through (the session's).
+    external_stores: Option<Arc<dyn object_store::registry::ObjectStoreRegistry>>,
 }
 
 impl NatalSchemaProvider {
@@ -152,7 +154,17 @@ impl NatalSchemaProvider {
             registered: RwLock::new(BTreeMap::new()),
             handles: RwLock::new(BTreeMap::new()),
             progress: ProgressHandle::default(),
+            external_stores: None,
         }
+    }
+
+    /// This schema, its tables reading external blob values through `stores`.
+    pub fn with_external_stores(
+        mut self,
+        stores: Arc<dyn object_store::registry::ObjectStoreRegistry>,
+    ) -> Self {
+        self.external_stores = Some(stores);
+        self
     }
 
     /// This schema, telling `progress` how far its `CREATE TABLE ... AS` statements have got.
@@ -165,7 +177,14 @@ impl NatalSchemaProvider {
     fn table_handle(&self, base: &str) -> Table {
         match self.handles.read().ok().and_then(|h| h.get(base).cloned()) {
             Some(table) => table,
-            None => Table::open(self.store.clone(), self.root.clone().join(base)),
+            None => Table::open_with(
+                self.store.clone(),
+                self.root.clone().join(base),
+                TableOptions {
+                    external_stores: self.external_stores.clone(),
+                    ..TableOptions::default()
+                },
+            ),
         }
     }
 
@@ -417,7 +436,11 @@ impl TableProviderFactory for NatalTableFactory {
             .first()
             .ok_or_else(|| DataFusionError::Plan("STORED AS NATAL needs a LOCATION".into()))?;
         let (store, root) = resolve_location(state.runtime_env(), location)?;
-        let table = Table::open(store.clone(), root.clone());
+        let options = TableOptions {
+            external_stores: Some(super::SessionStores::of(state.runtime_env())),
+            ..TableOptions::default()
+        };
+        let table = Table::open_with(store.clone(), root.clone(), options);
         let schema = cmd.schema.as_arrow();
         match table.latest().await {
             Err(crate::Error::TableNotFound { .. }) => {

@@ -17,6 +17,7 @@ mod catalog;
 mod damaged;
 mod declared;
 mod dml;
+mod external_blob;
 mod filter;
 mod functions;
 mod guard;
@@ -47,6 +48,7 @@ pub use catalog::{
 };
 pub use damaged::DamagedTable;
 pub use dml::{DmlExec, DmlKind, NatalSink};
+pub use external_blob::{ExternalBlobFunction, SessionStores};
 pub use functions::NatalFunction;
 pub use guard::DmlGuard;
 pub use merge::MergeExec;
@@ -104,8 +106,13 @@ pub(crate) fn progress_of(
 
 /// A handle on the natal table at `location` (a directory or URL), for the Rust API.
 pub fn open_table(ctx: &SessionContext, location: &str) -> Result<crate::table::Table> {
-    let (store, path) = resolve_location(&ctx.runtime_env(), location)?;
-    Ok(crate::table::Table::open(store, path))
+    let runtime = ctx.runtime_env();
+    let (store, path) = resolve_location(&runtime, location)?;
+    let options = crate::table::TableOptions {
+        external_stores: Some(SessionStores::of(&runtime)),
+        ..Default::default()
+    };
+    Ok(crate::table::Table::open_with(store, path, options))
 }
 
 /// Registers natal with a session: `STORED AS NATAL`, the tables under `root` (a directory
@@ -142,8 +149,15 @@ pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
     }
     catalog.register_schema(
         &schema_name,
-        Arc::new(NatalSchemaProvider::new(store, path).with_progress(session_progress)),
+        Arc::new(
+            NatalSchemaProvider::new(store, path)
+                .with_progress(session_progress)
+                .with_external_stores(SessionStores::of(&ctx.runtime_env())),
+        ),
     )?;
+    ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
+        ExternalBlobFunction::new(),
+    ));
     ctx.add_analyzer_rule(Arc::new(DmlGuard));
     let state_ref = ctx.state_ref();
     let mut state = state_ref.write();

@@ -373,7 +373,20 @@ impl TableProvider for NatalTableProvider {
         filters: Vec<Expr>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         self.writable("UPDATE")?;
-        let rows = self.row_match(state, &filters)?;
+        let mut rows = self.row_match(state, &filters)?;
+        // Rows whose filter and new values read no blob column are rewritten with their
+        // external blob values as references: never fetched, never copied.
+        let schema = self.snapshot.schema();
+        let reads_blobs = filters
+            .iter()
+            .chain(assignments.iter().map(|(_, expr)| expr))
+            .flat_map(|expr| expr.column_refs())
+            .any(|c| {
+                schema
+                    .field_by_name(&c.name)
+                    .is_some_and(|f| f.blob.is_some())
+            });
+        rows.external_blobs_as_references = !reads_blobs;
         let user = self.snapshot.schema().to_arrow();
         // New values are computed from the row as a predicate sees it: its user columns,
         // then `_rowid` and `_rowaddr`.
@@ -431,6 +444,7 @@ impl NatalTableProvider {
             filter,
             row_ids,
             row_id_range,
+            external_blobs_as_references: false,
         })
     }
 }

@@ -219,6 +219,7 @@ impl ExecutionPlan for NatalScanExec {
             filter: self.plan.filter.clone().map(|f| f as Arc<dyn RowPredicate>),
             index: self.plan.index.clone(),
             blob_descriptors: false,
+            external_blobs_as_references: false,
         };
         let snapshot = self.plan.snapshot.clone();
         let order = self.plan.output_order.clone();

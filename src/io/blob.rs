@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayRef, AsArray, GenericBinaryArray, GenericBinaryBuilder, OffsetSizeTrait,
-    RecordBatch, RecordBatchOptions, StringArray, StructArray, UInt32Array, UInt64Array,
-    UInt8Array,
+    RecordBatch, RecordBatchOptions, StringArray, StringBuilder, StructArray, UInt32Array,
+    UInt64Array, UInt8Array,
 };
 use arrow::datatypes::{
     DataType, Field as ArrowField, FieldRef, Schema as ArrowSchema, UInt32Type, UInt64Type,
@@ -23,6 +23,7 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 
+use super::blob_external::{external_reference, read_external};
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::{
@@ -96,6 +97,7 @@ impl<'a> BlobPlacer<'a> {
         let mut positions = Vec::with_capacity(rows);
         let mut sizes = Vec::with_capacity(rows);
         let mut ids = Vec::with_capacity(rows);
+        let mut uris = StringBuilder::new();
         let mut inline = GenericBinaryBuilder::<O>::new();
         for row in 0..rows {
             if values.is_null(row) {
@@ -103,10 +105,21 @@ impl<'a> BlobPlacer<'a> {
                 positions.push(0);
                 sizes.push(0);
                 ids.push(0);
+                uris.append_value("");
                 inline.append_null();
                 continue;
             }
             let value = values.value(row);
+            if let Some((uri, position, size)) = external_reference(value) {
+                kinds.push(BlobKind::External.code());
+                positions.push(position);
+                sizes.push(size);
+                ids.push(0);
+                uris.append_value(uri);
+                inline.append_null();
+                continue;
+            }
+            uris.append_value("");
             let size = value.len() as u64;
             let kind = blob.kind_for(size);
             let (position, id) = match kind {
@@ -132,13 +145,12 @@ impl<'a> BlobPlacer<'a> {
             ids.push(id);
         }
         let fields = descriptor_fields(values.data_type());
-        let uris = StringArray::from_iter_values(std::iter::repeat_n("", rows));
         let children: Vec<ArrayRef> = vec![
             Arc::new(UInt8Array::from(kinds)),
             Arc::new(UInt64Array::from(positions)),
             Arc::new(UInt64Array::from(sizes)),
             Arc::new(UInt32Array::from(ids)),
-            Arc::new(uris),
+            Arc::new(uris.finish()),
             Arc::new(inline.finish()),
         ];
         let nulls = values.nulls().cloned();
@@ -216,8 +228,11 @@ pub(crate) enum BlobLocation {
         sidecar: TablePath,
         range: Range<u64>,
     },
-    /// `range` of the object at `uri`.
-    External { uri: String, range: Range<u64> },
+    /// `range` of the object at `uri` (`None`: all of it).
+    External {
+        uri: String,
+        range: Option<Range<u64>>,
+    },
 }
 
 /// A blob column's descriptors as a data file holds them.
@@ -305,9 +320,10 @@ impl<'a> Descriptors<'a> {
                 sidecar: sidecar_path(self.data_file, self.ids.value(row)),
                 range: 0..size,
             },
+            // Size 0: the whole object, however large it is when read.
             BlobKind::External => BlobLocation::External {
                 uri: self.uris.value(row).to_string(),
-                range: position..end,
+                range: (size > 0).then_some(position..end),
             },
         })
     }
@@ -352,37 +368,51 @@ async fn resolve_as<O: OffsetSizeTrait>(
     let descriptors = Descriptors::of(array, data_file)?;
     let struct_array = array.as_struct();
     let inline = struct_array.column(blob_descriptor::INLINE);
-    // Per row: NULL, inline, or the index of its range among those to fetch.
-    let mut slots: Vec<Option<Option<usize>>> = Vec::with_capacity(descriptors.len());
-    let mut wanted = Vec::new();
+    // Per row: where its bytes come from, by index among the sidecar or external ranges.
+    let mut slots: Vec<Slot> = Vec::with_capacity(descriptors.len());
+    let mut in_sidecars = Vec::new();
+    let mut external = Vec::new();
     for row in 0..descriptors.len() {
         slots.push(match descriptors.location(row)? {
-            BlobLocation::Null => None,
-            BlobLocation::Inline => Some(None),
+            BlobLocation::Null => Slot::Null,
+            BlobLocation::Inline => Slot::Inline,
             BlobLocation::Sidecar { sidecar, range } => {
-                wanted.push((sidecar, range));
-                Some(Some(wanted.len() - 1))
+                in_sidecars.push((sidecar, range));
+                Slot::Sidecar(in_sidecars.len() - 1)
             }
-            BlobLocation::External { uri, .. } => return Err(external(&uri)),
+            BlobLocation::External { uri, range } => {
+                external.push((uri, range));
+                Slot::External(external.len() - 1)
+            }
         });
     }
-    let fetched = fetch_ranges(store, data_file, wanted).await?;
+    let from_sidecars = fetch_ranges(store, data_file, in_sidecars).await?;
+    let from_elsewhere = match (external.is_empty(), store.external_as_references) {
+        (true, _) => Vec::new(),
+        (false, true) => external
+            .into_iter()
+            .map(|(uri, range)| super::blob_external::external_blob(&uri, range).map(Bytes::from))
+            .collect::<Result<_>>()?,
+        (false, false) => read_external(store.external.as_ref(), external).await?,
+    };
     let mut builder = GenericBinaryBuilder::<O>::new();
     for (row, slot) in slots.into_iter().enumerate() {
         match slot {
-            None => builder.append_null(),
-            Some(None) => builder.append_value(inline_value(inline, row, data_file)?),
-            Some(Some(at)) => builder.append_value(&fetched[at]),
+            Slot::Null => builder.append_null(),
+            Slot::Inline => builder.append_value(inline_value(inline, row, data_file)?),
+            Slot::Sidecar(at) => builder.append_value(&from_sidecars[at]),
+            Slot::External(at) => builder.append_value(&from_elsewhere[at]),
         }
     }
     Ok(Arc::new(builder.finish()))
 }
 
-/// The error for an external value, which this natal does not read yet.
-pub(super) fn external(uri: &str) -> Error {
-    Error::invalid(format!(
-        "the blob at {uri} is external; this natal does not read external blobs"
-    ))
+/// Where a resolved value's bytes come from.
+enum Slot {
+    Null,
+    Inline,
+    Sidecar(usize),
+    External(usize),
 }
 
 /// The bytes of each `(sidecar, range)` of `wanted` (sidecars of `data_file`), in order:

@@ -7,7 +7,8 @@ use std::ops::Range;
 use arrow::array::{ArrayRef, AsArray};
 use bytes::Bytes;
 
-use super::blob::{external, fetch_ranges, inline_value, BlobLocation, Descriptors};
+use super::blob::{fetch_ranges, inline_value, BlobLocation, Descriptors};
+use super::blob_external::read_external;
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::{blob_descriptor, TablePath};
@@ -25,8 +26,9 @@ impl TableStore {
         let described = Descriptors::of(descriptors, data_file)?;
         let inline = descriptors.as_struct().column(blob_descriptor::INLINE);
         // Per range: its bytes sliced from an inline value, or its index among those to fetch.
-        let mut parts: Vec<Result<Bytes, usize>> = Vec::with_capacity(wanted.len());
+        let mut parts: Vec<Result<Bytes, Part>> = Vec::with_capacity(wanted.len());
         let mut to_fetch = Vec::new();
+        let mut external = Vec::new();
         for (row, range) in wanted {
             if *row >= described.len() || range.start > range.end {
                 return Err(Error::invalid(format!(
@@ -58,15 +60,41 @@ impl TableStore {
                         return Err(past(held.end - held.start));
                     }
                     to_fetch.push((sidecar, held.start + range.start..held.start + range.end));
-                    Err(to_fetch.len() - 1)
+                    Err(Part::Sidecar(to_fetch.len() - 1))
                 }
-                BlobLocation::External { uri, .. } => return Err(external(&uri)),
+                BlobLocation::External { uri, range: held } => {
+                    let wanted = match held {
+                        Some(held) if range.end > held.end - held.start => {
+                            return Err(past(held.end - held.start));
+                        }
+                        Some(held) => held.start + range.start..held.start + range.end,
+                        // The whole object: its size is known only to its store, which
+                        // refuses a range past its end.
+                        None => range.clone(),
+                    };
+                    external.push((uri, Some(wanted)));
+                    Err(Part::External(external.len() - 1))
+                }
             });
         }
-        let mut fetched = fetch_ranges(self, data_file, to_fetch).await?;
+        let mut from_sidecars = fetch_ranges(self, data_file, to_fetch).await?;
+        let mut from_elsewhere = match external.is_empty() {
+            true => Vec::new(),
+            false => read_external(self.external.as_ref(), external).await?,
+        };
         Ok(parts
             .into_iter()
-            .map(|part| part.unwrap_or_else(|at| std::mem::take(&mut fetched[at])))
+            .map(|part| match part {
+                Ok(bytes) => bytes,
+                Err(Part::Sidecar(at)) => std::mem::take(&mut from_sidecars[at]),
+                Err(Part::External(at)) => std::mem::take(&mut from_elsewhere[at]),
+            })
             .collect())
     }
+}
+
+/// A range still to fetch: its index among the sidecar or the external ranges.
+enum Part {
+    Sidecar(usize),
+    External(usize),
 }

@@ -202,6 +202,14 @@ impl TableStore {
             for (count, column) in nan_counts.iter_mut().zip(batch.columns()) {
                 *count += count_nans(column);
             }
+            for (field, column) in schema.fields.iter().zip(batch.columns()) {
+                if field.blob.is_none() && super::blob_external::holds_reference(column) {
+                    return Err(Error::invalid(format!(
+                        "column {} is not a blob column: an external blob reference                          (natal_external_blob) can only be stored in one (declare it BLOB)",
+                        field.name
+                    )));
+                }
+            }
             rows += batch.num_rows() as u64;
             if stored_apart.is_empty() && blobs.is_empty() {
                 checked.push(batch);

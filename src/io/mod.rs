@@ -3,6 +3,7 @@
 //! `format/` and `rowid/`.
 
 mod blob;
+mod blob_external;
 mod blob_ranges;
 mod cache;
 mod checkpoint;
@@ -25,6 +26,7 @@ mod store;
 mod stored_type;
 
 pub use crate::format::{decode_deletions, encode_deletions};
+pub use blob_external::external_blob;
 pub(crate) use conform::table_batch;
 pub use conform::FileColumns;
 pub use data::READ_BATCH_ROWS;

@@ -88,6 +88,10 @@ pub struct TableStore {
     pub(crate) bytes_read: Option<Arc<AtomicU64>>,
     /// The table's directory when the store is a local disk (found once, at `new`).
     local_directory: Option<Arc<std::path::PathBuf>>,
+    /// The stores external blob values are read through.
+    pub(crate) external: Option<Arc<dyn object_store::registry::ObjectStoreRegistry>>,
+    /// External blob values read as references, not fetched (for rows written back).
+    pub(crate) external_as_references: bool,
 }
 
 impl TableStore {
@@ -125,6 +129,28 @@ impl TableStore {
             manifests: FileCache::new(CACHED_MANIFESTS),
             incarnation: Arc::new(Mutex::new(None)),
             bytes_read: None,
+            external: None,
+            external_as_references: false,
+        }
+    }
+
+    /// This store (sharing its caches), reading external blob values as references
+    /// ([`crate::external_blob`]) when `yes`.
+    pub fn external_blobs_as_references(self, yes: bool) -> Self {
+        Self {
+            external_as_references: yes,
+            ..self
+        }
+    }
+
+    /// This store with `stores` to read external blob values through.
+    pub fn with_external_stores(
+        self,
+        stores: Option<Arc<dyn object_store::registry::ObjectStoreRegistry>>,
+    ) -> Self {
+        Self {
+            external: stores,
+            ..self
         }
     }
 

@@ -25,7 +25,8 @@ impl Snapshot {
     ///
     /// # Errors
     /// A column that is not a blob column, an id with no live row, a range past its value's
-    /// end, a NULL or external value: `InvalidInput`. A sidecar missing or short: `Corrupt`.
+    /// end, a NULL value: `InvalidInput`. A sidecar missing or short: `Corrupt`; an external
+    /// value that cannot be read: `ExternalBlob`.
     pub async fn read_blob_ranges(
         &self,
         column: &str,

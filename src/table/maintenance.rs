@@ -166,6 +166,8 @@ impl Table {
                     .scan(ScanRequest {
                         with_row_id: true,
                         fragments: Some(group.iter().map(|f| f.id).collect()),
+                        // Rows move; an external value stays a reference to its object.
+                        external_blobs_as_references: true,
                         ..Default::default()
                     })
                     .await?;

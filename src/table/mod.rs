@@ -77,6 +77,9 @@ pub struct TableOptions {
     /// Told how far this handle's writes, deletes, updates and cleanups have got
     /// (operations `"writing"`, `"creating"`, `"deleting"`, `"updating"`, `"cleaning up"`).
     pub progress: ProgressHandle,
+    /// The stores external blob values are read through (by their URIs); `None`: reading
+    /// one is an [`Error::ExternalBlob`] naming its URI. A DataFusion session gives its own.
+    pub external_stores: Option<Arc<dyn object_store::registry::ObjectStoreRegistry>>,
 }
 
 impl Default for TableOptions {
@@ -87,6 +90,7 @@ impl Default for TableOptions {
             layout: ManifestLayout::default(),
             merge: Some(TieredMerge::default()),
             progress: ProgressHandle::default(),
+            external_stores: None,
         }
     }
 }
@@ -216,7 +220,8 @@ impl Table {
             .and_then(std::num::NonZeroU32::new)
             .ok_or_else(|| Error::invalid("max_rows_per_fragment must be in 1..=u32::MAX"))?;
         check_storable(schema).await?;
-        let store = TableStore::new(store, root);
+        let store =
+            TableStore::new(store, root).with_external_stores(options.external_stores.clone());
         let already_exists = |store: &TableStore| Error::TableAlreadyExists {
             table: store.display(),
         };
@@ -285,7 +290,8 @@ impl Table {
     /// `max_rows_per_fragment` is the manifest's, whatever `options` says.
     pub fn open_with(store: Arc<dyn ObjectStore>, root: Path, options: TableOptions) -> Self {
         Self {
-            store: TableStore::new(store, root),
+            store: TableStore::new(store, root)
+                .with_external_stores(options.external_stores.clone()),
             options,
             planned_at: None,
         }

@@ -45,6 +45,11 @@ pub struct ScanRequest {
     /// inline`), no payload fetched: sizes and where bytes are, for a few bytes a row. A
     /// filter then sees descriptors too.
     pub blob_descriptors: bool,
+    /// An external blob value reads as the reference [`crate::external_blob`] makes of its
+    /// URI and range, not as the object's bytes: for a read whose rows are written back (a
+    /// compaction, an UPDATE of other columns, a copy into another table), so the write
+    /// keeps the value external and never fetches or copies the object.
+    pub external_blobs_as_references: bool,
 }
 
 impl ScanRequest {

@@ -38,6 +38,11 @@ pub struct RowMatch {
     pub row_ids: Option<RowIdSet>,
     /// Among the ids in this range.
     pub row_id_range: Option<RangeInclusive<u64>>,
+    /// The rows' external blob values read as references
+    /// ([`ScanRequest::external_blobs_as_references`]), for an update whose filter and new
+    /// values do not read blob columns: those values are rewritten as the references they
+    /// are, their objects never fetched.
+    pub external_blobs_as_references: bool,
 }
 
 impl RowMatch {
@@ -51,6 +56,7 @@ impl RowMatch {
             row_ids: self.row_ids,
             row_id_range: self.row_id_range,
             filter: self.filter,
+            external_blobs_as_references: self.external_blobs_as_references,
             ..Default::default()
         }
     }

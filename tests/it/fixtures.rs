@@ -14,7 +14,8 @@
 //! widened and dropped; since 2026-12-03-declared, a third table `d` with what a `CREATE TABLE`
 //! declares beyond columns (defaults, a default expression, constraints, Arrow metadata);
 //! since 2026-12-03-blobs, a fourth table `b` with a blob column (inline, packed and
-//! dedicated values in sidecars).
+//! dedicated values in sidecars); since 2026-12-03-external, a fifth table `e` with external
+//! blob values beside the other kinds and Arrow metadata on nested fields.
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -46,6 +47,7 @@ const FIXTURES: &[&str] = &[
     "2026-12-02-nested-ids",
     "2026-12-03-declared",
     "2026-12-03-blobs",
+    "2026-12-03-external",
 ];
 
 /// Where the fixtures live.
@@ -190,6 +192,20 @@ async fn write_fixture(dir: &Path) {
     let blobs = Table::open(local_store(dir), "b".into());
     let expected = crate::blob::describe_fixture_table(&blobs).await;
     std::fs::write(dir.join("expected-b.txt"), expected).expect("expected-b.txt");
+    // External blobs and nested fields' metadata (since 2026-12-03-external).
+    crate::blob_external::write_fixture_table(local_store(dir)).await;
+    let external = open_external_fixture(dir).await;
+    let expected = crate::blob_external::describe_fixture_table(&external).await;
+    std::fs::write(dir.join("expected-e.txt"), expected).expect("expected-e.txt");
+}
+
+/// Table `e` of the fixture at `dir`, reading its external values from the fixture's stores.
+async fn open_external_fixture(dir: &Path) -> Table {
+    let options = natal::TableOptions {
+        external_stores: Some(crate::blob_external::fixture_stores().await),
+        ..Default::default()
+    };
+    Table::open_with(local_store(dir), "e".into(), options)
 }
 
 pub fn copy_dir(from: &Path, to: &Path) {
@@ -371,6 +387,18 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
             assert!(
                 rows.contains_key(&119) && !rows.contains_key(&2),
                 "{fixture:?}"
+            );
+        }
+
+        // External blobs and nested fields' metadata, where the fixture has them: every
+        // version reads as it did; today's natal compacts the table keeping its references.
+        if let Ok(expected) = std::fs::read_to_string(fixture.join("expected-e.txt")) {
+            let external = open_external_fixture(scratch.path()).await;
+            let found = crate::blob_external::describe_fixture_table(&external).await;
+            assert!(
+                found == expected,
+                "{fixture:?} reads e differently:\n{}",
+                first_difference(&expected, &found)
             );
         }
     }

@@ -3,6 +3,7 @@
 mod add_column;
 mod bad_input;
 mod blob;
+mod blob_external;
 mod cli;
 mod commit_outcome;
 mod common;
