@@ -40,6 +40,8 @@ pub enum TableKind {
     Indexes,
     /// The columns of a version, with their field ids (`t$schema`).
     Schema,
+    /// Where each value of each blob column lives (`t$blobs`).
+    Blobs,
 }
 
 /// True when `name` is a file, not a natal table: it has a `/` (a path or URL), or ends in
@@ -93,10 +95,12 @@ impl TableName {
             Some((rest, "relocations")) => (rest, TableKind::Relocations, false),
             Some((rest, "indexes")) => (rest, TableKind::Indexes, false),
             Some((rest, "schema")) => (rest, TableKind::Schema, false),
+            Some((rest, "blobs")) => (rest, TableKind::Blobs, false),
             Some((_, other)) => {
                 return Err(DataFusionError::Plan(format!(
                     "unknown table suffix '${other}' in '{name}' \
-                     (natal knows $rows, $versions, $fragments, $relocations, $indexes, $schema)"
+                     (natal knows $rows, $versions, $fragments, $relocations, $indexes, $schema, \
+                     $blobs)"
                 )))
             }
         };
@@ -278,6 +282,7 @@ impl SchemaProvider for NatalSchemaProvider {
             TableKind::Relocations => metadata::relocations(&snapshot).await?,
             TableKind::Indexes => metadata::indexes(&snapshot)?,
             TableKind::Schema => metadata::schema(&snapshot)?,
+            TableKind::Blobs => metadata::blobs(&snapshot).await?,
         }))
     }
 

@@ -3,7 +3,9 @@
 //! `natal_restore('t', version)`, `natal_create_index('t', 'column' [, 'name'])`,
 //! `natal_drop_index('t', 'name')` — schema changes as functions (`natal_add_column`,
 //! `natal_drop_column`, `natal_rename_column`, `natal_alter_column`, for engines that do not
-//! route `ALTER TABLE`) — and DML as functions: `natal_delete`, `natal_update`.
+//! route `ALTER TABLE`) — DML as functions: `natal_delete`, `natal_update` — and reads a
+//! scan does not give: one blob value's bytes (`natal_blob_read('t', 'column', rowid
+//! [, offset, length])`, read when the plan is built) and an index's segment placement.
 //! Arguments are checked while planning; the work happens when the plan executes (so
 //! `EXPLAIN` changes nothing) and yields one row of figures.
 
@@ -196,6 +198,7 @@ impl NatalFunction {
             "natal_rename_column",
             "natal_alter_column",
             "natal_segment_placement",
+            "natal_blob_read",
         ]
         .into_iter()
         .map(|name| {
@@ -273,6 +276,32 @@ impl TableFunctionImpl for NatalFunction {
         );
         if matches!(name, "natal_delete" | "natal_update") {
             return dml_provider(name, table, exprs);
+        }
+        if name == "natal_blob_read" {
+            let column = literal_string(name, exprs, 1, "column")?;
+            let row_id = literal_u64(name, exprs, 2, "row id")?.ok_or_else(|| {
+                DataFusionError::Plan(format!("{name}: missing argument 3 (row id)"))
+            })?;
+            let range = match exprs.len() {
+                3 => None,
+                5 => {
+                    let offset = literal_u64(name, exprs, 3, "offset")?.unwrap_or(0);
+                    let length = literal_u64(name, exprs, 4, "length")?.unwrap_or(0);
+                    Some((offset, length))
+                }
+                n => {
+                    return Err(DataFusionError::Plan(format!(
+                        "{name} takes a table, a column and a row id, and optionally an offset \
+                         and a length; got {n} arguments"
+                    )))
+                }
+            };
+            return Ok(Arc::new(super::blob_read::BlobReadProvider {
+                table,
+                column,
+                row_id,
+                range,
+            }));
         }
         if name == "natal_segment_placement" {
             let index = literal_string(name, exprs, 1, "index name")?;

@@ -1,6 +1,6 @@
-//! Metadata tables: `t$versions`, `t$fragments`, `t$relocations`, `t$indexes` and
-//! `t$schema` (also `t@v7$fragments` and so on), built from manifests when the name is
-//! resolved.
+//! Metadata tables: `t$versions`, `t$fragments`, `t$relocations`, `t$indexes`, `t$schema`
+//! and `t$blobs` (also `t@v7$fragments` and so on), built when the name is resolved: from
+//! manifests, and for `t$blobs` from the blob columns' descriptors (no payload read).
 
 use std::sync::Arc;
 
@@ -315,6 +315,46 @@ pub(crate) fn schema(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
             )),
             Arc::new(StringArray::from(
                 rows.iter().map(|r| r.blob.as_deref()).collect::<Vec<_>>(),
+            )),
+        ],
+    )
+}
+
+/// One row per value of each blob column (`t$blobs`), from descriptors alone: its row id,
+/// column, kind, size, and where its bytes are — the object (data file, sidecar path in the
+/// table's store, or external URI) and the byte range of it.
+pub(crate) async fn blobs(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
+    let mut rows: Vec<(u64, String, crate::io::BlobPlace)> = Vec::new();
+    for field in snapshot.schema().fields.iter().filter(|f| f.blob.is_some()) {
+        for (id, place) in snapshot.blob_places(&field.name).await? {
+            rows.push((id.as_u64(), field.name.clone(), place));
+        }
+    }
+    mem_table(
+        vec![
+            Field::new("_rowid", DataType::UInt64, false),
+            Field::new("column", DataType::Utf8, false),
+            Field::new("kind", DataType::Utf8, true),
+            Field::new("size", DataType::UInt64, true),
+            Field::new("object", DataType::Utf8, true),
+            Field::new("range_start", DataType::UInt64, true),
+            Field::new("range_end", DataType::UInt64, true),
+        ],
+        vec![
+            Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| &r.1))),
+            Arc::new(StringArray::from_iter(
+                rows.iter().map(|r| r.2.kind.map(|k| k.name())),
+            )),
+            Arc::new(UInt64Array::from_iter(rows.iter().map(|r| r.2.size))),
+            Arc::new(StringArray::from_iter(
+                rows.iter().map(|r| r.2.object.as_deref()),
+            )),
+            Arc::new(UInt64Array::from_iter(
+                rows.iter().map(|r| r.2.range.as_ref().map(|r| r.start)),
+            )),
+            Arc::new(UInt64Array::from_iter(
+                rows.iter().map(|r| r.2.range.as_ref().map(|r| r.end)),
             )),
         ],
     )

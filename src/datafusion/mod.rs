@@ -13,6 +13,7 @@
 
 mod alter;
 mod blob_ddl;
+mod blob_read;
 mod catalog;
 mod damaged;
 mod declared;

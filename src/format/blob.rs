@@ -169,6 +169,16 @@ impl BlobKind {
         }
     }
 
+    /// Its name, as `t$blobs` shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Inline => "inline",
+            Self::Packed => "packed",
+            Self::Dedicated => "dedicated",
+            Self::External => "external",
+        }
+    }
+
     /// The kind a descriptor's code names; a code this natal does not know is the data
     /// file's damage (or a newer natal's), named with the file.
     pub fn from_code(code: u8, path: &str) -> Result<Self> {

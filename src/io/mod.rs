@@ -5,6 +5,7 @@
 mod blob;
 mod blob_external;
 mod blob_ranges;
+mod blob_reader;
 mod cache;
 mod checkpoint;
 mod column_files;
@@ -27,6 +28,7 @@ mod stored_type;
 
 pub use crate::format::{decode_deletions, encode_deletions};
 pub use blob_external::external_blob;
+pub use blob_reader::{BlobPlace, BlobReader};
 pub(crate) use conform::table_batch;
 pub use conform::FileColumns;
 pub use data::READ_BATCH_ROWS;

@@ -13,6 +13,8 @@ use futures::TryStreamExt;
 use super::scan_request::ScanRequest;
 use super::snapshot::Snapshot;
 use crate::error::{Error, Result};
+use crate::format::{FieldId, TablePath};
+use crate::io::{BlobPlace, BlobReader};
 use crate::rowid::{RowAddress, RowId, RowIdSet};
 
 /// A row of a batch of descriptors, and the bytes asked of its value.
@@ -32,32 +34,9 @@ impl Snapshot {
         column: &str,
         wanted: &[(RowId, Range<u64>)],
     ) -> Result<Vec<Bytes>> {
-        let field = self
-            .schema()
-            .field_by_name(column)
-            .filter(|f| f.blob.is_some())
-            .ok_or_else(|| Error::invalid(format!("{column} is not a blob column")))?;
-        let field_id = field.id;
         let ids: RowIdSet = wanted.iter().map(|(id, _)| *id).collect();
-        let request = ScanRequest {
-            columns: Some(vec![column.to_string()]),
-            with_row_id: true,
-            with_row_addr: true,
-            row_ids: Some(ids),
-            blob_descriptors: true,
-            ..Default::default()
-        };
-        let batches: Vec<RecordBatch> = self.scan(request).await?.try_collect().await?;
-        // Where each id's descriptor is: its batch and row, and its fragment.
-        let mut found: HashMap<u64, (usize, usize, u32)> = HashMap::new();
-        for (at, batch) in batches.iter().enumerate() {
-            let ids = batch.column(1).as_primitive::<UInt64Type>();
-            let addrs = batch.column(2).as_primitive::<UInt64Type>();
-            for row in 0..batch.num_rows() {
-                let fragment = RowAddress::from_u64(addrs.value(row)).fragment_id();
-                found.insert(ids.value(row), (at, row, fragment));
-            }
-        }
+        let (batches, found) = self.descriptors_of(column, Some(ids)).await?;
+        let field_id = self.blob_field(column)?;
         let mut groups: BTreeMap<(usize, u32), Vec<(usize, RowRange)>> = BTreeMap::new();
         for (at, (id, range)) in wanted.iter().enumerate() {
             let (batch, row, fragment) = *found
@@ -70,20 +49,11 @@ impl Snapshot {
         }
         let mut out: Vec<Option<Bytes>> = vec![None; wanted.len()];
         for ((batch, fragment_id), items) in groups {
-            let fragment = self
-                .manifest()
-                .fragments
-                .iter()
-                .find(|f| f.id == fragment_id)
-                .ok_or_else(|| Error::internal("a row's fragment is not in its version"))?;
-            let file = fragment
-                .file_holding(field_id)
-                .map(|i| &fragment.files[i])
-                .ok_or_else(|| Error::invalid(format!("the row's {column} is NULL")))?;
+            let file = self.file_holding(fragment_id, field_id, column)?;
             let asked: Vec<(usize, Range<u64>)> = items.iter().map(|(_, a)| a.clone()).collect();
             let read = self
                 .store()
-                .read_blob_ranges(&file.path, batches[batch].column(0), &asked)
+                .read_blob_ranges(file, batches[batch].column(0), &asked)
                 .await?;
             for ((at, _), bytes) in items.iter().zip(read) {
                 out[*at] = Some(bytes);
@@ -92,5 +62,124 @@ impl Snapshot {
         out.into_iter()
             .map(|bytes| bytes.ok_or_else(|| Error::internal("a blob range went unread")))
             .collect()
+    }
+
+    /// The value of the blob column `column` at the row `row_id`, as a file: tokio
+    /// `AsyncRead + AsyncSeek` with its size, each read fetching only the bytes it asks for.
+    ///
+    /// # Errors
+    /// As [`Self::read_blob_ranges`].
+    pub async fn blob(&self, column: &str, row_id: RowId) -> Result<BlobReader> {
+        let ids: RowIdSet = std::iter::once(row_id).collect();
+        let (batches, found) = self.descriptors_of(column, Some(ids)).await?;
+        let field_id = self.blob_field(column)?;
+        let (batch, row, fragment) = *found
+            .get(&row_id.as_u64())
+            .ok_or_else(|| Error::invalid(format!("no live row has id {}", row_id.as_u64())))?;
+        let file = self.file_holding(fragment, field_id, column)?;
+        self.store()
+            .blob_reader(file, batches[batch].column(0), row)
+            .await
+    }
+
+    /// Where every value of the blob column `column` lives, by row id (`t$blobs`); from
+    /// descriptors alone, no payload read.
+    pub async fn blob_places(&self, column: &str) -> Result<Vec<(RowId, BlobPlace)>> {
+        let (batches, found) = self.descriptors_of(column, None).await?;
+        let field_id = self.blob_field(column)?;
+        let mut by_row: HashMap<(usize, usize), u64> = HashMap::new();
+        for (id, (batch, row, _)) in &found {
+            by_row.insert((*batch, *row), *id);
+        }
+        let mut out = Vec::with_capacity(found.len());
+        for (at, batch) in batches.iter().enumerate() {
+            let addrs = batch.column(2).as_primitive::<UInt64Type>();
+            // A batch is read from one fragment's rows, but nothing says so: runs of rows
+            // of one fragment are described by that fragment's file.
+            let mut start = 0;
+            while start < batch.num_rows() {
+                let fragment = RowAddress::from_u64(addrs.value(start)).fragment_id();
+                let mut end = start + 1;
+                while end < batch.num_rows()
+                    && RowAddress::from_u64(addrs.value(end)).fragment_id() == fragment
+                {
+                    end += 1;
+                }
+                let run = batch.column(0).slice(start, end - start);
+                // A fragment written before the column holds no file of it: all NULL.
+                let places = match self.file_holding(fragment, field_id, column) {
+                    Ok(file) => self.store().blob_places(file, &run)?,
+                    Err(_) => vec![BlobPlace::default(); run.len()],
+                };
+                for (offset, place) in places.into_iter().enumerate() {
+                    let id = by_row
+                        .get(&(at, start + offset))
+                        .ok_or_else(|| Error::internal("a described row has no id"))?;
+                    out.push((RowId::from_u64(*id), place));
+                }
+                start = end;
+            }
+        }
+        out.sort_by_key(|(id, _)| id.as_u64());
+        Ok(out)
+    }
+
+    /// The field id of the blob column `column`.
+    fn blob_field(&self, column: &str) -> Result<FieldId> {
+        self.schema()
+            .field_by_name(column)
+            .filter(|f| f.blob.is_some())
+            .map(|f| f.id)
+            .ok_or_else(|| Error::invalid(format!("{column} is not a blob column")))
+    }
+
+    /// The descriptors of the blob column `column` at the rows `ids` (`None`: every live
+    /// row), with `_rowid` and `_rowaddr`; and where each id's descriptor is: its batch,
+    /// row and fragment.
+    async fn descriptors_of(
+        &self,
+        column: &str,
+        ids: Option<RowIdSet>,
+    ) -> Result<(Vec<RecordBatch>, HashMap<u64, (usize, usize, u32)>)> {
+        self.blob_field(column)?;
+        let request = ScanRequest {
+            columns: Some(vec![column.to_string()]),
+            with_row_id: true,
+            with_row_addr: true,
+            row_ids: ids,
+            blob_descriptors: true,
+            ..Default::default()
+        };
+        let batches: Vec<RecordBatch> = self.scan(request).await?.try_collect().await?;
+        let mut found: HashMap<u64, (usize, usize, u32)> = HashMap::new();
+        for (at, batch) in batches.iter().enumerate() {
+            let ids = batch.column(1).as_primitive::<UInt64Type>();
+            let addrs = batch.column(2).as_primitive::<UInt64Type>();
+            for row in 0..batch.num_rows() {
+                let fragment = RowAddress::from_u64(addrs.value(row)).fragment_id();
+                found.insert(ids.value(row), (at, row, fragment));
+            }
+        }
+        Ok((batches, found))
+    }
+
+    /// The data file of fragment `fragment_id` holding the field `field_id` (the column
+    /// `column`): its sidecars hold the column's values.
+    fn file_holding(
+        &self,
+        fragment_id: u32,
+        field_id: FieldId,
+        column: &str,
+    ) -> Result<&TablePath> {
+        let fragment = self
+            .manifest()
+            .fragments
+            .iter()
+            .find(|f| f.id == fragment_id)
+            .ok_or_else(|| Error::internal("a row's fragment is not in its version"))?;
+        fragment
+            .file_holding(field_id)
+            .map(|i| &fragment.files[i].path)
+            .ok_or_else(|| Error::invalid(format!("the row's {column} is NULL")))
     }
 }
