@@ -14,6 +14,7 @@
 mod alter;
 mod blob_ddl;
 mod blob_read;
+mod blob_sizes;
 mod catalog;
 mod damaged;
 mod declared;
@@ -43,6 +44,7 @@ use datafusion::error::Result;
 use datafusion::execution::FunctionRegistry;
 use datafusion::prelude::SessionContext;
 
+pub use blob_sizes::{BlobSizes, OctetLength};
 pub use catalog::{
     location_url, names_a_file, resolve_location, url_creating_directory, NatalSchemaProvider,
     NatalTableFactory, TableKind, TableName,
@@ -159,6 +161,15 @@ pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
     ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
         ExternalBlobFunction::new(),
     ));
+    if let Some(strings) = ctx.udf("octet_length").ok().filter(|f| {
+        (f.inner().as_ref() as &dyn std::any::Any)
+            .downcast_ref::<OctetLength>()
+            .is_none()
+    }) {
+        ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
+            OctetLength::new(strings),
+        ));
+    }
     ctx.add_analyzer_rule(Arc::new(DmlGuard));
     let state_ref = ctx.state_ref();
     let mut state = state_ref.write();
@@ -166,6 +177,14 @@ pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
     let extensions = &mut state.config_mut().options_mut().extensions;
     if extensions.get::<NatalOptions>().is_none() {
         extensions.insert(NatalOptions::default());
+    }
+    // A session's physical rules are fixed once built: the state is rebuilt with natal's.
+    let registered = (state.physical_optimizers().iter()).any(|r| r.name() == BlobSizes::NAME);
+    if !registered {
+        let rebuilt = datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())
+            .with_physical_optimizer_rule(Arc::new(BlobSizes))
+            .build();
+        *state = rebuilt;
     }
     Ok(())
 }

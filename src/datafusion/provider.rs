@@ -319,6 +319,7 @@ impl TableProvider for NatalTableProvider {
                     .default_filter_selectivity
                     .min(100),
             ) / 100.0,
+            blob_sizes: Vec::new(),
         };
         Ok(Arc::new(NatalScanExec::new(plan, output)))
     }

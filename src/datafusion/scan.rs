@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::Statistics;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -57,6 +57,38 @@ impl NatalScanExec {
 }
 
 impl NatalScanExec {
+    /// The blob columns of its output (by position) that read as bytes.
+    pub(crate) fn blob_columns(&self) -> Vec<usize> {
+        let table = self.plan.snapshot.schema();
+        (self.schema.fields().iter().enumerate())
+            .filter(|(_, f)| matches!(f.data_type(), DataType::Binary | DataType::LargeBinary))
+            .filter(|(_, f)| {
+                table
+                    .field_by_name(f.name())
+                    .is_some_and(|c| c.blob.is_some())
+            })
+            .map(|(at, _)| at)
+            .collect()
+    }
+
+    /// This scan with the blob columns at `positions` of its output read as their values'
+    /// sizes (`Int64`), from descriptors.
+    pub(crate) fn reading_sizes(&self, positions: &[usize]) -> Self {
+        let mut plan = self.plan.clone();
+        let mut fields: Vec<Field> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        for &at in positions {
+            plan.blob_sizes.push(fields[at].name().clone());
+            fields[at] = Field::new(fields[at].name(), DataType::Int64, fields[at].is_nullable());
+        }
+        let schema = Arc::new(Schema::new(fields).with_metadata(self.schema.metadata().clone()));
+        Self::new(plan, schema)
+    }
+
     /// What the scan does beyond reading every row, as `key=value` pairs in display order.
     fn details(&self) -> Vec<(&'static str, String)> {
         let mut details = Vec::new();
@@ -76,6 +108,9 @@ impl NatalScanExec {
         }
         if let Some(limit) = self.plan.limit {
             details.push(("limit", limit.to_string()));
+        }
+        if !self.plan.blob_sizes.is_empty() {
+            details.push(("blob_sizes", self.plan.blob_sizes.join(", ")));
         }
         details
     }
@@ -220,6 +255,7 @@ impl ExecutionPlan for NatalScanExec {
             index: self.plan.index.clone(),
             blob_descriptors: false,
             external_blobs_as_references: false,
+            blob_sizes: self.plan.blob_sizes.clone(),
         };
         let snapshot = self.plan.snapshot.clone();
         let order = self.plan.output_order.clone();

@@ -34,4 +34,7 @@ pub(crate) struct ScanPlan {
     /// the session's `datafusion.optimizer.default_filter_selectivity`, as DataFusion's
     /// own `FilterExec` estimates.
     pub filter_selectivity: f64,
+    /// Blob columns read as their values' sizes (`octet_length` of them is all the query
+    /// asks; see `blob_sizes.rs`).
+    pub blob_sizes: Vec<String>,
 }

@@ -128,7 +128,7 @@ impl TableStore {
     }
 
     /// The size of the external object at `uri`.
-    async fn external_size(&self, uri: &str) -> Result<u64> {
+    pub(crate) async fn external_size(&self, uri: &str) -> Result<u64> {
         let failed = |reason: String| Error::ExternalBlob {
             uri: uri.to_string(),
             reason,

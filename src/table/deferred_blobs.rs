@@ -32,6 +32,8 @@ impl DeferredBlobs {
             .iter()
             .enumerate()
             .filter(|(_, f)| probe.field_with_name(f.name()).is_err())
+            // Read as bytes: a column read as descriptors (or sizes) has none to defer.
+            .filter(|(_, f)| matches!(f.data_type(), DataType::Binary | DataType::LargeBinary))
             .filter_map(|(at, f)| {
                 let column = schema.field_by_name(f.name())?;
                 column.blob?;

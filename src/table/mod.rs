@@ -20,6 +20,7 @@
 
 mod alter;
 mod blob_reads;
+mod blob_sizes;
 mod changes;
 mod commit;
 mod declared;

@@ -50,6 +50,9 @@ pub struct ScanRequest {
     /// compaction, an UPDATE of other columns, a copy into another table), so the write
     /// keeps the value external and never fetches or copies the object.
     pub external_blobs_as_references: bool,
+    /// These blob columns read as their values' sizes in bytes (`Int64`, NULL for NULL),
+    /// from descriptors alone: `octet_length` without a payload byte read.
+    pub blob_sizes: Vec<String>,
 }
 
 impl ScanRequest {

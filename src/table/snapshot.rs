@@ -204,7 +204,7 @@ impl Snapshot {
     /// The output schema of a scan.
     pub fn scan_schema(&self, request: &ScanRequest) -> Result<SchemaRef> {
         let (_, schema) = self.projection(request)?;
-        Ok(schema)
+        Ok(super::blob_sizes::sized(request, &schema)?.1)
     }
 
     fn projection(&self, request: &ScanRequest) -> Result<(FileColumns, SchemaRef)> {
@@ -220,8 +220,9 @@ impl Snapshot {
                 })
                 .collect::<Result<_>>()?,
         };
-        let as_descriptors =
-            |f: &crate::format::Field| request.blob_descriptors && f.blob.is_some();
+        let as_descriptors = |f: &crate::format::Field| {
+            f.blob.is_some() && (request.blob_descriptors || request.blob_sizes.contains(&f.name))
+        };
         let mut arrow_fields: Vec<ArrowField> = fields
             .iter()
             .map(|f| match as_descriptors(f) {
@@ -358,11 +359,16 @@ impl Snapshot {
             || index.as_ref().is_some_and(|i| {
                 i.offsets.values().map(RoaringBitmap::len).sum::<u64>() <= MAX_ROWS_READ_IN_TASKS
             });
-        Ok(if few_rows {
+        let rows = if few_rows {
             read_in_tasks(parts)
         } else {
             stream::iter(parts).flatten().boxed()
-        })
+        };
+        if request.blob_sizes.is_empty() {
+            return Ok(rows);
+        }
+        let (positions, sized) = super::blob_sizes::sized(&request, &output)?;
+        Ok(super::blob_sizes::sizes(rows, positions, sized, store))
     }
 
     /// How every fragment of one scan is read, as `output` (whose first `columns.len()`

@@ -389,7 +389,7 @@ async fn sql_blob_columns_keep_large_values_in_sidecars() {
     assert!(error.to_string().contains("already exists"), "{error}");
 }
 
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+pub fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();
