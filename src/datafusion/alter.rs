@@ -80,6 +80,19 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
                         }
                     }
                 }
+                if super::blob_ddl::is_blob_type(&column_def.data_type) {
+                    if not_null || default.is_some() || position.is_some() {
+                        return Err(refused(format!(
+                            "ADD COLUMN {name} BLOB is added nullable, empty and last: \
+                             NOT NULL, DEFAULT and FIRST/AFTER are not supported for it"
+                        )));
+                    }
+                    changes.push(SchemaChange::AddBlobColumn {
+                        name: name.as_str().into(),
+                        blob: crate::format::BlobColumn::default(),
+                    });
+                    continue;
+                }
                 let data_type = sql_type(&state, &column_def.data_type.to_string())?;
                 match default {
                     Some(_) if position.is_some() => {
@@ -300,6 +313,7 @@ async fn add_with_values(
         nullable,
         inputs,
         default_value,
+        blob: None,
     };
     let change = format!("ADD COLUMN {name} DEFAULT {default}");
     let values = move |batch: &RecordBatch| -> crate::Result<ArrayRef> {

@@ -28,13 +28,7 @@ pub(super) fn take_blob_columns(statement: &mut Statement, normalize: bool) -> V
     };
     let mut columns = Vec::new();
     for column in &mut create.columns {
-        if matches!(
-            column.data_type,
-            ast::DataType::Blob(_)
-                | ast::DataType::TinyBlob
-                | ast::DataType::MediumBlob
-                | ast::DataType::LongBlob
-        ) {
+        if is_blob_type(&column.data_type) {
             column.data_type = ast::DataType::Bytea;
             columns.push(match (normalize, column.name.quote_style) {
                 (true, None) => column.name.value.to_ascii_lowercase(),
@@ -43,6 +37,17 @@ pub(super) fn take_blob_columns(statement: &mut Statement, normalize: bool) -> V
         }
     }
     columns
+}
+
+/// Whether SQL's `data_type` declares a blob column.
+pub(super) fn is_blob_type(data_type: &ast::DataType) -> bool {
+    matches!(
+        data_type,
+        ast::DataType::Blob(_)
+            | ast::DataType::TinyBlob
+            | ast::DataType::MediumBlob
+            | ast::DataType::LongBlob
+    )
 }
 
 /// Runs `plan`, the planned `CREATE TABLE` whose `blobs` columns were declared `BLOB`.

@@ -130,6 +130,14 @@ pub enum SchemaChange {
         /// Its type.
         data_type: DataType,
     },
+    /// Add a nullable blob column (last): `LargeBinary`, its values placed as `blob` says
+    /// (SQL's `ADD COLUMN c BLOB`); old rows read NULL.
+    AddBlobColumn {
+        /// Its name (a column: blob fields inside structs are not supported).
+        name: FieldPath,
+        /// How its values are placed.
+        blob: super::blob::BlobColumn,
+    },
     /// Drop a column or a struct's field: it leaves reads now, its bytes at the next
     /// compaction.
     DropColumn {
@@ -170,6 +178,7 @@ impl std::fmt::Display for SchemaChange {
             SchemaChange::AddColumn { name, data_type } => {
                 write!(f, "ADD COLUMN {name} {data_type}")
             }
+            SchemaChange::AddBlobColumn { name, .. } => write!(f, "ADD COLUMN {name} BLOB"),
             SchemaChange::DropColumn { name } => write!(f, "DROP COLUMN {name}"),
             SchemaChange::RenameColumn { from, to } => write!(f, "RENAME COLUMN {from} TO {to}"),
             SchemaChange::SetDataType { name, data_type } => {
@@ -189,6 +198,7 @@ impl SchemaChange {
     pub fn path(&self) -> &FieldPath {
         match self {
             SchemaChange::AddColumn { name, .. }
+            | SchemaChange::AddBlobColumn { name, .. }
             | SchemaChange::DropColumn { name }
             | SchemaChange::SetDataType { name, .. }
             | SchemaChange::DropNotNull { name }

@@ -127,6 +127,18 @@ impl Schema {
                 next.assign_nested_ids()
                     .map_err(|_| refused(change, "the table has used every field id"))?;
             }
+            SchemaChange::AddBlobColumn { blob, .. } => {
+                check_new_name(name)?;
+                blob.validate(name)
+                    .map_err(|e| refused(change, e.to_string()))?;
+                let mut field = Field::new(next.next_field_id, name, DataType::LargeBinary);
+                field.blob = Some(*blob);
+                next.fields.push(field);
+                next.next_field_id = next
+                    .next_field_id
+                    .checked_add(1)
+                    .ok_or_else(|| refused(change, "the table has used every field id"))?;
+            }
             SchemaChange::DropColumn { .. } => {
                 let at = position(name)?;
                 if self.fields.len() == 1 {
@@ -351,6 +363,13 @@ fn edit_siblings(
             let inner: Vec<FieldId> = (first + 1..*next_field_id).collect();
             let field = ArrowField::new(name, tagged(&plain, &inner), true);
             siblings.push(Arc::new(with_id(&field, first)));
+        }
+        SchemaChange::AddBlobColumn { .. } => {
+            return Err(
+                "a blob column is a column of its own, not a field inside one"
+                    .to_string()
+                    .into(),
+            );
         }
         SchemaChange::DropColumn { .. } => {
             struct_only("dropped")?;

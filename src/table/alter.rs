@@ -34,6 +34,8 @@ pub struct NewColumn {
     /// The value later rows written without the column get, as text cast to its type
     /// (SQL's `DEFAULT` of a constant; see [`Field::default_value`]); `None`: NULL.
     pub default_value: Option<String>,
+    /// For a blob column (`data_type` `LargeBinary`): how its values are placed.
+    pub blob: Option<crate::format::BlobColumn>,
 }
 
 impl Table {
@@ -74,9 +76,23 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let from = read.manifest().schema.clone();
-        let change = SchemaChange::AddColumn {
-            name: column.name.as_str().into(),
-            data_type: column.data_type.clone(),
+        let change = match column.blob {
+            Some(blob) if column.data_type == DataType::LargeBinary => {
+                SchemaChange::AddBlobColumn {
+                    name: column.name.as_str().into(),
+                    blob,
+                }
+            }
+            Some(_) => {
+                return Err(Error::invalid(format!(
+                    "blob column {} must be LargeBinary, not {}",
+                    column.name, column.data_type
+                )))
+            }
+            None => SchemaChange::AddColumn {
+                name: column.name.as_str().into(),
+                data_type: column.data_type.clone(),
+            },
         };
         let mut to = from
             .changed_by(&change)?

@@ -174,6 +174,7 @@ async fn add_key_copy(
         nullable: true,
         inputs: vec!["key".into()],
         default_value: None,
+        blob: None,
     };
     let once = std::sync::Once::new();
     let values = |batch: &RecordBatch| -> natal::Result<ArrayRef> {

@@ -225,8 +225,78 @@ pub fn metric(plan: &Arc<dyn ExecutionPlan>, node: &str, name: &str) -> usize {
 pub const INTERVAL: arrow::datatypes::DataType =
     arrow::datatypes::DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano);
 
-/// An extra's values as the keys they hold (an interval's nanoseconds).
+/// How the model test's blob extras place values: inline below 40 bytes, dedicated from
+/// 400, packs rolled at 1,000 bytes, so its values take every kind.
+pub const MODEL_BLOB: natal::BlobColumn = natal::BlobColumn {
+    inline_limit: 40,
+    dedicated_threshold: 400,
+    pack_file_size: 1000,
+};
+
+/// Keys below this have their external blob values in [`model_blob_stores`].
+const EXTERNAL_KEYS: i64 = 100_000;
+
+/// The bytes a blob extra holds for `key`: its 8 little-endian bytes, repeated to a size
+/// that crosses [`MODEL_BLOB`]'s thresholds as keys grow.
+pub fn blob_value(key: i64) -> Vec<u8> {
+    let repeats = (key.rem_euclid(80) * 13 % 80 + 1) as usize;
+    key.to_le_bytes().repeat(repeats)
+}
+
+/// The value a blob extra is written with for `key`: every fifth key an external reference
+/// to its 8 bytes in `memory://model/keys.bin` (so reads fetch them from there), else its
+/// [`blob_value`].
+pub fn blob_written(key: i64) -> Vec<u8> {
+    if key.rem_euclid(5) == 4 && (0..EXTERNAL_KEYS).contains(&key) {
+        let at = key as u64 * 8;
+        return natal::external_blob("memory://model/keys.bin", Some(at..at + 8)).expect("uri");
+    }
+    blob_value(key)
+}
+
+/// What [`blob_written`] reads back as.
+fn blob_read(key: i64) -> Vec<u8> {
+    if key.rem_euclid(5) == 4 && (0..EXTERNAL_KEYS).contains(&key) {
+        return key.to_le_bytes().to_vec();
+    }
+    blob_value(key)
+}
+
+/// The stores the model test's tables read external blob values through.
+pub fn model_blob_stores() -> Arc<dyn object_store::registry::ObjectStoreRegistry> {
+    use object_store::registry::ObjectStoreRegistry;
+    let keys: Vec<u8> = (0..EXTERNAL_KEYS).flat_map(|k| k.to_le_bytes()).collect();
+    let bucket = InMemory::new();
+    futures::executor::block_on(object_store::ObjectStoreExt::put(
+        &bucket,
+        &object_store::path::Path::from("keys.bin"),
+        keys.into(),
+    ))
+    .expect("keys object");
+    let stores = object_store::registry::DefaultObjectStoreRegistry::new();
+    stores.register(
+        url::Url::parse("memory://model/").expect("url"),
+        Arc::new(bucket),
+    );
+    Arc::new(stores)
+}
+
+/// An extra's values as the keys they hold (an interval's nanoseconds, a blob value's
+/// first 8 bytes — and a blob value must be exactly its key's, byte for byte).
 pub fn as_keys(column: &arrow::array::ArrayRef) -> arrow::array::ArrayRef {
+    if column.data_type() == &DataType::LargeBinary {
+        let keys: arrow::array::Int64Array = column
+            .as_binary::<i64>()
+            .iter()
+            .map(|v| {
+                let v = v?;
+                let key = i64::from_le_bytes(v.get(..8)?.try_into().ok()?);
+                assert_eq!(v, blob_read(key).as_slice(), "key {key}'s blob value");
+                Some(key)
+            })
+            .collect();
+        return Arc::new(keys);
+    }
     if column.data_type() == &INTERVAL {
         let intervals = column.as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>();
         let keys: arrow::array::Int64Array =

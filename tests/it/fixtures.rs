@@ -117,6 +117,7 @@ async fn write_history(table: &Table) -> natal::Result<()> {
         nullable: true,
         inputs: vec![],
         default_value: Some("5".into()),
+        blob: None,
     };
     let nulls = |b: &arrow::array::RecordBatch| {
         Ok(arrow::array::new_null_array(&DataType::Int32, b.num_rows()))

@@ -691,6 +691,7 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
 /// `merge`: the fan-in of the handle's tiered merging of small fragments, if on.
 async fn run_case(ops: Vec<Op>, fragment_rows: u64, files: bool, merge: Option<u32>) {
     let (table, _) = memory_table_with(TableOptions {
+        external_stores: Some(crate::common::model_blob_stores()),
         max_rows_per_fragment: fragment_rows,
         layout: if files {
             ManifestLayout {

@@ -33,9 +33,10 @@ pub type Extras = Vec<Extra>;
 #[derive(Debug, Clone)]
 pub enum SchemaOp {
     Add,
-    /// Add a column holding each row's key (`Table::add_column_with_values`): an Int32, or
-    /// (true) a month-day-nano interval of that many nanoseconds, a type Parquet cannot hold.
-    AddValued(bool),
+    /// Add a column holding each row's key (`Table::add_column_with_values`): (0) an Int32,
+    /// (1) a month-day-nano interval of that many nanoseconds, a type Parquet cannot hold,
+    /// or (2) a blob column of bytes made from the key, of every kind (`common::blob_written`).
+    AddValued(u8),
     Drop(Index),
     Rename(Index),
     Widen(Index),
@@ -46,7 +47,7 @@ pub enum SchemaOp {
 pub fn schema_op() -> impl Strategy<Value = SchemaOp> {
     prop_oneof![
         2 => Just(SchemaOp::Add),
-        2 => any::<bool>().prop_map(SchemaOp::AddValued),
+        3 => (0u8..3).prop_map(SchemaOp::AddValued),
         1 => any::<Index>().prop_map(SchemaOp::Drop),
         1 => any::<Index>().prop_map(SchemaOp::Rename),
         1 => any::<Index>().prop_map(SchemaOp::Widen),
@@ -74,7 +75,8 @@ pub fn plan_schema(
                 _ => BTreeSet::new(),
             };
             let data_type = match op {
-                SchemaOp::AddValued(true) => INTERVAL,
+                SchemaOp::AddValued(1) => INTERVAL,
+                SchemaOp::AddValued(2) => DataType::LargeBinary,
                 _ => DataType::Int32,
             };
             after.push(Extra {
@@ -104,7 +106,7 @@ pub fn plan_schema(
         }
         SchemaOp::Widen(index) => {
             let at = pick(index)?;
-            if after[at].data_type == INTERVAL {
+            if matches!(after[at].data_type, INTERVAL | DataType::LargeBinary) {
                 return None;
             }
             after[at].data_type = DataType::Int64;
@@ -172,8 +174,17 @@ pub async fn add_valued(
         nullable: true,
         inputs: vec!["key".to_string()],
         default_value: None,
+        blob: (data_type == DataType::LargeBinary).then_some(crate::common::MODEL_BLOB),
     };
     let keys = move |batch: &RecordBatch| -> natal::Result<arrow::array::ArrayRef> {
+        if data_type == DataType::LargeBinary {
+            let keys = batch.column(0).as_primitive::<Int64Type>();
+            let values: arrow::array::LargeBinaryArray = keys
+                .iter()
+                .map(|k| k.map(crate::common::blob_written))
+                .collect();
+            return Ok(Arc::new(values));
+        }
         if data_type == crate::common::INTERVAL {
             let keys = batch.column(0).as_primitive::<Int64Type>();
             let intervals: arrow::array::IntervalMonthDayNanoArray = keys
