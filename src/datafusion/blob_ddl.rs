@@ -39,6 +39,64 @@ pub(super) fn take_blob_columns(statement: &mut Statement, normalize: bool) -> V
     columns
 }
 
+/// `schema` with the columns `options` (of a `CREATE EXTERNAL TABLE ... STORED AS NATAL`)
+/// declares blob columns as such: `'blob.<column>' 'true'` with the default thresholds, and
+/// `'blob.<column>.inline_limit'`, `.dedicated_threshold`, `.pack_file_size` (bytes) to set
+/// them. A key naming no column or no threshold is an error.
+pub(super) fn with_blob_options(
+    schema: &Schema,
+    options: &std::collections::HashMap<String, String>,
+) -> Result<Schema> {
+    use crate::format::{
+        BLOB_DEDICATED_THRESHOLD_META_KEY as DEDICATED_THRESHOLD,
+        BLOB_INLINE_LIMIT_META_KEY as INLINE_LIMIT, BLOB_META_KEY as DECLARED,
+        BLOB_PACK_FILE_SIZE_META_KEY as PACK_FILE_SIZE,
+    };
+    let mut declared: std::collections::HashMap<String, std::collections::HashMap<String, String>> =
+        Default::default();
+    for (key, value) in options {
+        let Some(rest) = key.strip_prefix("blob.") else {
+            continue;
+        };
+        let column_named = |name: &str| schema.fields().iter().any(|f| f.name() == name);
+        let (column, meta_key) = if column_named(rest) {
+            (rest, DECLARED)
+        } else {
+            let threshold = rest.rsplit_once('.').filter(|(c, _)| column_named(c));
+            match threshold {
+                Some((column, "inline_limit")) => (column, INLINE_LIMIT),
+                Some((column, "dedicated_threshold")) => (column, DEDICATED_THRESHOLD),
+                Some((column, "pack_file_size")) => (column, PACK_FILE_SIZE),
+                _ => {
+                    return Err(DataFusionError::Plan(format!(
+                        "option '{key}' names no column and threshold: blob options are \
+                         'blob.<column>' 'true' and 'blob.<column>.inline_limit', \
+                         '.dedicated_threshold', '.pack_file_size' (bytes)"
+                    )))
+                }
+            }
+        };
+        let metadata = declared.entry(column.to_string()).or_default();
+        metadata.insert(DECLARED.to_string(), "true".to_string());
+        if meta_key != DECLARED || value.trim().eq_ignore_ascii_case("false") {
+            metadata.insert(meta_key.to_string(), value.clone());
+        }
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match declared.remove(f.name()) {
+            Some(metadata) => {
+                let mut all = f.metadata().clone();
+                all.extend(metadata);
+                f.as_ref().clone().with_metadata(all)
+            }
+            None => f.as_ref().clone(),
+        })
+        .collect();
+    Ok(Schema::new(fields).with_metadata(schema.metadata().clone()))
+}
+
 /// Whether SQL's `data_type` declares a blob column.
 pub(super) fn is_blob_type(data_type: &ast::DataType) -> bool {
     matches!(

@@ -17,6 +17,7 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::error::Result;
+use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
@@ -210,12 +211,20 @@ impl ScalarUDFImpl for OctetLength {
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
         match arg_types {
             [t] if is_binary(t) => Ok(vec![t.clone()]),
-            [DataType::LargeUtf8] => Ok(vec![DataType::LargeUtf8]),
-            [DataType::Utf8View] => Ok(vec![DataType::Utf8View]),
-            [_] => Ok(vec![DataType::Utf8]),
-            _ => Err(datafusion::error::DataFusionError::Plan(
-                "octet_length takes one argument".into(),
-            )),
+            // Everything else as DataFusion's own coerces it (dictionaries stay dictionaries).
+            _ => {
+                let fields: Vec<_> = (arg_types.iter())
+                    .map(|t| {
+                        Arc::new(datafusion::arrow::datatypes::Field::new(
+                            "",
+                            t.clone(),
+                            true,
+                        ))
+                    })
+                    .collect();
+                let coerced = fields_with_udf(&fields, self.strings.as_ref())?;
+                Ok(coerced.iter().map(|f| f.data_type().clone()).collect())
+            }
         }
     }
 

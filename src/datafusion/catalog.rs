@@ -447,13 +447,22 @@ impl TableProviderFactory for NatalTableFactory {
         };
         let table = Table::open_with(store.clone(), root.clone(), options);
         let schema = cmd.schema.as_arrow();
+        let blob_options = cmd.options.keys().any(|k| k.starts_with("blob."));
         match table.latest().await {
+            Ok(_) if blob_options => {
+                return Err(DataFusionError::Plan(format!(
+                    "'{location}' is a table already: its blob columns' thresholds change with \
+                     natal_blob_options('t', 'column', inline_limit, dedicated_threshold, \
+                     pack_file_size)"
+                )));
+            }
             Err(crate::Error::TableNotFound { .. }) => {
                 if schema.fields().is_empty() {
                     return Err(DataFusionError::Plan(format!(
                         "no natal table at '{location}': give its columns to create one"
                     )));
                 }
+                let schema = &super::blob_ddl::with_blob_options(schema, &cmd.options)?;
                 let declared = super::declared::declarations(
                     schema,
                     cmd.column_defaults

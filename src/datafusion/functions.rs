@@ -3,7 +3,8 @@
 //! `natal_restore('t', version)`, `natal_create_index('t', 'column' [, 'name'])`,
 //! `natal_drop_index('t', 'name')` — schema changes as functions (`natal_add_column`,
 //! `natal_drop_column`, `natal_rename_column`, `natal_alter_column`, for engines that do not
-//! route `ALTER TABLE`) — DML as functions: `natal_delete`, `natal_update` — and reads a
+//! route `ALTER TABLE`; `natal_blob_options('t', 'col', inline_limit, dedicated_threshold,
+//! pack_file_size)` for a blob column's later values) — DML as functions: `natal_delete`, `natal_update` — and reads a
 //! scan does not give: one blob value's bytes (`natal_blob_read('t', 'column', rowid
 //! [, offset, length])`, read when the plan is built) and an index's segment placement.
 //! Arguments are checked while planning; the work happens when the plan executes (so
@@ -199,6 +200,7 @@ impl NatalFunction {
             "natal_alter_column",
             "natal_segment_placement",
             "natal_blob_read",
+            "natal_blob_options",
         ]
         .into_iter()
         .map(|name| {
@@ -375,7 +377,8 @@ impl TableFunctionImpl for NatalFunction {
             "natal_add_column"
             | "natal_drop_column"
             | "natal_rename_column"
-            | "natal_alter_column" => schema_change(name, exprs, args.session())?,
+            | "natal_alter_column"
+            | "natal_blob_options" => schema_change(name, exprs, args.session())?,
             _ => {
                 let version = literal_u64(name, exprs, 1, "version")?.ok_or_else(|| {
                     DataFusionError::Plan(format!("{name}: missing argument 2 (version)"))
@@ -520,6 +523,21 @@ fn schema_change(name: &str, exprs: &[Expr], session: &dyn Session) -> Result<(O
         "natal_drop_column" => SchemaChange::DropColumn {
             name: column(1, "column")?,
         },
+        "natal_blob_options" => {
+            let threshold = |i: usize, what: &str| {
+                literal_u64(name, exprs, i, what)?.ok_or_else(|| {
+                    DataFusionError::Plan(format!("{name}: missing argument {} ({what})", i + 1))
+                })
+            };
+            SchemaChange::SetBlobOptions {
+                name: column(1, "column")?,
+                blob: crate::format::BlobColumn {
+                    inline_limit: threshold(2, "inline_limit")?,
+                    dedicated_threshold: threshold(3, "dedicated_threshold")?,
+                    pack_file_size: threshold(4, "pack_file_size")?,
+                },
+            }
+        }
         "natal_rename_column" => SchemaChange::RenameColumn {
             from: column(1, "column")?,
             to: literal_string(name, exprs, 2, "new name")?,
@@ -556,7 +574,11 @@ fn schema_change(name: &str, exprs: &[Expr], session: &dyn Session) -> Result<(O
             }
         }
     };
-    let arguments = if name == "natal_drop_column" { 2 } else { 3 };
+    let arguments = match name {
+        "natal_drop_column" => 2,
+        "natal_blob_options" => 5,
+        _ => 3,
+    };
     Ok((Operation::Alter { change }, arguments))
 }
 

@@ -138,6 +138,14 @@ pub enum SchemaChange {
         /// How its values are placed.
         blob: super::blob::BlobColumn,
     },
+    /// Place a blob column's later values by new thresholds; values written before stay
+    /// where they are (each descriptor says where).
+    SetBlobOptions {
+        /// The blob column.
+        name: FieldPath,
+        /// Its thresholds from now on.
+        blob: super::blob::BlobColumn,
+    },
     /// Drop a column or a struct's field: it leaves reads now, its bytes at the next
     /// compaction.
     DropColumn {
@@ -179,6 +187,12 @@ impl std::fmt::Display for SchemaChange {
                 write!(f, "ADD COLUMN {name} {data_type}")
             }
             SchemaChange::AddBlobColumn { name, .. } => write!(f, "ADD COLUMN {name} BLOB"),
+            SchemaChange::SetBlobOptions { name, blob } => write!(
+                f,
+                "ALTER COLUMN {name} SET BLOB OPTIONS (inline_limit {}, dedicated_threshold {}, \
+                 pack_file_size {})",
+                blob.inline_limit, blob.dedicated_threshold, blob.pack_file_size
+            ),
             SchemaChange::DropColumn { name } => write!(f, "DROP COLUMN {name}"),
             SchemaChange::RenameColumn { from, to } => write!(f, "RENAME COLUMN {from} TO {to}"),
             SchemaChange::SetDataType { name, data_type } => {
@@ -199,6 +213,7 @@ impl SchemaChange {
         match self {
             SchemaChange::AddColumn { name, .. }
             | SchemaChange::AddBlobColumn { name, .. }
+            | SchemaChange::SetBlobOptions { name, .. }
             | SchemaChange::DropColumn { name }
             | SchemaChange::SetDataType { name, .. }
             | SchemaChange::DropNotNull { name }

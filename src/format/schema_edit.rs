@@ -139,6 +139,18 @@ impl Schema {
                     .checked_add(1)
                     .ok_or_else(|| refused(change, "the table has used every field id"))?;
             }
+            SchemaChange::SetBlobOptions { blob, .. } => {
+                let at = position(name)?;
+                if next.fields[at].blob.is_none() {
+                    return Err(refused(change, format!("{name} is not a blob column")));
+                }
+                blob.validate(name)
+                    .map_err(|e| refused(change, e.to_string()))?;
+                if next.fields[at].blob == Some(*blob) {
+                    return Ok(None);
+                }
+                next.fields[at].blob = Some(*blob);
+            }
             SchemaChange::DropColumn { .. } => {
                 let at = position(name)?;
                 if self.fields.len() == 1 {
@@ -364,7 +376,7 @@ fn edit_siblings(
             let field = ArrowField::new(name, tagged(&plain, &inner), true);
             siblings.push(Arc::new(with_id(&field, first)));
         }
-        SchemaChange::AddBlobColumn { .. } => {
+        SchemaChange::AddBlobColumn { .. } | SchemaChange::SetBlobOptions { .. } => {
             return Err(
                 "a blob column is a column of its own, not a field inside one"
                     .to_string()

@@ -574,3 +574,104 @@ async fn alter_table_adds_blob_columns() {
         assert!(error.contains(says), "{bad}: {error}");
     }
 }
+
+/// Thresholds in SQL: `OPTIONS` of `CREATE EXTERNAL TABLE ... STORED AS NATAL` declare blob
+/// columns, `natal_blob_options` changes an existing one's for later values; bad ones are
+/// refused with the reason and create or change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blob_thresholds_are_set_in_sql() {
+    let (dir, ctx) = crate::common::catalog_session();
+    let sql = |q: String| {
+        let ctx = ctx.clone();
+        async move { natal::datafusion::sql(&ctx, &q).await?.collect().await }
+    };
+    let location = dir.path().join("e");
+    let location = location.to_str().unwrap();
+    let kinds = |q: &'static str| async move {
+        let batches = sql(q.into()).await.unwrap();
+        arrow::util::pretty::pretty_format_batches(&batches)
+            .unwrap()
+            .to_string()
+    };
+    for (options, says) in [
+        ("'blob.nope.inline_limit' '5'", "names no column"),
+        (
+            "'blob.body.inline_limit' '500', 'blob.body.dedicated_threshold' '100'",
+            "inline_limit",
+        ),
+        ("'blob.body.pack_file_size' 'lots'", "not a number"),
+        ("'blob.id' 'true'", "Int32"),
+    ] {
+        let error = sql(format!(
+            "CREATE EXTERNAL TABLE bad (id INT, body BYTEA) STORED AS NATAL LOCATION '{location}' \
+             OPTIONS ({options})"
+        ))
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains(says), "{options}: {error}");
+        assert!(
+            !std::path::Path::new(location).exists(),
+            "{options} left a table"
+        );
+    }
+    sql(format!(
+        "CREATE EXTERNAL TABLE e (id INT, body BYTEA) STORED AS NATAL LOCATION '{location}' \
+         OPTIONS ('blob.body.inline_limit' '10', 'blob.body.dedicated_threshold' '100', \
+         'blob.body.pack_file_size' '1000')"
+    ))
+    .await
+    .unwrap();
+    sql(
+        "INSERT INTO e VALUES (1, X'0102'), (2, CAST(repeat('a', 15) AS BYTEA)), \
+         (3, CAST(repeat('b', 500) AS BYTEA))"
+            .into(),
+    )
+    .await
+    .unwrap();
+    let shown = kinds("SELECT kind FROM \"e$blobs\" ORDER BY _rowid").await;
+    let listed: Vec<&str> = ["inline", "packed", "dedicated"].into();
+    for (line, kind) in shown.lines().skip(3).zip(&listed) {
+        assert!(line.contains(kind), "{shown}");
+    }
+    sql("SELECT * FROM natal_blob_options('e', 'body', 20, 200, 2000)".into())
+        .await
+        .unwrap();
+    sql("INSERT INTO e VALUES (4, CAST(repeat('c', 15) AS BYTEA))".into())
+        .await
+        .unwrap();
+    let shown = kinds("SELECT kind FROM \"e$blobs\" ORDER BY _rowid").await;
+    assert_eq!(shown.matches("inline").count(), 2, "{shown}");
+    assert_eq!(
+        shown.matches("packed").count(),
+        1,
+        "earlier values stay: {shown}"
+    );
+    let schema = kinds("SELECT blob FROM \"e$schema\" WHERE name = 'body'").await;
+    assert!(schema.contains("20") && schema.contains("2000"), "{schema}");
+    for (bad, says) in [
+        (
+            "SELECT * FROM natal_blob_options('e', 'id', 20, 200, 2000)",
+            "not a blob column",
+        ),
+        (
+            "SELECT * FROM natal_blob_options('e', 'body', 20, 200, 0)",
+            "pack_file_size",
+        ),
+        (
+            "SELECT * FROM natal_blob_options('e', 'body', 300, 200, 2000)",
+            "inline_limit",
+        ),
+    ] {
+        let error = sql(bad.into()).await.unwrap_err().to_string();
+        assert!(error.contains(says), "{bad}: {error}");
+    }
+    let error = sql(format!(
+        "CREATE EXTERNAL TABLE again STORED AS NATAL LOCATION '{location}' \
+         OPTIONS ('blob.body.inline_limit' '5')"
+    ))
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("natal_blob_options"), "{error}");
+}
