@@ -25,6 +25,7 @@ use datafusion::physical_expr::expressions::{CastExpr, Column};
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::repartition::RepartitionExec;
@@ -92,7 +93,8 @@ fn measured(expr: &Arc<dyn PhysicalExpr>, sized: &[usize]) -> Result<Arc<dyn Phy
 }
 
 /// The natal scan under `plan`, through operators that pass its rows on as they are (a
-/// round-robin repartition, batch coalescing): the projection's columns are the scan's.
+/// round-robin repartition, partitions coalesced, cooperative scheduling): the projection's
+/// columns are the scan's.
 fn scan_below(plan: &Arc<dyn ExecutionPlan>) -> Option<&NatalScanExec> {
     if let Some(scan) = plan.downcast_ref::<NatalScanExec>() {
         return Some(scan);
@@ -100,7 +102,8 @@ fn scan_below(plan: &Arc<dyn ExecutionPlan>) -> Option<&NatalScanExec> {
     let passes_rows_on = plan
         .downcast_ref::<RepartitionExec>()
         .is_some_and(|r| matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)))
-        || plan.downcast_ref::<CoalescePartitionsExec>().is_some();
+        || plan.downcast_ref::<CoalescePartitionsExec>().is_some()
+        || plan.downcast_ref::<CooperativeExec>().is_some();
     match plan.children().as_slice() {
         [child] if passes_rows_on => scan_below(child),
         _ => None,
