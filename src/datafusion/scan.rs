@@ -256,6 +256,7 @@ impl ExecutionPlan for NatalScanExec {
             blob_descriptors: false,
             external_blobs_as_references: false,
             blob_sizes: self.plan.blob_sizes.clone(),
+            limit: self.plan.limit,
         };
         let snapshot = self.plan.snapshot.clone();
         let order = self.plan.output_order.clone();

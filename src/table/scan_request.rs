@@ -53,6 +53,9 @@ pub struct ScanRequest {
     /// These blob columns read as their values' sizes in bytes (`Int64`, NULL for NULL),
     /// from descriptors alone: `octet_length` without a payload byte read.
     pub blob_sizes: Vec<String>,
+    /// At most this many rows (after the filter). Blob payloads are then fetched only for
+    /// the rows returned, not for every row of the batches read to find them.
+    pub limit: Option<usize>,
 }
 
 impl ScanRequest {

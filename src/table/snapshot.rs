@@ -364,6 +364,7 @@ impl Snapshot {
         } else {
             stream::iter(parts).flatten().boxed()
         };
+        let rows = at_most(rows, request.limit);
         if request.blob_sizes.is_empty() {
             return Ok(rows);
         }
@@ -381,13 +382,26 @@ impl Snapshot {
         request: &ScanRequest,
     ) -> Result<FragmentReads> {
         let Some(predicate) = request.filter.clone() else {
+            // With a limit, blob payloads wait until the rows that make it are known.
+            let empty = Arc::new(ArrowSchema::empty());
+            let deferred = match request.limit.is_some() && !request.blob_descriptors {
+                true => DeferredBlobs::plan(self.schema(), output, &empty).map(Arc::new),
+                false => None,
+            };
+            let (columns, schema) = match &deferred {
+                Some(blobs) => (
+                    blobs.defer(columns.clone()),
+                    blobs.as_descriptors(output, self.schema()),
+                ),
+                None => (columns.clone(), output.clone()),
+            };
             return Ok(FragmentReads {
-                columns: columns.clone(),
-                schema: output.clone(),
+                columns,
+                schema,
                 request: request.clone(),
                 filter: None,
                 pages: None,
-                deferred: None,
+                deferred,
             });
         };
         let (probe_ids, probe) = self.projection(&predicate_layout(predicate.as_ref()))?;
@@ -664,8 +678,12 @@ impl FragmentReads {
             (offsets, rows),
             self.pages.clone().filter(|_| prune_pages),
         );
+        let limit = self.request.limit;
         let Some(filter) = self.filter.clone() else {
-            return rows;
+            return match self.deferred.clone() {
+                Some(blobs) => blobs.resolve(store, fragment, at_most(rows, limit)),
+                None => rows,
+            };
         };
         let metrics = self.request.metrics.clone();
         let kept = rows
@@ -686,10 +704,34 @@ impl FragmentReads {
             })
             .boxed();
         match self.deferred.clone() {
-            Some(blobs) => blobs.resolve(store, fragment, kept),
+            Some(blobs) => blobs.resolve(store, fragment, at_most(kept, limit)),
             None => kept,
         }
     }
+}
+
+/// `rows` cut after `limit` rows (all of them for `None`): no fragment gives a limited scan
+/// more rows than its limit, so none has payloads fetched for rows past it.
+fn at_most(
+    rows: BoxStream<'static, Result<RecordBatch>>,
+    limit: Option<usize>,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    let Some(limit) = limit else {
+        return rows;
+    };
+    rows.scan(limit, |left, batch| {
+        let cut = match batch {
+            Ok(_) if *left == 0 => None,
+            Ok(batch) => {
+                let rows = batch.num_rows().min(*left);
+                *left -= rows;
+                Some(Ok(batch.slice(0, rows)))
+            }
+            Err(e) => Some(Err(e)),
+        };
+        futures::future::ready(cut)
+    })
+    .boxed()
 }
 
 /// Streams the rows at `offsets` (all, if `None`) within the offsets `rows` of one fragment:
