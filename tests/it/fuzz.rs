@@ -101,6 +101,12 @@ fn index_segments() {
     fuzz_parquet(ParquetRead::Index);
 }
 
+/// Blob descriptors damaged in their data file: every read is values or a typed error.
+#[test]
+fn blob_descriptors() {
+    fuzz_parquet(ParquetRead::BlobData);
+}
+
 /// Random strings and variations of real names and paths.
 fn names() -> impl Strategy<Value = String> {
     let real = prop::sample::select(vec![

@@ -363,6 +363,8 @@ pub struct ParquetSeeds {
     pub data: (Path, Vec<u8>),
     pub checkpoint: (Path, Vec<u8>),
     pub index: (Path, Vec<u8>),
+    /// A data file of table `b`, whose blob column holds inline, packed and dedicated values.
+    pub blob_data: (Path, Vec<u8>),
 }
 
 /// Which read a damaged Parquet file is put through.
@@ -374,6 +376,46 @@ pub enum ParquetRead {
     Checkpoint,
     /// An index probe.
     Index,
+    /// A scan of table `b`'s blob column (descriptors decoded, payloads fetched) and where
+    /// each value lives.
+    BlobData,
+}
+
+/// Table `b`: `key`, and `img`, a blob column whose values (sizes cycling from empty to
+/// 3,100 bytes) are inline below 100 bytes, dedicated from 1,000, packed between.
+async fn blob_table(store: &Arc<dyn ObjectStore>) -> Table {
+    use arrow::datatypes::{DataType, Field, Schema};
+    let blob = natal::BlobColumn {
+        inline_limit: 100,
+        dedicated_threshold: 1000,
+        pack_file_size: 2500,
+    };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Int64, false),
+        Field::new("img", DataType::Binary, true).with_metadata(blob.to_metadata()),
+    ]));
+    let values: Vec<Vec<u8>> = (0..24)
+        .map(|k: usize| vec![k as u8; [0, 7, 99, 100, 640, 999, 1000, 3100][k % 8]])
+        .collect();
+    let batch = arrow::array::RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(arrow::array::Int64Array::from_iter_values(0..24)),
+            Arc::new(arrow::array::BinaryArray::from_iter_values(values.iter())),
+        ],
+    )
+    .expect("blob rows");
+    let rows = futures::stream::iter([Ok(batch)]);
+    Table::create_from(
+        store.clone(),
+        "b".into(),
+        &schema,
+        TableOptions::default(),
+        Box::pin(rows),
+    )
+    .await
+    .expect("blob table")
+    .0
 }
 
 impl ParquetSeeds {
@@ -382,7 +424,7 @@ impl ParquetSeeds {
             .build()
             .expect("a runtime");
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        let (data, checkpoint, index) = runtime.block_on(async {
+        let (data, checkpoint, index, blob_data) = runtime.block_on(async {
             let options = TableOptions {
                 max_rows_per_fragment: 64,
                 merge: None,
@@ -419,7 +461,12 @@ impl ParquetSeeds {
                 .expect("a checkpoint");
             let checkpoint = file(&checkpoint.path).await;
             let index = file(&manifest.indexes.segments[0].path).await;
-            (data, checkpoint, index)
+            let blobs = blob_table(&store).await.latest().await.expect("b");
+            let blob_path =
+                Path::from(format!("b/{}", blobs.manifest().fragments[0].files[0].path));
+            let blob_bytes = store.get(&blob_path).await.expect("get").bytes().await;
+            let blob_data = (blob_path, blob_bytes.expect("bytes").to_vec());
+            (data, checkpoint, index, blob_data)
         });
         Self {
             store,
@@ -427,6 +474,7 @@ impl ParquetSeeds {
             data,
             checkpoint,
             index,
+            blob_data,
         }
     }
 
@@ -436,6 +484,7 @@ impl ParquetSeeds {
             ParquetRead::Data => self.data.1.clone(),
             ParquetRead::Checkpoint => self.checkpoint.1.clone(),
             ParquetRead::Index => self.index.1.clone(),
+            ParquetRead::BlobData => self.blob_data.1.clone(),
         }
     }
 
@@ -446,6 +495,7 @@ impl ParquetSeeds {
             ParquetRead::Data => &self.data,
             ParquetRead::Checkpoint => &self.checkpoint,
             ParquetRead::Index => &self.index,
+            ParquetRead::BlobData => &self.blob_data,
         };
         let result = self.runtime.block_on(async {
             let put = |bytes: Vec<u8>| self.store.put(path, bytes::Bytes::from(bytes).into());
@@ -457,11 +507,18 @@ impl ParquetSeeds {
         match result {
             Ok(()) => {}
             Err(Error::Corrupt { path: named, .. }) => {
+                // A damaged descriptor may name a sidecar of the file that is not there, or
+                // one shorter than it says: the sidecar is named, under the file's stem.
+                let stem = path.as_ref().trim_end_matches(".parquet");
                 assert!(
-                    path.as_ref().ends_with(&named),
+                    path.as_ref().ends_with(&named)
+                        || (named.ends_with(".blob")
+                            && stem.ends_with(named.rsplit_once('/').map_or("", |(dir, _)| dir))),
                     "{named} for {path} ({input:?})"
                 )
             }
+            // A descriptor damaged into an external one, whose URI no store serves.
+            Err(Error::ExternalBlob { .. }) => {}
             // Bytes of another size than the manifest records.
             Err(Error::ObjectStore(_)) => {}
             Err(other) => panic!("{input:?}: an untyped refusal: {other:?}"),
@@ -484,6 +541,15 @@ impl ParquetSeeds {
             }
             ParquetRead::Checkpoint => {
                 snapshot.relocation_view().await?;
+            }
+            ParquetRead::BlobData => {
+                let blobs = Table::open(store.clone(), "b".into()).latest().await?;
+                let _: Vec<_> = blobs
+                    .scan(natal::ScanRequest::default())
+                    .await?
+                    .try_collect()
+                    .await?;
+                blobs.blob_places("img").await?;
             }
             ParquetRead::Index => {
                 let values: arrow::array::ArrayRef =
