@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use natal::internals::io::InstrumentedStore;
 use natal::RowId;
-use natal::{CleanupPolicy, CompactOptions, Table, TableOptions};
+use natal::{CleanupPolicy, CompactOptions, Snapshot, Table, TableOptions};
 use object_store::memory::InMemory;
 use object_store::ObjectStore;
 
@@ -57,48 +58,49 @@ async fn workload_step(table: &Table, step: usize) -> natal::Result<()> {
 }
 const STEPS: usize = 11;
 
-#[tokio::test]
-async fn every_failed_request_leaves_the_last_committed_version_whole() {
+/// One step of a workload run under faults.
+type Step = for<'a> fn(&'a Table, usize) -> BoxFuture<'a, natal::Result<()>>;
+/// What a version holds, as text to compare.
+type Describe = for<'a> fn(&'a Snapshot) -> BoxFuture<'a, String>;
+
+/// Runs `steps` steps of `step` on a table of `schema` (`options` for its handle), failing
+/// every request from the Nth on, for N = 1, 2, ... until the workload runs through. After
+/// each failure the table reopens at the last committed version, holding what `describe`
+/// saw there, and takes `healed` as an append.
+async fn fail_every_request(
+    schema: arrow::datatypes::SchemaRef,
+    options: TableOptions,
+    (step, steps): (Step, usize),
+    describe: Describe,
+    healed: arrow::array::RecordBatch,
+) {
     let mut n = 1u64;
     loop {
         let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let instrumented = Arc::new(InstrumentedStore::new(inner.clone()));
-        let options = TableOptions {
-            max_rows_per_fragment: 2,
-            // Every carried sequence and the fragment list get files, so failures hit
-            // those writes too.
-            layout: natal::ManifestLayout {
-                row_ids_inline_limit: 0,
-                fragments_per_segment: 2,
-            },
-            // A failed merge is not its write's error (tests/it/merge.rs checks that); here
-            // every failure must surface from the step that hit it.
-            merge: None,
-            ..Default::default()
-        };
-        let table = Table::create(instrumented.clone(), "t".into(), &schema(), options)
+        let table = Table::create(instrumented.clone(), "t".into(), &schema, options.clone())
             .await
             .unwrap();
         let healthy = Table::open(inner.clone(), "t".into());
-        let mut committed = read_rows(&healthy.latest().await.unwrap()).await.unwrap();
+        let mut committed = describe(&healthy.latest().await.unwrap()).await;
         let mut committed_version = 1;
         instrumented.reset();
         instrumented.fail_from(n);
         let mut failed = false;
-        for step in 0..STEPS {
+        for at in 0..steps {
             let before = instrumented.tally().total();
-            let result = workload_step(&table, step).await;
+            let result = step(&table, at).await;
             // Did this step issue the failing request?
             let hit = before < n && instrumented.tally().total() >= n;
             match result {
                 Ok(()) => {
-                    assert!(!hit, "step {step} swallowed the failure of request {n}");
+                    assert!(!hit, "step {at} swallowed the failure of request {n}");
                     let latest = healthy.latest().await.unwrap();
                     committed_version = latest.version();
-                    committed = read_rows(&latest).await.unwrap();
+                    committed = describe(&latest).await;
                 }
                 Err(e) => {
-                    assert!(hit, "step {step} failed without an injected failure: {e}");
+                    assert!(hit, "step {at} failed without an injected failure: {e}");
                     failed = true;
                     break;
                 }
@@ -112,17 +114,84 @@ async fn every_failed_request_leaves_the_last_committed_version_whole() {
             committed_version,
             "failure at request {n}"
         );
-        assert_eq!(
-            read_rows(&latest).await.unwrap(),
-            committed,
-            "failure at request {n}"
-        );
+        assert_eq!(describe(&latest).await, committed, "failure at request {n}");
         // The healed table takes writes again.
-        reopened.append(vec![batch(&[(100, 100)])]).await.unwrap();
+        reopened.append(vec![healed.clone()]).await.unwrap();
         if !failed {
             assert!(n > 20, "the workload issues requests");
             break;
         }
         n += 1;
     }
+}
+
+#[tokio::test]
+async fn every_failed_request_leaves_the_last_committed_version_whole() {
+    let options = TableOptions {
+        max_rows_per_fragment: 2,
+        // Every carried sequence and the fragment list get files, so failures hit
+        // those writes too.
+        layout: natal::ManifestLayout {
+            row_ids_inline_limit: 0,
+            fragments_per_segment: 2,
+        },
+        // A failed merge is not its write's error (tests/it/merge.rs checks that); here
+        // every failure must surface from the step that hit it.
+        merge: None,
+        ..Default::default()
+    };
+    let step: Step = |table, at| Box::pin(workload_step(table, at));
+    let describe: Describe =
+        |snapshot| Box::pin(async move { format!("{:?}", read_rows(snapshot).await.unwrap()) });
+    let healed = batch(&[(100, 100)]);
+    fail_every_request(schema(), options, (step, STEPS), describe, healed).await;
+}
+
+/// Blob values under faults: appends that write packed and dedicated sidecars, an update
+/// and a compaction that rewrite them, a delete and a cleanup that removes the files of
+/// old versions. Every value of the last committed version reads back whole after every
+/// failure.
+async fn blob_step(table: &Table, step: usize) -> natal::Result<()> {
+    use crate::blob::blob_batch;
+    match step {
+        0 => table.append(vec![blob_batch(0..16)]).await.map(drop),
+        1 => {
+            let keep_values = |batch: &arrow::array::RecordBatch| Ok(batch.project(&[0, 1])?);
+            table
+                .update_where(key_matches(|k| k % 4 == 3), &keep_values)
+                .await
+                .map(drop)
+        }
+        2 => table
+            .delete_where(key_matches(|k| k % 5 == 1))
+            .await
+            .map(drop),
+        3 => table.append(vec![blob_batch(16..24)]).await.map(drop),
+        4 => table.compact(CompactOptions::default()).await.map(drop),
+        5 => {
+            let policy = CleanupPolicy {
+                keep_versions: 2,
+                keep_newer_than: Duration::ZERO,
+                min_file_age: Duration::ZERO,
+            };
+            table.cleanup(policy).await.map(drop)
+        }
+        _ => unreachable!(),
+    }
+}
+
+#[tokio::test]
+async fn every_failed_request_of_a_blob_workload_leaves_values_whole() {
+    let options = TableOptions {
+        max_rows_per_fragment: 8,
+        merge: None,
+        ..Default::default()
+    };
+    let step: Step = |table, at| Box::pin(blob_step(table, at));
+    let describe: Describe = |snapshot| {
+        Box::pin(async move { format!("{:?}", crate::blob::read_blobs(snapshot).await.unwrap()) })
+    };
+    let schema = crate::blob::blob_schema(crate::blob::SMALL);
+    let healed = crate::blob::blob_batch(100..104);
+    fail_every_request(schema, options, (step, 6), describe, healed).await;
 }
