@@ -94,16 +94,6 @@ pub fn plain(data_type: &DataType) -> DataType {
     })
 }
 
-/// The metadata natal keeps of each of `data_type`'s nested fields, depth first.
-pub(crate) fn metadata_in(data_type: &DataType) -> Vec<std::collections::BTreeMap<String, String>> {
-    let mut kept = Vec::new();
-    map_fields(data_type, &mut |f| {
-        kept.push(super::schema::kept_metadata(f.metadata()));
-        f.clone()
-    });
-    kept
-}
-
 /// The field ids `data_type`'s nested fields carry, depth first (`None` where one has none).
 pub(crate) fn ids_in(data_type: &DataType) -> Vec<Option<FieldId>> {
     let mut ids = Vec::new();

@@ -237,6 +237,16 @@ pub(crate) fn kept_metadata(metadata: &HashMap<String, String>) -> BTreeMap<Stri
         .collect()
 }
 
+/// The metadata natal keeps of each of `data_type`'s nested fields, depth first.
+fn nested_metadata_in(data_type: &DataType) -> Vec<BTreeMap<String, String>> {
+    let mut kept = Vec::new();
+    super::nested::map_fields(data_type, &mut |f| {
+        kept.push(kept_metadata(f.metadata()));
+        f.clone()
+    });
+    kept
+}
+
 /// Names natal reserves for its system columns.
 pub const RESERVED_COLUMNS: [&str; 2] = ["_rowid", "_rowaddr"];
 
@@ -268,7 +278,7 @@ impl Schema {
                 )));
             }
 
-            nested_metadata.push(super::nested::metadata_in(field.data_type()));
+            nested_metadata.push(nested_metadata_in(field.data_type()));
             fields.push(Field {
                 nullable: field.is_nullable(),
                 metadata: kept_metadata(field.metadata()),
