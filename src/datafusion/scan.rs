@@ -57,9 +57,12 @@ impl NatalScanExec {
 }
 
 impl NatalScanExec {
-    /// The blob columns of its output (by position) that read as bytes.
+    /// The blob columns of its output (by position) that read as bytes and that its own
+    /// filter does not read (it needs their bytes).
     pub(crate) fn blob_columns(&self) -> Vec<usize> {
         let table = self.plan.snapshot.schema();
+        let filtered =
+            |name: &String| (self.plan.filter.as_ref()).is_some_and(|f| f.columns().contains(name));
         (self.schema.fields().iter().enumerate())
             .filter(|(_, f)| matches!(f.data_type(), DataType::Binary | DataType::LargeBinary))
             .filter(|(_, f)| {
@@ -67,6 +70,7 @@ impl NatalScanExec {
                     .field_by_name(f.name())
                     .is_some_and(|c| c.blob.is_some())
             })
+            .filter(|(_, f)| !filtered(f.name()))
             .map(|(at, _)| at)
             .collect()
     }
