@@ -105,13 +105,26 @@ impl ScalarUDFImpl for ExternalBlobFunction {
             .iter()
             .map(|a| a.to_array(rows))
             .collect::<Result<Vec<ArrayRef>>>()?;
-        let uris = arrays[0].as_string::<i32>();
+        let malformed = || {
+            DataFusionError::Execution(format!(
+                "{} takes a Utf8 URI, or a URI and Int64 offset and length",
+                Self::NAME
+            ))
+        };
+        let uris = (arrays.first())
+            .and_then(|a| a.as_string_opt::<i32>())
+            .ok_or_else(malformed)?;
         let ranges = match arrays.as_slice() {
+            [_] => None,
             [_, offsets, lengths] => Some((
-                offsets.as_primitive::<Int64Type>(),
-                lengths.as_primitive::<Int64Type>(),
+                offsets
+                    .as_primitive_opt::<Int64Type>()
+                    .ok_or_else(malformed)?,
+                lengths
+                    .as_primitive_opt::<Int64Type>()
+                    .ok_or_else(malformed)?,
             )),
-            _ => None,
+            _ => return Err(malformed()),
         };
         let mut out = LargeBinaryBuilder::new();
         for row in 0..rows {
