@@ -87,8 +87,17 @@ fn with_field_path_hint(text: &str, error: DataFusionError) -> DataFusionError {
 
 /// True for a statement natal runs itself (through [`sql`]), not DataFusion.
 pub fn is_natal_statement(statement: &Statement) -> bool {
-    matches!(statement, Statement::Statement(inner)
-        if matches!(inner.as_ref(), ast::Statement::AlterTable(_)))
+    let Statement::Statement(inner) = statement else {
+        return false;
+    };
+    match inner.as_ref() {
+        ast::Statement::AlterTable(_) => true,
+        // DataFusion's planner has no BLOB type: natal plans the CREATE itself.
+        ast::Statement::CreateTable(create) => {
+            (create.columns.iter()).any(|column| super::blob_ddl::is_blob_type(&column.data_type))
+        }
+        _ => false,
+    }
 }
 
 /// Applies natal's rewrites to `statement`; true when one changed it (DataFusion alone
