@@ -17,7 +17,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use crate::rowid::RowId;
-use crate::table::{Table, TableOptions};
+use crate::table::Table;
 
 /// The bytes asked of one value.
 #[derive(Debug)]
@@ -41,13 +41,8 @@ fn read_schema() -> SchemaRef {
 impl BlobReadProvider {
     async fn row(&self, state: &dyn Session) -> Result<RecordBatch> {
         // External values are read through the session's stores.
-        let store = self.table.store();
-        let options = TableOptions {
-            external_stores: Some(super::SessionStores::of(state.runtime_env())),
-            ..TableOptions::default()
-        };
-        let table = Table::open_with(store.object_store().clone(), store.root().clone(), options);
-        let snapshot = table.latest().await?;
+        let stores = super::SessionStores::of(state.runtime_env());
+        let snapshot = self.table.with_external_stores(stores).latest().await?;
         let mut reader = snapshot
             .blob(&self.column, RowId::from_u64(self.row_id))
             .await?;

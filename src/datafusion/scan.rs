@@ -260,12 +260,13 @@ impl ExecutionPlan for NatalScanExec {
             blob_descriptors: false,
             external_blobs_as_references: false,
             blob_sizes: self.plan.blob_sizes.clone(),
+            // Exact (the planner may drop its own limit for it, `with_fetch`): the snapshot
+            // scan cuts the last batch, and fetches no blob payload past it.
             limit: self.plan.limit,
         };
         let snapshot = self.plan.snapshot.clone();
         let order = self.plan.output_order.clone();
         let schema = self.schema.clone();
-        let limit = self.plan.limit.unwrap_or(usize::MAX);
         let stream = futures::stream::once(async move { snapshot.scan(request).await })
             .try_flatten()
             .map_err(DataFusionError::from)
@@ -278,20 +279,6 @@ impl ExecutionPlan for NatalScanExec {
                         .map_err(|e| DataFusionError::ArrowError(Box::new(e), None));
                     futures::future::ready(out)
                 }
-            })
-            // The limit is exact (the planner may drop its own limit for it, `with_fetch`):
-            // the last batch is cut to the rows still wanted.
-            .scan(limit, |left, batch| {
-                let cut = match batch {
-                    Ok(_) if *left == 0 => None,
-                    Ok(batch) => {
-                        let rows = batch.num_rows().min(*left);
-                        *left -= rows;
-                        Some(Ok(batch.slice(0, rows)))
-                    }
-                    Err(e) => Some(Err(e)),
-                };
-                futures::future::ready(cut)
             })
             .inspect_ok(move |batch| {
                 on_batch.report();

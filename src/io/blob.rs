@@ -31,8 +31,8 @@ use crate::format::{
     TablePath,
 };
 
-/// Sidecars fetched at once while resolving a batch.
-const CONCURRENT_SIDECAR_READS: usize = 8;
+/// Sidecars (or external objects) fetched at once while resolving a batch.
+const CONCURRENT_OBJECT_READS: usize = 8;
 
 /// Places the blob values of one data file being written. Sidecar ids are the file's own,
 /// counted from 0 across its columns.
@@ -387,13 +387,12 @@ async fn resolve_as<O: OffsetSizeTrait>(
         });
     }
     let from_sidecars = fetch_ranges(store, data_file, in_sidecars).await?;
-    let from_elsewhere = match (external.is_empty(), store.external_as_references) {
-        (true, _) => Vec::new(),
-        (false, true) => external
+    let from_elsewhere = match store.external_as_references {
+        true => external
             .into_iter()
             .map(|(uri, range)| super::blob_external::external_blob(&uri, range).map(Bytes::from))
             .collect::<Result<_>>()?,
-        (false, false) => read_external(store.external.as_ref(), external).await?,
+        false => read_external(store.external.as_ref(), external).await?,
     };
     let mut builder = GenericBinaryBuilder::<O>::new();
     for (row, slot) in slots.into_iter().enumerate() {
@@ -422,19 +421,34 @@ pub(super) async fn fetch_ranges(
     data_file: &TablePath,
     wanted: Vec<(TablePath, Range<u64>)>,
 ) -> Result<Vec<Bytes>> {
+    fetch_grouped(wanted, |sidecar, ranges| async move {
+        read_sidecar_ranges(store, data_file, &sidecar, &ranges).await
+    })
+    .await
+}
+
+/// The bytes of each `(object, part)` of `wanted`, in order: `fetch` is asked once per
+/// object for all of its parts (one coalesced request), a few objects at a time, and
+/// answers them in the order given.
+pub(super) async fn fetch_grouped<K, P, F, Fut>(wanted: Vec<(K, P)>, fetch: F) -> Result<Vec<Bytes>>
+where
+    K: std::hash::Hash + Eq,
+    F: Fn(K, Vec<P>) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<Bytes>>>,
+{
     let mut out = vec![Bytes::new(); wanted.len()];
-    let mut by_sidecar: HashMap<TablePath, (Vec<usize>, Vec<Range<u64>>)> = HashMap::new();
-    for (at, (sidecar, range)) in wanted.into_iter().enumerate() {
-        let (places, ranges) = by_sidecar.entry(sidecar).or_default();
+    let mut by_object: HashMap<K, (Vec<usize>, Vec<P>)> = HashMap::new();
+    for (at, (object, part)) in wanted.into_iter().enumerate() {
+        let (places, parts) = by_object.entry(object).or_default();
         places.push(at);
-        ranges.push(range);
+        parts.push(part);
     }
-    let fetched: Vec<(Vec<usize>, Vec<Bytes>)> = futures::stream::iter(by_sidecar)
-        .map(|(sidecar, (places, ranges))| async move {
-            let parts = read_sidecar_ranges(store, data_file, &sidecar, &ranges).await?;
-            Ok::<_, Error>((places, parts))
+    let fetch = &fetch;
+    let fetched: Vec<(Vec<usize>, Vec<Bytes>)> = futures::stream::iter(by_object)
+        .map(|(object, (places, parts))| async move {
+            Ok::<_, Error>((places, fetch(object, parts).await?))
         })
-        .buffer_unordered(CONCURRENT_SIDECAR_READS)
+        .buffer_unordered(CONCURRENT_OBJECT_READS)
         .try_collect()
         .await?;
     for (places, parts) in fetched {

@@ -10,15 +10,14 @@
 //! writes by the process that made it (SQL's `natal_external_blob`, Rust's
 //! [`external_blob`]); anywhere else it is only bytes.
 
-use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
 use object_store::registry::ObjectStoreRegistry;
-use object_store::ObjectStoreExt;
+use object_store::{ObjectStore, ObjectStoreExt};
 
 use crate::error::{Error, Result};
 
@@ -26,8 +25,6 @@ use crate::error::{Error, Result};
 const MARKER: &[u8; 16] = b"natal:ext-blob\0\x01";
 /// Marker, tag, position and size, before the URI.
 const HEADER: usize = MARKER.len() + 16 + 8 + 8;
-/// External objects fetched at once while resolving a batch.
-const CONCURRENT_EXTERNAL_READS: usize = 8;
 
 /// The process's secret: two SipHash keys drawn at random when first asked.
 fn secret() -> &'static [RandomState; 2] {
@@ -106,9 +103,6 @@ pub(crate) fn holds_reference(column: &dyn arrow::array::Array) -> bool {
     }
 }
 
-/// A range to read (`None`: the whole object) and the place its bytes go in the answer.
-type Wanted = (usize, Option<Range<u64>>);
-
 /// The bytes of each `(uri, range)` of `wanted` (`None`: the whole object), in order, read
 /// through `stores`: every range of one object in one coalesced request, a few objects at a
 /// time. A store not registered, an object missing or shorter than a range: an
@@ -117,27 +111,17 @@ pub(crate) async fn read_external(
     stores: Option<&Arc<dyn ObjectStoreRegistry>>,
     wanted: Vec<(String, Option<Range<u64>>)>,
 ) -> Result<Vec<Bytes>> {
-    let mut out = vec![Bytes::new(); wanted.len()];
-    let mut by_uri: HashMap<String, Vec<Wanted>> = HashMap::new();
-    for (at, (uri, range)) in wanted.into_iter().enumerate() {
-        by_uri.entry(uri).or_default().push((at, range));
-    }
-    let fetched: Vec<Vec<(usize, Bytes)>> = futures::stream::iter(by_uri)
-        .map(|(uri, parts)| async move { read_object(stores, &uri, parts).await })
-        .buffer_unordered(CONCURRENT_EXTERNAL_READS)
-        .try_collect()
-        .await?;
-    for (at, bytes) in fetched.into_iter().flatten() {
-        out[at] = bytes;
-    }
-    Ok(out)
+    super::blob::fetch_grouped(wanted, |uri, ranges| async move {
+        read_object(stores, &uri, ranges).await
+    })
+    .await
 }
 
-async fn read_object(
+/// The store holding the external object at `uri`, and its path there.
+pub(crate) fn resolve_external(
     stores: Option<&Arc<dyn ObjectStoreRegistry>>,
     uri: &str,
-    parts: Vec<Wanted>,
-) -> Result<Vec<(usize, Bytes)>> {
+) -> Result<(Arc<dyn ObjectStore>, Path)> {
     let failed = |reason: String| Error::ExternalBlob {
         uri: uri.to_string(),
         reason,
@@ -146,50 +130,63 @@ async fn read_object(
         failed("this table handle has no stores for external blobs (open it with TableOptions::external_stores, or read it through a DataFusion session)".into())
     })?;
     let url = url::Url::parse(uri).map_err(|e| failed(format!("not a URL: {e}")))?;
-    let (store, path) = stores
+    stores
         .resolve(&url)
-        .map_err(|e| failed(format!("no store is registered for it: {e}")))?;
-    let reading = |e: object_store::Error| match e {
-        object_store::Error::NotFound { .. } => failed("the object is not there".into()),
-        other => failed(other.to_string()),
-    };
-    if parts.iter().any(|(_, range)| range.is_none()) {
+        .map_err(|e| failed(format!("no store is registered for it: {e}")))
+}
+
+/// The failure to read the external object at `uri`, as `ExternalBlob` naming it.
+pub(crate) fn reading(uri: &str) -> impl Fn(object_store::Error) -> Error + '_ {
+    move |e| Error::ExternalBlob {
+        uri: uri.to_string(),
+        reason: match e {
+            object_store::Error::NotFound { .. } => "the object is not there".into(),
+            other => other.to_string(),
+        },
+    }
+}
+
+/// `ranges` (`None`: the whole object) of the external object at `uri`, in order.
+async fn read_object(
+    stores: Option<&Arc<dyn ObjectStoreRegistry>>,
+    uri: &str,
+    ranges: Vec<Option<Range<u64>>>,
+) -> Result<Vec<Bytes>> {
+    let (store, path) = resolve_external(stores, uri)?;
+    let reading = reading(uri);
+    if ranges.iter().any(Option::is_none) {
         let whole = store
             .get(&path)
             .await
-            .map_err(reading)?
+            .map_err(&reading)?
             .bytes()
             .await
-            .map_err(reading)?;
-        return parts
+            .map_err(&reading)?;
+        return ranges
             .into_iter()
-            .map(|(at, range)| match range {
-                None => Ok((at, whole.clone())),
-                Some(r) => slice(&whole, r)
-                    .map(|bytes| (at, bytes))
-                    .ok_or_else(|| short(uri, whole.len() as u64)),
+            .map(|range| match range {
+                None => Ok(whole.clone()),
+                Some(r) => slice(&whole, r).ok_or_else(|| short(uri, whole.len() as u64)),
             })
             .collect();
     }
-    let ranges: Vec<Range<u64>> = parts.iter().filter_map(|(_, r)| r.clone()).collect();
+    let ranges: Vec<Range<u64>> = ranges.into_iter().flatten().collect();
     let got = match store.get_ranges(&path, &ranges).await {
         Ok(got) => got,
         Err(e @ object_store::Error::NotFound { .. }) => return Err(reading(e)),
         Err(e) => {
-            let size = store.head(&path).await.map_err(reading)?.size;
+            let size = store.head(&path).await.map_err(&reading)?.size;
             if ranges.iter().any(|r| r.end > size) {
                 return Err(short(uri, size));
             }
             return Err(reading(e));
         }
     };
-    parts
-        .into_iter()
-        .zip(got)
+    got.into_iter()
         .zip(&ranges)
         .map(
-            |(((at, _), bytes), range)| match bytes.len() as u64 == range.end - range.start {
-                true => Ok((at, bytes)),
+            |(bytes, range)| match bytes.len() as u64 == range.end - range.start {
+                true => Ok(bytes),
                 false => Err(short(uri, range.start + bytes.len() as u64)),
             },
         )

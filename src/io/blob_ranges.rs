@@ -78,10 +78,7 @@ impl TableStore {
             });
         }
         let mut from_sidecars = fetch_ranges(self, data_file, to_fetch).await?;
-        let mut from_elsewhere = match external.is_empty() {
-            true => Vec::new(),
-            false => read_external(self.external.as_ref(), external).await?,
-        };
+        let mut from_elsewhere = read_external(self.external.as_ref(), external).await?;
         Ok(parts
             .into_iter()
             .map(|part| match part {

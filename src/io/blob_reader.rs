@@ -16,7 +16,7 @@ use object_store::ObjectStoreExt;
 use tokio::io::{AsyncRead, AsyncSeek, ReadBuf};
 
 use super::blob::{inline_value, read_sidecar_ranges, BlobLocation, Descriptors};
-use super::blob_external::read_external;
+use super::blob_external::{read_external, reading, resolve_external};
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::{blob_descriptor, BlobKind, TablePath};
@@ -129,23 +129,8 @@ impl TableStore {
 
     /// The size of the external object at `uri`.
     pub(crate) async fn external_size(&self, uri: &str) -> Result<u64> {
-        let failed = |reason: String| Error::ExternalBlob {
-            uri: uri.to_string(),
-            reason,
-        };
-        let stores = self
-            .external
-            .as_ref()
-            .ok_or_else(|| failed("this table handle has no stores for external blobs".into()))?;
-        let url = url::Url::parse(uri).map_err(|e| failed(format!("not a URL: {e}")))?;
-        let (store, path) = stores
-            .resolve(&url)
-            .map_err(|e| failed(format!("no store is registered for it: {e}")))?;
-        Ok(store
-            .head(&path)
-            .await
-            .map_err(|e| failed(e.to_string()))?
-            .size)
+        let (store, path) = resolve_external(self.external.as_ref(), uri)?;
+        Ok(store.head(&path).await.map_err(reading(uri))?.size)
     }
 }
 

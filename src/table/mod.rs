@@ -380,6 +380,17 @@ impl Table {
         table
     }
 
+    /// This handle (sharing its caches) reading external blob values through `stores`.
+    pub fn with_external_stores(
+        &self,
+        stores: Arc<dyn object_store::registry::ObjectStoreRegistry>,
+    ) -> Self {
+        let mut table = self.clone();
+        table.store = table.store.with_external_stores(Some(stores.clone()));
+        table.options.external_stores = Some(stores);
+        table
+    }
+
     /// A handle whose operations read `snapshot` instead of the latest version, as a writer
     /// that read an older version would. Commits still land on the latest version, rebasing
     /// or failing with [`Error::Conflict`] by the usual rules.

@@ -14,6 +14,15 @@ use object_store::ObjectStore;
 
 use crate::common::*;
 
+/// A cleanup keeping the newest `versions` versions and nothing else.
+fn keep_last(versions: usize) -> CleanupPolicy {
+    CleanupPolicy {
+        keep_versions: versions,
+        keep_newer_than: Duration::ZERO,
+        min_file_age: Duration::ZERO,
+    }
+}
+
 async fn workload_step(table: &Table, step: usize) -> natal::Result<()> {
     match step {
         0 => table
@@ -45,14 +54,7 @@ async fn workload_step(table: &Table, step: usize) -> natal::Result<()> {
             .map(drop),
         8 => table.restore(4).await.map(drop),
         9 => table.overwrite(vec![batch(&[(7, 7)])]).await.map(drop),
-        10 => {
-            let policy = CleanupPolicy {
-                keep_versions: 3,
-                keep_newer_than: Duration::ZERO,
-                min_file_age: Duration::ZERO,
-            };
-            table.cleanup(policy).await.map(drop)
-        }
+        10 => table.cleanup(keep_last(3)).await.map(drop),
         _ => unreachable!(),
     }
 }
@@ -168,14 +170,7 @@ async fn blob_step(table: &Table, step: usize) -> natal::Result<()> {
             .map(drop),
         3 => table.append(vec![blob_batch(16..24)]).await.map(drop),
         4 => table.compact(CompactOptions::default()).await.map(drop),
-        5 => {
-            let policy = CleanupPolicy {
-                keep_versions: 2,
-                keep_newer_than: Duration::ZERO,
-                min_file_age: Duration::ZERO,
-            };
-            table.cleanup(policy).await.map(drop)
-        }
+        5 => table.cleanup(keep_last(2)).await.map(drop),
         _ => unreachable!(),
     }
 }
