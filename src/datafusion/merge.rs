@@ -231,8 +231,11 @@ async fn merge(table: Table, source: SendableRecordBatchStream, spec: MergeSpec)
         system_columns: true,
     };
     // The join reads the version the commit plans against.
-    let target_provider =
+    let mut target_provider =
         NatalTableProvider::from_snapshot(table.clone(), target_view, snapshot.clone());
+    if blobs_only_carried(&spec, snapshot.schema()) {
+        target_provider = target_provider.copying_blobs();
+    }
 
     let source_plan = LogicalPlanBuilder::scan(
         source_qualifier,
@@ -328,6 +331,43 @@ async fn merge(table: Table, source: SendableRecordBatchStream, spec: MergeSpec)
     }
     table.planned_at(snapshot).commit_changes(changes).await?;
     Ok(count)
+}
+
+/// Whether the target's blob columns are only carried through the MERGE: no `ON` or `WHEN`
+/// condition and no value reads one, except an updated row's own value kept as it is. The
+/// target is then read with external values as references, so an updated row's external
+/// values stay external (not fetched, nor copied into the table).
+fn blobs_only_carried(spec: &MergeSpec, schema: &crate::format::Schema) -> bool {
+    let blobs: Vec<&str> = (schema.fields.iter())
+        .filter(|f| f.blob.is_some())
+        .map(|f| f.name.as_str())
+        .collect();
+    if blobs.is_empty() {
+        return false;
+    }
+    let is_target_blob = |column: &datafusion::common::Column| {
+        let of_target = (column.relation.as_ref()).is_none_or(|r| r.resolved_eq(&spec.target));
+        of_target && blobs.contains(&column.name.as_str())
+    };
+    let reads_blob = |expr: &Expr| expr.column_refs().into_iter().any(is_target_blob);
+    let mut read: Vec<&Expr> = vec![&spec.on];
+    for clause in &spec.clauses {
+        read.extend(&clause.predicate);
+        match &clause.action {
+            MergeIntoAction::Delete => {}
+            MergeIntoAction::Insert { values, .. } => read.extend(values),
+            MergeIntoAction::Update(assignments) => {
+                for (column, value) in assignments {
+                    let kept = matches!(value, Expr::Column(c)
+                        if is_target_blob(c) && c.name == *column);
+                    if !kept {
+                        read.push(value);
+                    }
+                }
+            }
+        }
+    }
+    !read.into_iter().any(reads_blob)
 }
 
 /// The source's rows with a column [`SOURCE_MARK`] of `true`, which reads NULL in a joined

@@ -49,6 +49,8 @@ pub struct NatalTableProvider {
     defaults: std::sync::OnceLock<PlannedDefaults>,
     /// PRIMARY KEY and UNIQUE, over the provider's column positions.
     constraints: Constraints,
+    /// Scans read external blob values as references ([`Self::copying_blobs`]).
+    external_blobs_as_references: bool,
 }
 
 /// Columns' defaults by name, and why one no longer plans (see `declared::planned_defaults`).
@@ -87,7 +89,16 @@ impl NatalTableProvider {
             schema,
             defaults: std::sync::OnceLock::new(),
             constraints,
+            external_blobs_as_references: false,
         }
+    }
+
+    /// This provider with its scans reading external blob values as the references
+    /// [`crate::external_blob`] makes, not as the objects' bytes: for a statement that
+    /// writes the rows it reads back with those values untouched, so they stay external.
+    pub(super) fn copying_blobs(mut self) -> Self {
+        self.external_blobs_as_references = true;
+        self
     }
 
     /// Its user columns (no system columns), as of the version it resolved.
@@ -320,6 +331,7 @@ impl TableProvider for NatalTableProvider {
                     .min(100),
             ) / 100.0,
             blob_sizes: Vec::new(),
+            external_blobs_as_references: self.external_blobs_as_references,
         };
         Ok(Arc::new(NatalScanExec::new(plan, output)))
     }

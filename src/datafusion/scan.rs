@@ -258,7 +258,8 @@ impl ExecutionPlan for NatalScanExec {
             filter: self.plan.filter.clone().map(|f| f as Arc<dyn RowPredicate>),
             index: self.plan.index.clone(),
             blob_descriptors: false,
-            external_blobs_as_references: false,
+            lean_blob_descriptors: false,
+            external_blobs_as_references: self.plan.external_blobs_as_references,
             blob_sizes: self.plan.blob_sizes.clone(),
             // Exact (the planner may drop its own limit for it, `with_fetch`): the snapshot
             // scan cuts the last batch, and fetches no blob payload past it.

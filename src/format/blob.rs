@@ -231,6 +231,14 @@ pub fn descriptor_fields(data_type: &DataType) -> Fields {
     ])
 }
 
+/// The descriptor without its inline bytes ([`descriptor::INLINE`], the last field): what a
+/// read that needs only each value's kind, size and place takes from a data file (Parquet
+/// reads the other fields' leaves alone), a few bytes a row whatever the values' sizes.
+pub fn lean_descriptor_type(data_type: &DataType) -> DataType {
+    let fields = descriptor_fields(data_type);
+    DataType::Struct(fields.iter().take(descriptor::INLINE).cloned().collect())
+}
+
 /// The sidecar `blob_id` of the data file at `data_file`: `data/<stem>/<id as 8 hex
 /// digits>.blob`.
 pub fn sidecar_path(data_file: &TablePath, blob_id: u32) -> TablePath {

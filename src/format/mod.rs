@@ -28,9 +28,9 @@ mod proto {
 }
 
 pub use blob::{
-    descriptor as blob_descriptor, descriptor_fields, descriptor_type, sidecar_owner, sidecar_path,
-    BlobColumn, BlobKind, BLOB_DEDICATED_THRESHOLD_META_KEY, BLOB_INLINE_LIMIT_META_KEY,
-    BLOB_META_KEY, BLOB_PACK_FILE_SIZE_META_KEY,
+    descriptor as blob_descriptor, descriptor_fields, descriptor_type, lean_descriptor_type,
+    sidecar_owner, sidecar_path, BlobColumn, BlobKind, BLOB_DEDICATED_THRESHOLD_META_KEY,
+    BLOB_INLINE_LIMIT_META_KEY, BLOB_META_KEY, BLOB_PACK_FILE_SIZE_META_KEY,
 };
 pub use deletion::{decode_deletions, encode_deletions};
 pub use envelope::{seal, unseal};

@@ -103,6 +103,15 @@ impl Field {
         out
     }
 
+    /// The type a read of its descriptors without their inline bytes gives (a blob column;
+    /// [`super::blob::lean_descriptor_type`]); its [`Self::file_type`] otherwise.
+    pub fn lean_file_type(&self) -> DataType {
+        match self.blob {
+            Some(_) => super::blob::lean_descriptor_type(&self.data_type),
+            None => self.file_type(),
+        }
+    }
+
     /// Its type as data files hold it: each nested field tagged with its field id.
     pub fn file_type(&self) -> DataType {
         if self.blob.is_some() {

@@ -38,7 +38,7 @@ const CONCURRENT_OBJECT_READS: usize = 8;
 /// counted from 0 across its columns.
 pub(super) struct BlobPlacer<'a> {
     store: &'a TableStore,
-    data_file: &'a TablePath,
+    data_file: TablePath,
     next_id: u32,
     /// Per column of the file: the packed sidecar taking values, if one is open.
     packs: HashMap<usize, Pack>,
@@ -53,7 +53,7 @@ struct Pack {
 }
 
 impl<'a> BlobPlacer<'a> {
-    pub(super) fn new(store: &'a TableStore, data_file: &'a TablePath) -> Self {
+    pub(super) fn new(store: &'a TableStore, data_file: TablePath) -> Self {
         Self {
             store,
             data_file,
@@ -201,6 +201,11 @@ impl<'a> BlobPlacer<'a> {
         Ok(())
     }
 
+    /// Whether any sidecar may have been written (an id was taken).
+    pub(super) fn placed_any(&self) -> bool {
+        self.next_id > 0
+    }
+
     fn take_id(&mut self) -> Result<u32> {
         let id = self.next_id;
         self.next_id = id
@@ -211,7 +216,7 @@ impl<'a> BlobPlacer<'a> {
 
     async fn write_sidecar(&mut self, id: u32, bytes: Bytes) -> Result<()> {
         self.sidecar_bytes += bytes.len() as u64;
-        let path = sidecar_path(self.data_file, id);
+        let path = sidecar_path(&self.data_file, id);
         self.store.put(&self.store.path(&path), bytes).await
     }
 }
@@ -259,7 +264,9 @@ impl<'a> Descriptors<'a> {
             )
         };
         let array = array.as_struct_opt().ok_or_else(corrupt)?;
-        if array.num_columns() != descriptor_fields(&DataType::Binary).len() {
+        // Whole, or lean (read without the inline bytes, the last field).
+        let fields = descriptor_fields(&DataType::Binary).len();
+        if array.num_columns() != fields && array.num_columns() != blob_descriptor::INLINE {
             return Err(corrupt());
         }
         let column = |index: usize| array.column(index);
@@ -287,6 +294,11 @@ impl<'a> Descriptors<'a> {
     /// How many there are.
     pub(crate) fn len(&self) -> usize {
         self.array.len()
+    }
+
+    /// The size its descriptor gives the value at `row` (0 for a whole external object).
+    pub(crate) fn size(&self, row: usize) -> u64 {
+        self.sizes.value(row)
     }
 
     /// The kind of the descriptor at `row` (`None`: a null value).

@@ -56,15 +56,12 @@ impl TableStore {
                         object: None,
                         range: None,
                     },
-                    BlobLocation::Inline => {
-                        let inline = descriptors.as_struct().column(blob_descriptor::INLINE);
-                        BlobPlace {
-                            kind,
-                            size: Some(inline_value(inline, row, data_file)?.len() as u64),
-                            object: Some(self.path(data_file).to_string()),
-                            range: None,
-                        }
-                    }
+                    BlobLocation::Inline => BlobPlace {
+                        kind,
+                        size: Some(described.size(row)),
+                        object: Some(self.path(data_file).to_string()),
+                        range: None,
+                    },
                     BlobLocation::Sidecar { sidecar, range } => BlobPlace {
                         kind,
                         size: Some(range.end - range.start),

@@ -25,6 +25,8 @@ pub struct FileColumns {
     blob_ids: Vec<FieldId>,
     /// Blob columns read as their descriptors, resolved to bytes later (after a filter).
     deferred: Vec<FieldId>,
+    /// Those of them read without their inline bytes ([`crate::format::lean_descriptor_type`]).
+    lean: Vec<FieldId>,
 }
 
 /// How a nested column's fields are found in a file.
@@ -71,6 +73,20 @@ impl FileColumns {
     pub fn deferring(mut self, deferred: Vec<FieldId>) -> Self {
         self.deferred = deferred;
         self
+    }
+
+    /// These columns with the deferred blob columns `lean` read without their inline bytes:
+    /// the read's output types them as lean descriptors, and Parquet decodes none of the
+    /// bytes (a blob column read for its sizes, or for the rows a filter keeps).
+    pub fn without_inline(mut self, lean: Vec<FieldId>) -> Self {
+        debug_assert!(lean.iter().all(|id| self.deferred.contains(id)));
+        self.lean = lean;
+        self
+    }
+
+    /// The blob columns read without their inline bytes.
+    pub fn lean_ids(&self) -> &[FieldId] {
+        &self.lean
     }
 
     /// The blob columns a read resolves to bytes itself.

@@ -8,7 +8,9 @@
 use std::ops::Range;
 use std::panic::AssertUnwindSafe;
 
-use arrow::array::{BooleanArray, BooleanBufferBuilder, RecordBatch, RecordBatchOptions};
+use arrow::array::{
+    ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder, RecordBatch, RecordBatchOptions,
+};
 use arrow::datatypes::SchemaRef;
 use futures::stream::{self, BoxStream};
 use futures::{FutureExt, StreamExt, TryStreamExt};
@@ -25,7 +27,7 @@ use super::panics::{panicked, parquet_read};
 use super::reader::{page_ranges, ObjectFileReader};
 use super::TableStore;
 use crate::error::{Error, Result};
-use crate::format::{field_id_of, DataFile, FieldId, Fragment};
+use crate::format::{blob_descriptor, field_id_of, DataFile, FieldId, Fragment};
 
 /// The most bytes a read of selected rows fetches ahead in one request.
 const PREFETCH_LIMIT_BYTES: u64 = 16 * 1024 * 1024;
@@ -228,9 +230,7 @@ impl TableStore {
         if let [(file_index, ids)] = per_file.as_slice() {
             if ids.len() == field_ids.len() {
                 let file = &fragment.files[*file_index];
-                let stream = self
-                    .read_file(file, field_ids, &columns.resolved_blob_ids(), selection)
-                    .await?;
+                let stream = self.read_file(file, field_ids, columns, selection).await?;
                 let columns = columns.clone();
                 let path = file.path.to_string();
                 // A column the file holds in another shape than the table's is damage.
@@ -250,7 +250,7 @@ impl TableStore {
         for (file_index, ids) in &per_file {
             let file = &fragment.files[*file_index];
             let stream = self
-                .read_file(file, ids, &columns.resolved_blob_ids(), selection.clone())
+                .read_file(file, ids, columns, selection.clone())
                 .await?;
             files.push((file.path.to_string(), stream));
         }
@@ -279,20 +279,60 @@ impl TableStore {
             .boxed())
     }
 
-    /// Streams the columns `field_ids` of one file, in file column order, the blob columns
-    /// among `blob_ids` resolved to their bytes. A panic of the Parquet reader over a
+    /// The inline values of the blob column `field_id` at the rows `offsets` (ascending,
+    /// distinct) of `file`, in that order: what a read of its lean descriptors
+    /// ([`FileColumns::without_inline`]) left for the rows it kept. Only the pages holding
+    /// those rows are fetched.
+    pub async fn read_inline(
+        &self,
+        file: &DataFile,
+        field_id: FieldId,
+        offsets: &[u32],
+    ) -> Result<ArrayRef> {
+        let path = file.path.as_str();
+        let total = u32::try_from(file.row_count)
+            .map_err(|_| Error::corrupt(path, "more rows than a data file holds"))?;
+        if offsets.last().is_some_and(|&last| last >= total) {
+            return Err(Error::corrupt(path, "a row beyond the file's end"));
+        }
+        let selection = selection_for(offsets, total);
+        let field_ids = [field_id];
+        let open = self.open_file_stream(file, &field_ids, &[], Some(selection));
+        let batches: Vec<RecordBatch> = parquet_read(path, open).await?.try_collect().await?;
+        let damaged = || Error::corrupt(path, "a blob column's inline values are missing");
+        let values = batches
+            .iter()
+            .map(|b| {
+                let descriptors = b.columns().first().and_then(|c| c.as_struct_opt());
+                let inline = descriptors.and_then(|d| d.columns().get(blob_descriptor::INLINE));
+                inline.cloned().ok_or_else(damaged)
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let refs: Vec<&dyn arrow::array::Array> = values.iter().map(|v| v.as_ref()).collect();
+        let values = match refs.is_empty() {
+            true => return Err(damaged()),
+            false => arrow::compute::concat(&refs)?,
+        };
+        if values.len() != offsets.len() {
+            return Err(damaged());
+        }
+        Ok(values)
+    }
+
+    /// Streams the columns `field_ids` (of `columns`) of one file, in file column order, the
+    /// blob columns `columns` does not defer resolved to their bytes. A panic of the Parquet reader over a
     /// damaged file (its footer, its page index, its pages) is that file's corruption, not
     /// the query's end.
     async fn read_file(
         &self,
         file: &DataFile,
         field_ids: &[FieldId],
-        blob_ids: &[FieldId],
+        columns: &FileColumns,
         selection: Option<RowSelection>,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-        let open = self.open_file_stream(file, field_ids, selection);
+        let open = self.open_file_stream(file, field_ids, columns.lean_ids(), selection);
         let stream = parquet_read(file.path.as_str(), open).await?;
-        let blob_ids: Vec<FieldId> = blob_ids
+        let blob_ids: Vec<FieldId> = (columns.resolved_blob_ids())
             .iter()
             .copied()
             .filter(|id| field_ids.contains(id))
@@ -310,22 +350,40 @@ impl TableStore {
             .boxed())
     }
 
+    /// Streams the columns `field_ids` of one file, in file column order, as it holds them
+    /// (blob columns as descriptors, those among `lean` without their inline bytes).
     async fn open_file_stream(
         &self,
         file: &DataFile,
         field_ids: &[FieldId],
+        lean: &[FieldId],
         selection: Option<RowSelection>,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         let mut reader = self.file_reader(file);
         let metadata = self.footer(file, &mut reader, false).await?;
         let mut roots = Vec::new();
+        let mut lean_roots = Vec::new();
         for (index, field) in metadata.schema().fields().iter().enumerate() {
-            let id = field_id_of(field);
-            if id.is_some_and(|id| field_ids.contains(&id)) {
-                roots.push(index);
+            match field_id_of(field) {
+                Some(id) if lean.contains(&id) => lean_roots.push(index),
+                Some(id) if field_ids.contains(&id) => roots.push(index),
+                _ => {}
             }
         }
-        let mask = ProjectionMask::roots(metadata.parquet_schema(), roots);
+        let parquet_schema = metadata.parquet_schema();
+        let mask = match lean_roots.is_empty() {
+            true => ProjectionMask::roots(parquet_schema, roots),
+            // Lean blob columns: every leaf of their descriptors but the inline bytes.
+            false => ProjectionMask::leaves(
+                parquet_schema,
+                (0..parquet_schema.num_columns()).filter(|&leaf| {
+                    let root = parquet_schema.get_column_root_idx(leaf);
+                    roots.contains(&root)
+                        || (lean_roots.contains(&root)
+                            && !is_inline_leaf(parquet_schema.column(leaf).path().parts()))
+                }),
+            ),
+        };
         if let Some(selection) = &selection {
             // Scattered rows (a take): every page they need in one request, not one request
             // per row group in turn; bounded, so a dense selection still streams.
@@ -357,6 +415,12 @@ impl TableStore {
             })
             .boxed())
     }
+}
+
+/// Whether the leaf at `path` is a blob descriptor's inline bytes (`<column>.inline`).
+fn is_inline_leaf(path: &[String]) -> bool {
+    let inline = crate::format::descriptor_fields(&arrow::datatypes::DataType::Binary);
+    matches!(path, [_, leaf] if leaf == inline[crate::format::blob_descriptor::INLINE].name())
 }
 
 /// A data file whose columns cannot be made the table's (a type or nullability the schema

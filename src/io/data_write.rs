@@ -14,7 +14,7 @@ use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowColumn
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::ParquetMetaData;
-use parquet::file::properties::{WriterProperties, WriterVersion};
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 use parquet::schema::types::ColumnPath;
 
 use super::blob::BlobPlacer;
@@ -22,7 +22,7 @@ use super::file_stats::column_stats;
 use super::store::unique_name;
 use super::TableStore;
 use crate::error::{Error, Result};
-use crate::format::{BlobColumn, DataFile, Schema, TablePath};
+use crate::format::{descriptor_type, BlobColumn, DataFile, Schema, TablePath};
 
 /// Rows per Parquet page: what a take decodes to reach one row (delta encodings cannot
 /// jump) against what a scan pays per page (a header, a decompression, a decoder). Measured
@@ -38,6 +38,10 @@ const ROW_GROUP_ROWS: usize = 1024 * 1024;
 /// memory, so wide rows must not make them unbounded. Counted as the rows' size in memory
 /// (encoded, they are smaller: Parquet-Java's default of 128 MiB is about this).
 const ROW_GROUP_MEMORY_BYTES: usize = 256 * 1024 * 1024;
+/// Bytes per page of a blob column's inline values, at most (a value larger than this gets a
+/// page of its own): a read of a few rows' values (a take, the rows a filter kept) fetches
+/// their pages, and a page of a thousand inline values would have it fetch them all.
+const INLINE_PAGE_BYTES: usize = 8 * 1024;
 /// How a data file is written, column by column, judged from `sample` (its first rows):
 /// - version 2 pages with delta encodings (integers bit-packed as deltas, strings as shared
 ///   prefixes), except columns whose values repeat ([`few_distinct`]), which get a
@@ -45,7 +49,8 @@ const ROW_GROUP_MEMORY_BYTES: usize = 256 * 1024 * 1024;
 /// - Snappy, except for strings and binaries without a dictionary (comments, payloads),
 ///   which get ZSTD(1): on TPC-H lineitem a comment costs 12.4 bytes with Snappy, 8.7 with
 ///   DataFusion's ZSTD(3), and the file as a whole is then no larger than DataFusion's;
-/// - pages of [`PAGE_ROWS`] rows.
+/// - pages of [`PAGE_ROWS`] rows; a blob column's inline values in pages of about
+///   [`INLINE_PAGE_BYTES`].
 fn writer_properties(schema: &SchemaRef, sample: Option<&RecordBatch>) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_writer_version(WriterVersion::PARQUET_2_0)
@@ -57,6 +62,21 @@ fn writer_properties(schema: &SchemaRef, sample: Option<&RecordBatch>) -> Writer
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_statistics_truncate_length(None) // natal truncates, knowing what was cut
         .set_dictionary_enabled(false);
+    for field in schema.fields() {
+        if let DataType::Struct(children) = field.data_type() {
+            let inline = children.get(crate::format::blob_descriptor::INLINE);
+            if let Some(inline) =
+                inline.filter(|i| *field.data_type() == descriptor_type(i.data_type()))
+            {
+                let path = ColumnPath::new(vec![field.name().clone(), inline.name().clone()]);
+                // No bounds: nothing prunes by them, and untruncated they would put two
+                // values of up to the inline limit in the footer of each row group.
+                builder = builder
+                    .set_column_data_page_size_limit(path.clone(), INLINE_PAGE_BYTES)
+                    .set_column_statistics_enabled(path, EnabledStatistics::None);
+            }
+        }
+    }
     let Some(sample) = sample else {
         return builder.build();
     };
@@ -156,21 +176,55 @@ pub(crate) async fn check_storable(schema: &ArrowSchema) -> Result<()> {
 }
 
 impl TableStore {
-    /// Writes `batches` (in the table's user schema) as one new data file.
+    /// Writes `batches` (in the table's user schema) as one new data file; on an error,
+    /// nothing it wrote is left.
     pub async fn write_data_file(
         &self,
         schema: &Schema,
         batches: &[RecordBatch],
     ) -> Result<DataFile> {
+        let mut file = DataFileWriter::new(self, schema)?;
+        for batch in batches {
+            if let Err(e) = file.push(batch).await {
+                file.abandon().await;
+                return Err(e);
+            }
+        }
+        file.finish().await
+    }
+}
+
+/// One data file being written, its rows pushed batch by batch. Each batch is staged as it
+/// comes: columns of a type Parquet cannot hold turned into the type they are stored as
+/// (`format::stored_as`), blob columns into descriptors, their bytes placed at once (a
+/// dedicated sidecar written, a value appended to its column's pack, a full pack written).
+/// So a write of many large values holds about one pack per blob column and the batch at
+/// hand, not the payload; the data file is encoded when it is finished.
+pub(crate) struct DataFileWriter<'a> {
+    store: &'a TableStore,
+    schema: &'a Schema,
+    path: TablePath,
+    file_schema: SchemaRef,
+    user_schema: SchemaRef,
+    staged_schema: SchemaRef,
+    /// Columns stored as another type.
+    stored_apart: Vec<usize>,
+    blobs: Vec<(usize, BlobColumn)>,
+    placer: BlobPlacer<'a>,
+    nan_counts: Vec<u64>,
+    staged: Vec<RecordBatch>,
+    rows: u64,
+}
+
+impl<'a> DataFileWriter<'a> {
+    /// A new data file of the table's `schema`, its name chosen now: blob sidecars live
+    /// under the data file's stem.
+    pub(crate) fn new(store: &'a TableStore, schema: &'a Schema) -> Result<Self> {
         // The file's schema tags every field with its id; the batches keep the user's
         // types (nested fields untagged), which the encoder takes as the same.
         let file_schema = schema.to_arrow_with_field_ids();
         let user_schema = schema.to_arrow();
-        // Chosen first: blob sidecars live under the data file's stem.
         let path = TablePath::parse(&format!("data/{}.parquet", unique_name()))?;
-        // Columns of a type Parquet cannot hold go to the encoder as the type they are
-        // stored as (`format::stored_as`), blob columns as descriptors (their bytes placed
-        // by `placer`); the rest as they are.
         let stored_apart: Vec<usize> = (schema.fields.iter().enumerate())
             .filter(|(_, f)| crate::format::stored_as(&f.data_type).is_some())
             .map(|(i, _)| i)
@@ -181,62 +235,131 @@ impl TableStore {
             .enumerate()
             .filter_map(|(index, field)| field.blob.map(|blob| (index, blob)))
             .collect();
-        let mut placer = BlobPlacer::new(self, &path);
         let restaged = stored_apart
             .iter()
             .copied()
             .chain(blobs.iter().map(|(i, _)| *i));
         let staged_schema = staged_schema(&user_schema, &file_schema, restaged);
-        let mut nan_counts = vec![0u64; schema.fields.len()];
-        let mut checked = Vec::with_capacity(batches.len());
-        let mut rows = 0u64;
-        for batch in batches {
-            let columns = batch
-                .columns()
-                .iter()
-                .zip(user_schema.fields())
-                .map(|(column, field)| super::conform::relabelled(column, field.data_type()))
-                .collect::<Result<Vec<_>>>()?;
-            let batch = RecordBatch::try_new(user_schema.clone(), columns)
-                .map_err(|e| Error::invalid(format!("cannot write batch: {e}")))?;
-            for (count, column) in nan_counts.iter_mut().zip(batch.columns()) {
-                *count += count_nans(column);
-            }
-            for (field, column) in schema.fields.iter().zip(batch.columns()) {
-                if field.blob.is_none() && super::blob_external::holds_reference(column) {
-                    return Err(Error::invalid(format!(
-                        "column {} is not a blob column: an external blob reference                          (natal_external_blob) can only be stored in one (declare it BLOB)",
-                        field.name
-                    )));
-                }
-            }
-            rows += batch.num_rows() as u64;
-            if stored_apart.is_empty() && blobs.is_empty() {
-                checked.push(batch);
-                continue;
-            }
-            let mut columns = batch.columns().to_vec();
-            for &i in &stored_apart {
-                columns[i] = super::stored_type::to_stored(&columns[i])?;
-            }
-            for (index, blob) in &blobs {
-                columns[*index] = placer.place(*index, blob, &columns[*index]).await?;
-            }
-            checked.push(RecordBatch::try_new(staged_schema.clone(), columns)?);
-        }
-        // Sidecars first: a data file never names one that is not there.
-        placer.finish().await?;
-        let (bytes, metadata) = encode(file_schema.clone(), checked).await?;
-        let column_stats = column_stats(schema, &file_schema, &metadata, &nan_counts)?;
-        let file_size_bytes = bytes.len() as u64;
-        self.put(&self.path(&path), Bytes::from(bytes)).await?;
-        Ok(DataFile {
+        Ok(Self {
+            store,
+            schema,
+            placer: BlobPlacer::new(store, path.clone()),
             path,
-            field_ids: schema.field_ids(),
-            row_count: rows,
+            file_schema,
+            user_schema,
+            staged_schema,
+            stored_apart,
+            blobs,
+            nan_counts: vec![0u64; schema.fields.len()],
+            staged: Vec::new(),
+            rows: 0,
+        })
+    }
+
+    /// Stages `batch` (in the table's user schema): checked, its blob values placed.
+    pub(crate) async fn push(&mut self, batch: &RecordBatch) -> Result<()> {
+        let columns = batch
+            .columns()
+            .iter()
+            .zip(self.user_schema.fields())
+            .map(|(column, field)| super::conform::relabelled(column, field.data_type()))
+            .collect::<Result<Vec<_>>>()?;
+        let batch = RecordBatch::try_new(self.user_schema.clone(), columns)
+            .map_err(|e| Error::invalid(format!("cannot write batch: {e}")))?;
+        for (count, column) in self.nan_counts.iter_mut().zip(batch.columns()) {
+            *count += count_nans(column);
+        }
+        for (field, column) in self.schema.fields.iter().zip(batch.columns()) {
+            if field.blob.is_none() && super::blob_external::holds_reference(column) {
+                return Err(Error::invalid(format!(
+                    "column {} is not a blob column: an external blob reference \
+                     (natal_external_blob) can only be stored in one (declare it BLOB)",
+                    field.name
+                )));
+            }
+        }
+        self.rows += batch.num_rows() as u64;
+        if self.stored_apart.is_empty() && self.blobs.is_empty() {
+            self.staged.push(batch);
+            return Ok(());
+        }
+        let mut columns = batch.columns().to_vec();
+        for &i in &self.stored_apart {
+            columns[i] = super::stored_type::to_stored(&columns[i])?;
+        }
+        for (index, blob) in &self.blobs {
+            columns[*index] = self.placer.place(*index, blob, &columns[*index]).await?;
+        }
+        let staged = RecordBatch::try_new(self.staged_schema.clone(), columns)?;
+        self.staged.push(staged);
+        Ok(())
+    }
+
+    /// Rows pushed so far.
+    pub(crate) fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Writes the last packs, then the data file; on an error, deletes what it wrote.
+    pub(crate) async fn finish(mut self) -> Result<DataFile> {
+        match self.write().await {
+            Ok(file) => Ok(file),
+            Err(e) => {
+                self.abandon().await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn write(&mut self) -> Result<DataFile> {
+        // Sidecars first: a data file never names one that is not there.
+        self.placer.finish().await?;
+        let staged = std::mem::take(&mut self.staged);
+        let (bytes, metadata) = encode(self.file_schema.clone(), staged).await?;
+        let column_stats =
+            column_stats(self.schema, &self.file_schema, &metadata, &self.nan_counts)?;
+        let file_size_bytes = bytes.len() as u64;
+        self.store
+            .put(&self.store.path(&self.path), Bytes::from(bytes))
+            .await?;
+        Ok(DataFile {
+            path: self.path.clone(),
+            field_ids: self.schema.field_ids(),
+            row_count: self.rows,
             file_size_bytes,
             column_stats,
         })
+    }
+
+    /// Deletes the sidecars written for this file (best effort: one left behind is an
+    /// orphan that cleanup removes), for a write that will not finish it.
+    pub(crate) async fn abandon(self) {
+        if !self.placer.placed_any() {
+            return;
+        }
+        self.store.delete_unpublished(self.schema, &self.path).await;
+    }
+}
+
+impl TableStore {
+    /// Deletes the data file at `path` (of `schema`), written by a write that will not
+    /// commit it, with its blob sidecars if `schema` has blob columns. Best effort: a file
+    /// left behind (the store failed again) is an orphan that cleanup removes.
+    pub(crate) async fn delete_unpublished(&self, schema: &Schema, path: &TablePath) {
+        use futures::TryStreamExt;
+        use object_store::ObjectStoreExt;
+        if schema.has_blob_columns() {
+            // Its blob sidecars first (written before it), under the file's stem.
+            let stem = self.path(&TablePath::sidecar_dir(path));
+            let sidecars: Vec<_> = (self.object_store().list(Some(&stem)))
+                .try_collect()
+                .await
+                .unwrap_or_default();
+            for sidecar in sidecars {
+                let _ = self.object_store().delete(&sidecar.location).await;
+            }
+        }
+        let _ = self.object_store().delete(&self.path(path)).await;
     }
 }
 

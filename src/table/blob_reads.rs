@@ -35,7 +35,7 @@ impl Snapshot {
         wanted: &[(RowId, Range<u64>)],
     ) -> Result<Vec<Bytes>> {
         let ids: RowIdSet = wanted.iter().map(|(id, _)| *id).collect();
-        let (batches, found) = self.descriptors_of(column, Some(ids)).await?;
+        let (batches, found) = self.descriptors_of(column, Some(ids), false).await?;
         let field_id = self.blob_field(column)?;
         let mut groups: BTreeMap<(usize, u32), Vec<(usize, RowRange)>> = BTreeMap::new();
         for (at, (id, range)) in wanted.iter().enumerate() {
@@ -71,7 +71,7 @@ impl Snapshot {
     /// As [`Self::read_blob_ranges`].
     pub async fn blob(&self, column: &str, row_id: RowId) -> Result<BlobReader> {
         let ids: RowIdSet = std::iter::once(row_id).collect();
-        let (batches, found) = self.descriptors_of(column, Some(ids)).await?;
+        let (batches, found) = self.descriptors_of(column, Some(ids), false).await?;
         let field_id = self.blob_field(column)?;
         let (batch, row, fragment) = *found
             .get(&row_id.as_u64())
@@ -85,7 +85,7 @@ impl Snapshot {
     /// Where every value of the blob column `column` lives, by row id (`t$blobs`); from
     /// descriptors alone, no payload read.
     pub async fn blob_places(&self, column: &str) -> Result<Vec<(RowId, BlobPlace)>> {
-        let (batches, found) = self.descriptors_of(column, None).await?;
+        let (batches, found) = self.descriptors_of(column, None, true).await?;
         let field_id = self.blob_field(column)?;
         let mut by_row: HashMap<(usize, usize), u64> = HashMap::new();
         for (id, (batch, row, _)) in &found {
@@ -134,12 +134,13 @@ impl Snapshot {
     }
 
     /// The descriptors of the blob column `column` at the rows `ids` (`None`: every live
-    /// row), with `_rowid` and `_rowaddr`; and where each id's descriptor is: its batch,
-    /// row and fragment.
+    /// row), with `_rowid` and `_rowaddr` (`lean`: without inline bytes); and where each
+    /// id's descriptor is: its batch, row and fragment.
     async fn descriptors_of(
         &self,
         column: &str,
         ids: Option<RowIdSet>,
+        lean: bool,
     ) -> Result<(Vec<RecordBatch>, HashMap<u64, (usize, usize, u32)>)> {
         self.blob_field(column)?;
         let request = ScanRequest {
@@ -148,6 +149,7 @@ impl Snapshot {
             with_row_addr: true,
             row_ids: ids,
             blob_descriptors: true,
+            lean_blob_descriptors: lean,
             ..Default::default()
         };
         let batches: Vec<RecordBatch> = self.scan(request).await?.try_collect().await?;

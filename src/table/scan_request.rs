@@ -45,6 +45,10 @@ pub struct ScanRequest {
     /// inline`), no payload fetched: sizes and where bytes are, for a few bytes a row. A
     /// filter then sees descriptors too.
     pub blob_descriptors: bool,
+    /// With `blob_descriptors`, the descriptors come without their last field, the inline
+    /// bytes ([`crate::format::lean_descriptor_type`]): Parquet then decodes only their
+    /// small leaves, whatever the values' sizes.
+    pub lean_blob_descriptors: bool,
     /// An external blob value reads as the reference [`crate::external_blob`] makes of its
     /// URI and range, not as the object's bytes: for a read whose rows are written back (a
     /// compaction, an UPDATE of other columns, a copy into another table), so the write

@@ -220,14 +220,20 @@ impl Snapshot {
                 })
                 .collect::<Result<_>>()?,
         };
-        let as_descriptors = |f: &crate::format::Field| {
-            f.blob.is_some() && (request.blob_descriptors || request.blob_sizes.contains(&f.name))
+        // Sizes need no inline bytes: their descriptors are read lean.
+        let lean = |f: &crate::format::Field| {
+            f.blob.is_some()
+                && ((request.blob_descriptors && request.lean_blob_descriptors)
+                    || request.blob_sizes.contains(&f.name))
         };
+        let as_descriptors =
+            |f: &crate::format::Field| (f.blob.is_some() && request.blob_descriptors) || lean(f);
         let mut arrow_fields: Vec<ArrowField> = fields
             .iter()
-            .map(|f| match as_descriptors(f) {
-                true => ArrowField::new(&f.name, f.file_type(), f.nullable),
-                false => f.to_arrow(),
+            .map(|f| match (lean(f), as_descriptors(f)) {
+                (true, _) => ArrowField::new(&f.name, f.lean_file_type(), f.nullable),
+                (false, true) => ArrowField::new(&f.name, f.file_type(), f.nullable),
+                (false, false) => f.to_arrow(),
             })
             .collect();
         if request.with_row_id {
@@ -237,10 +243,11 @@ impl Snapshot {
             arrow_fields.push(ArrowField::new(ROW_ADDR, DataType::UInt64, false));
         }
         let described = fields.iter().filter(|f| as_descriptors(f)).map(|f| f.id);
-        Ok((
-            FileColumns::of(fields.iter().copied()).deferring(described.collect()),
-            Arc::new(ArrowSchema::new(arrow_fields)),
-        ))
+        let lean = fields.iter().filter(|f| lean(f)).map(|f| f.id);
+        let columns = FileColumns::of(fields.iter().copied())
+            .deferring(described.collect())
+            .without_inline(lean.collect());
+        Ok((columns, Arc::new(ArrowSchema::new(arrow_fields))))
     }
 
     /// Streams the live rows the request selects, fragment by fragment.
@@ -388,17 +395,22 @@ impl Snapshot {
                 true => DeferredBlobs::plan(self.schema(), output, &empty).map(Arc::new),
                 false => None,
             };
-            let (columns, schema) = match &deferred {
+            // The rows' addresses come along: the kept inline values are read by them.
+            let (columns, schema, request) = match &deferred {
                 Some(blobs) => (
                     blobs.defer(columns.clone()),
-                    blobs.as_descriptors(output, self.schema()),
+                    blobs.input().clone(),
+                    ScanRequest {
+                        with_row_addr: true,
+                        ..request.clone()
+                    },
                 ),
-                None => (columns.clone(), output.clone()),
+                None => (columns.clone(), output.clone(), request.clone()),
             };
             return Ok(FragmentReads {
                 columns,
                 schema,
-                request: request.clone(),
+                request,
                 filter: None,
                 pages: None,
                 deferred,
@@ -425,23 +437,26 @@ impl Snapshot {
                 names.push(name.clone());
             }
         }
-        let read = ScanRequest {
-            columns: Some(names),
-            with_row_id: request.with_row_id || predicate.needs_row_id(),
-            with_row_addr: request.with_row_addr || predicate.needs_row_addr(),
-            filter: None,
-            ..request.clone()
-        };
-        let (read_ids, read_schema) = self.projection(&read)?;
         let deferred = match request.blob_descriptors {
             true => None,
             false => DeferredBlobs::plan(self.schema(), output, &probe).map(Arc::new),
         };
+        let read = ScanRequest {
+            columns: Some(names),
+            with_row_id: request.with_row_id || predicate.needs_row_id(),
+            // A deferred column's kept inline values are read by their rows' addresses.
+            with_row_addr: request.with_row_addr
+                || predicate.needs_row_addr()
+                || deferred.is_some(),
+            filter: None,
+            ..request.clone()
+        };
+        let (read_ids, read_schema) = self.projection(&read)?;
         let (read_ids, read_schema, filtered) = match &deferred {
             Some(blobs) => (
                 blobs.defer(read_ids),
-                blobs.as_descriptors(&read_schema, self.schema()),
-                blobs.as_descriptors(output, self.schema()),
+                blobs.as_descriptors(&read_schema),
+                blobs.input().clone(),
             ),
             None => (read_ids, read_schema, output.clone()),
         };
@@ -455,7 +470,7 @@ impl Snapshot {
         let filter = ReadFilter {
             predicate,
             probe: positions(&probe)?,
-            wanted: positions(output)?,
+            wanted: positions(&filtered)?,
             output: filtered,
         };
         Ok(FragmentReads {

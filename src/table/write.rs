@@ -19,7 +19,7 @@ use super::scan_request::{ScanRequest, ROW_ADDR, ROW_ID};
 use super::{Committed, RowChangeSet, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::{DataFile, Schema};
-use crate::io::TableStore;
+use crate::io::{DataFileWriter, TableStore};
 use crate::rowid::{RowAddress, RowId, RowIdSet};
 
 /// Computes new values: given matched rows (every user column, then `_rowid` and
@@ -63,13 +63,15 @@ impl RowMatch {
 }
 
 /// Cuts a stream of rows into fragments of at most `max_rows`, writing each as it fills.
+/// Rows go to their data file as they come ([`DataFileWriter`]): blob payloads are written
+/// out at once, not held until the fragment is full.
 pub(crate) struct FragmentWriter<'a> {
     store: &'a TableStore,
     schema: &'a Schema,
     max_rows: usize,
-    pending: Vec<RecordBatch>,
+    /// The fragment's data file being written, once it has a row.
+    pending: Option<DataFileWriter<'a>>,
     pending_ids: Vec<Option<RowId>>,
-    pending_rows: usize,
     carries_ids: bool,
     done: Vec<NewFragment>,
 }
@@ -85,9 +87,8 @@ impl<'a> FragmentWriter<'a> {
             store,
             schema,
             max_rows: max_rows as usize,
-            pending: Vec::new(),
+            pending: None,
             pending_ids: Vec::new(),
-            pending_rows: 0,
             carries_ids,
             done: Vec::new(),
         }
@@ -107,15 +108,20 @@ impl<'a> FragmentWriter<'a> {
             ));
         }
         while batch.num_rows() > 0 {
-            let room = self.max_rows - self.pending_rows;
+            let file = match &mut self.pending {
+                Some(file) => file,
+                None => self
+                    .pending
+                    .insert(DataFileWriter::new(self.store, self.schema)?),
+            };
+            let room = self.max_rows - file.rows() as usize;
             let take = room.min(batch.num_rows());
-            self.pending.push(batch.slice(0, take));
+            file.push(&batch.slice(0, take)).await?;
             if self.carries_ids {
                 self.pending_ids.extend(ids.drain(..take));
             }
-            self.pending_rows += take;
             batch = batch.slice(take, batch.num_rows() - take);
-            if self.pending_rows == self.max_rows {
+            if file.rows() as usize == self.max_rows {
                 self.flush().await?;
             }
         }
@@ -123,22 +129,18 @@ impl<'a> FragmentWriter<'a> {
     }
 
     pub(crate) async fn flush(&mut self) -> Result<()> {
-        if self.pending_rows == 0 {
+        let Some(file) = self.pending.take() else {
             return Ok(());
-        }
-        let file = self
-            .store
-            .write_data_file(self.schema, &self.pending)
-            .await?;
+        };
+        let rows = file.rows() as u32;
+        let file = file.finish().await?;
         self.done.push(NewFragment {
             file,
-            rows: self.pending_rows as u32,
+            rows,
             carried_ids: self
                 .carries_ids
                 .then(|| std::mem::take(&mut self.pending_ids)),
         });
-        self.pending.clear();
-        self.pending_rows = 0;
         Ok(())
     }
 
@@ -157,8 +159,12 @@ impl<'a> FragmentWriter<'a> {
         Ok(self.done)
     }
 
-    /// Deletes the files written so far, for a write that failed before it committed.
+    /// Deletes the files written so far (and the sidecars of the one being written), for a
+    /// write that failed before it committed.
     pub(crate) async fn abandon(self) {
+        if let Some(file) = self.pending {
+            file.abandon().await;
+        }
         delete_written(self.store, self.schema, &self.done).await;
     }
 }
@@ -170,32 +176,14 @@ pub(crate) async fn delete_written(store: &TableStore, schema: &Schema, fragment
 }
 
 /// Deletes `files` (of `schema`), written by a write that will not commit them, with their
-/// blob sidecars if `schema` has blob columns. Best effort: a file left behind (the store
-/// failed again) is an orphan that cleanup removes.
+/// blob sidecars (see [`TableStore::delete_unpublished`]).
 pub(crate) async fn delete_files(
     store: &TableStore,
     schema: &Schema,
     files: impl Iterator<Item = &DataFile>,
 ) {
-    use futures::TryStreamExt;
-    use object_store::ObjectStoreExt;
     for file in files {
-        if !schema.has_blob_columns() {
-            let _ = store.object_store().delete(&store.path(&file.path)).await;
-            continue;
-        }
-        // Its blob sidecars first (written before it), under the file's stem.
-        let stem = store.path(&crate::format::TablePath::sidecar_dir(&file.path));
-        let sidecars: Vec<_> = store
-            .object_store()
-            .list(Some(&stem))
-            .try_collect()
-            .await
-            .unwrap_or_default();
-        for sidecar in sidecars {
-            let _ = store.object_store().delete(&sidecar.location).await;
-        }
-        let _ = store.object_store().delete(&store.path(&file.path)).await;
+        store.delete_unpublished(schema, &file.path).await;
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, BinaryArray, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
-use futures::TryStreamExt;
+use futures::{StreamExt as _, TryStreamExt};
 use natal::{BlobColumn, ScanRequest, Snapshot, Table, TableOptions};
 use object_store::memory::InMemory;
 use object_store::path::Path;
@@ -194,6 +194,42 @@ async fn blobs_stay_right_through_every_write_and_cleanup() {
     }
     let rows = read_blobs(&latest).await.unwrap();
     assert_eq!(rows.keys().copied().collect::<Vec<_>>(), live);
+}
+
+/// Rows stream into their data file: sidecars are written as batches come, before the
+/// fragment is full, and a stream that fails midway leaves none of them behind.
+#[tokio::test]
+async fn a_failed_streaming_write_leaves_no_sidecar() {
+    let (table, store) = blob_table().await;
+    let (sent, seen) = (
+        Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        store.clone(),
+    );
+    let counter = sent.clone();
+    let batches = futures::stream::iter(0..4).then(move |at| {
+        let (counter, seen) = (counter.clone(), seen.clone());
+        async move {
+            if at == 3 {
+                // The two batches before hold sidecars already: written, not held.
+                assert!(
+                    !sidecars(&seen).await.is_empty(),
+                    "sidecars wait for the fragment"
+                );
+                return Err(natal::Error::InvalidInput("the input failed".into()));
+            }
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(blob_batch(at * 20..at * 20 + 20))
+        }
+    });
+    let error = table
+        .append_stream(futures::StreamExt::boxed(batches))
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("the input failed"), "{error}");
+    assert_eq!(sent.load(std::sync::atomic::Ordering::Relaxed), 3);
+    assert_eq!(sidecars(&store).await, Vec::<String>::new());
+    assert_eq!(files_under(&store, "t/data").await, Vec::<String>::new());
+    assert_eq!(table.latest().await.unwrap().count_rows(), 0);
 }
 
 /// A scan that does not select the blob column reads no sidecar: with every sidecar gone it

@@ -256,44 +256,41 @@ async fn sql_external_blobs_read_through_the_sessions_stores() {
     run("UPDATE docs SET body = CASE WHEN id > 0 THEN body END WHERE id = 12".into())
         .await
         .unwrap();
-    let kinds = natal::datafusion::open_table(&ctx, dir.path().join("docs").to_str().unwrap())
-        .unwrap()
-        .latest()
-        .await
-        .unwrap()
-        .scan(ScanRequest {
-            columns: Some(vec!["id".into(), "body".into()]),
-            blob_descriptors: true,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .try_collect::<Vec<RecordBatch>>()
-        .await
-        .unwrap();
-    let mut by_id = std::collections::BTreeMap::new();
-    for batch in &kinds {
-        let ids = batch
-            .column(0)
-            .as_primitive::<arrow::datatypes::Int32Type>();
-        let descriptors = batch.column(1).as_struct();
-        let kind = descriptors.column(0).as_primitive::<UInt8Type>();
-        for i in 0..batch.num_rows() {
-            by_id.insert(
-                ids.value(i),
-                (!descriptors.is_null(i)).then(|| kind.value(i)),
-            );
-        }
-    }
+    let path = dir.path().join("docs");
+    let by_id = kinds_by_id(&ctx, path.to_str().unwrap()).await;
     let external = Some(BlobKind::External.code());
     assert_eq!(by_id[&11], external, "{by_id:?}");
     assert_ne!(by_id[&12], external, "{by_id:?}");
-    let batches = run("SELECT body FROM docs WHERE id IN (11, 12) ORDER BY id".into())
+    // So does a MERGE: one that only carries the values keeps them external, one whose
+    // condition reads them stores the bytes.
+    run("CREATE TABLE moves (k INT, v INT)".into())
+        .await
+        .unwrap();
+    run("INSERT INTO moves VALUES (11, 21), (3, 13)".into())
+        .await
+        .unwrap();
+    run("MERGE INTO docs USING moves ON docs.id = moves.k \
+         WHEN MATCHED THEN UPDATE SET id = moves.v"
+        .into())
+    .await
+    .unwrap();
+    let by_id = kinds_by_id(&ctx, path.to_str().unwrap()).await;
+    assert_eq!(by_id[&21], external, "{by_id:?}");
+    run("MERGE INTO docs USING moves ON docs.id = moves.v \
+         WHEN MATCHED AND octet_length(docs.body) = 300 THEN UPDATE SET id = 31"
+        .into())
+    .await
+    .unwrap();
+    let by_id = kinds_by_id(&ctx, path.to_str().unwrap()).await;
+    assert_ne!(by_id[&31], external, "{by_id:?}");
+    assert_eq!(by_id[&13], Some(BlobKind::Inline.code()), "{by_id:?}");
+    let batches = run("SELECT body FROM docs WHERE id IN (12, 13, 31) ORDER BY id".into())
         .await
         .unwrap();
     let body = batches[0].column(0).as_binary::<i64>();
-    assert_eq!(body.value(0), &bytes[..]);
-    assert_eq!(body.value(1), &bytes[100..150]);
+    assert_eq!(body.value(0), &bytes[100..150]);
+    assert_eq!(body.value(1), &[1, 2]);
+    assert_eq!(body.value(2), &bytes[..]);
 
     let error = run("SELECT natal_external_blob('not a uri')".into())
         .await
@@ -338,6 +335,43 @@ async fn sql_external_blobs_read_through_the_sessions_stores() {
 
 /// The stores the fixture table `e` reads its external values through: `memory://fixture/`
 /// holding `photo.bin` (2,000 bytes, byte `i` is `i * 13 % 256`).
+/// The kind of each row's `body` in the table at `path`, by its `id`.
+async fn kinds_by_id(
+    ctx: &datafusion::prelude::SessionContext,
+    path: &str,
+) -> std::collections::BTreeMap<i32, Option<u8>> {
+    let kinds = natal::datafusion::open_table(ctx, path)
+        .unwrap()
+        .latest()
+        .await
+        .unwrap()
+        .scan(ScanRequest {
+            columns: Some(vec!["id".into(), "body".into()]),
+            blob_descriptors: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .try_collect::<Vec<RecordBatch>>()
+        .await
+        .unwrap();
+    let mut by_id = std::collections::BTreeMap::new();
+    for batch in &kinds {
+        let ids = batch
+            .column(0)
+            .as_primitive::<arrow::datatypes::Int32Type>();
+        let descriptors = batch.column(1).as_struct();
+        let kind = descriptors.column(0).as_primitive::<UInt8Type>();
+        for i in 0..batch.num_rows() {
+            by_id.insert(
+                ids.value(i),
+                (!descriptors.is_null(i)).then(|| kind.value(i)),
+            );
+        }
+    }
+    by_id
+}
+
 pub async fn fixture_stores() -> Arc<dyn ObjectStoreRegistry> {
     let bucket = Arc::new(InMemory::new());
     let photo: Vec<u8> = (0..2000).map(|i| (i * 13 % 256) as u8).collect();

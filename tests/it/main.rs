@@ -4,6 +4,7 @@ mod add_column;
 mod bad_input;
 mod blob;
 mod blob_external;
+mod blob_inline;
 mod cli;
 mod commit_outcome;
 mod common;
