@@ -13,7 +13,9 @@
 //! - 1,000 random 4 KiB ranged reads: requests and time vs Lance `read_blob_ranges`;
 //! - whole values of 100 random rows: time vs Lance `take_blobs` + `read`;
 //! - a filter selecting 1% of rows with `img` in the projection: payload bytes read beside
-//!   the selected rows' own.
+//!   the selected rows' own;
+//! - a streaming write of `NATAL_BLOB_STREAM_BYTES` MiB (default 2 GiB) in a fresh process:
+//!   its peak RSS.
 //!
 //! ```text
 //! NATAL_BENCH_PYTHON=/path/to/venv/bin/python cargo bench --bench blobs
@@ -92,14 +94,22 @@ fn batches(
     sizes: &[u64],
     blob: bool,
 ) -> impl futures::Stream<Item = natal::Result<RecordBatch>> + '_ {
+    batches_of(sizes, blob, BATCH_ROWS)
+}
+
+fn batches_of(
+    sizes: &[u64],
+    blob: bool,
+    batch_rows: usize,
+) -> impl futures::Stream<Item = natal::Result<RecordBatch>> + '_ {
     let schema = schema(blob);
     let mut rng = Rng(11);
     futures::stream::iter(
         sizes
-            .chunks(BATCH_ROWS)
+            .chunks(batch_rows)
             .enumerate()
             .map(move |(at, chunk)| {
-                let start = (at * BATCH_ROWS) as i64;
+                let start = (at * batch_rows) as i64;
                 let ids = Int64Array::from_iter_values(start..start + chunk.len() as i64);
                 let values: Vec<Vec<u8>> = chunk.iter().map(|&n| payload(n, &mut rng)).collect();
                 let values = LargeBinaryArray::from_iter_values(values.iter());
@@ -141,6 +151,22 @@ fn seconds(v: &Option<Value>) -> Option<f64> {
     v.as_ref()?.get("seconds")?.as_f64().map(|s| s * 1000.0)
 }
 
+/// Runs of each read figure (natal's in this process; Lance's each in a fresh one).
+const RUNS: usize = 5;
+
+fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(f64::total_cmp);
+    times.get(times.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// The median of [`RUNS`] runs of `lance_blobs.py` with `args`, in ms.
+fn lance_median(python: Option<&str>, args: &[&str]) -> Option<f64> {
+    let times: Vec<f64> = (0..RUNS)
+        .filter_map(|_| seconds(&lance(python, args)))
+        .collect();
+    (!times.is_empty()).then(|| median(times))
+}
+
 fn shown(ms: Option<f64>) -> String {
     ms.map_or("-".to_string(), |m| format!("{m:.1} ms"))
 }
@@ -161,8 +187,96 @@ async fn timed_scan(table: &Table, request: ScanRequest) -> (f64, u64, usize) {
     (ms(start), metrics.bytes_read.load(Ordering::Relaxed), rows)
 }
 
+/// Set (to a byte count) in the process [`streaming_write`] starts to measure itself.
+const STREAM_CHILD: &str = "NATAL_BLOB_STREAM_CHILD";
+
+/// A figure of `/proc/self/status` (`VmRSS`, `VmHWM`) in KiB.
+fn proc_status_kib(key: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| {
+            let value = l.strip_prefix(key)?.trim_start_matches(':');
+            value.split_whitespace().next()?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// In a fresh process (this bench run again with [`STREAM_CHILD`] set): a blob column
+/// written from a stream of `bytes` of the issue's mix, 8 rows a batch made as they are
+/// asked for; prints the process's peak RSS, before and after.
+async fn streaming_write_child(bytes: u64, dir: &Path) {
+    let mut rng = Rng(17);
+    let mut sizes = Vec::new();
+    let mut total = 0;
+    while total < bytes {
+        sizes.extend(self::sizes(1, &mut rng));
+        total += sizes[sizes.len() - 1];
+    }
+    let before = proc_status_kib("VmHWM");
+    let start = Instant::now();
+    Table::create_from(
+        store_at(dir),
+        ObjectPath::from("stream"),
+        &schema(true),
+        TableOptions::default(),
+        batches_of(&sizes, true, 8).boxed(),
+    )
+    .await
+    .expect("write");
+    let took = ms(start);
+    println!(
+        "rows={} bytes={total} ms={took:.0} before_kib={before} peak_kib={}",
+        sizes.len(),
+        proc_status_kib("VmHWM")
+    );
+}
+
+/// Runs [`streaming_write_child`] in a fresh process and prints what it measured.
+fn streaming_write(base: &Path) {
+    let bytes = env("NATAL_BLOB_STREAM_BYTES", 2 * 1024) * MIB;
+    let dir = base.join("stream");
+    let out = std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            Command::new(exe)
+                .env(STREAM_CHILD, bytes.to_string())
+                .env("NATAL_BLOB_DIR", &dir)
+                .output()
+                .ok()
+        })
+        .filter(|out| out.status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+    let Some(out) = out else {
+        eprintln!("the streaming write's process failed");
+        return;
+    };
+    let line = String::from_utf8_lossy(&out.stdout);
+    let field = |name: &str| -> f64 {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    let (bytes, took) = (field("bytes"), field("ms"));
+    println!(
+        "streaming write of {:.2} GiB ({} rows, 8 a batch): {:.0} MiB/s, peak RSS {:.0} MiB \
+         ({:.0} MiB before writing; packs roll over at {} MiB)",
+        bytes / (1024.0 * MIB as f64),
+        field("rows"),
+        bytes / MIB as f64 / (took / 1000.0),
+        field("peak_kib") / 1024.0,
+        field("before_kib") / 1024.0,
+        BlobColumn::default().pack_file_size / MIB
+    );
+}
+
 #[tokio::main]
 async fn main() {
+    if let Ok(bytes) = std::env::var(STREAM_CHILD) {
+        let dir = PathBuf::from(std::env::var("NATAL_BLOB_DIR").expect("a directory"));
+        streaming_write_child(bytes.parse().expect("a byte count"), &dir).await;
+        return;
+    }
     let rows = env("NATAL_BLOB_ROWS", 1000) as usize;
     let base = PathBuf::from(std::env::var("NATAL_BLOB_DIR").unwrap_or("/tmp/natal-blobs".into()));
     let _ = std::fs::remove_dir_all(&base);
@@ -303,60 +417,61 @@ async fn main() {
         .iter()
         .map(|&(row, at)| (RowId::from_u64(row as u64), at..at + 4 * KIB))
         .collect();
-    store.reset();
-    let start = Instant::now();
-    let read = snapshot
-        .read_blob_ranges("img", &ranges)
-        .await
-        .expect("ranges");
-    let took = ms(start);
-    let requests = store.tally().get;
-    assert_eq!(read.len(), 1000);
+    let mut times = Vec::new();
+    let mut requests = 0;
+    for _ in 0..RUNS {
+        store.reset();
+        let start = Instant::now();
+        let read = snapshot
+            .read_blob_ranges("img", &ranges)
+            .await
+            .expect("ranges");
+        times.push(ms(start));
+        requests = store.tally().get;
+        assert_eq!(read.len(), 1000);
+    }
+    let took = median(times);
     let requests_file = base.join("requests.txt");
     let lines: Vec<String> = wanted
         .iter()
         .map(|(row, at)| format!("{row} {at} {}", 4 * KIB))
         .collect();
     std::fs::write(&requests_file, lines.join("\n")).expect("requests");
-    let lance_ranges = lance(
-        python,
-        &[
-            "ranges",
-            "--dir",
-            lance_dir_s,
-            "--requests",
-            requests_file.to_str().unwrap(),
-        ],
-    );
+    let requests_s = requests_file.to_str().unwrap();
+    let args = ["ranges", "--dir", lance_dir_s, "--requests", requests_s];
     println!(
-        "1,000 random 4 KiB ranges: natal {took:.1} ms in {requests} requests; Lance \
-         read_blob_ranges {}",
-        shown(seconds(&lance_ranges))
+        "1,000 random 4 KiB ranges (median of {RUNS}): natal {took:.1} ms in {requests} \
+         requests; Lance read_blob_ranges {}",
+        shown(lance_median(python, &args))
     );
 
     // Whole values of 100 random rows.
     let picked: Vec<usize> = (0..100).map(|_| rng.below(rows as u64) as usize).collect();
     let ids: Vec<RowId> = picked.iter().map(|&r| RowId::from_u64(r as u64)).collect();
     let request = ScanRequest::new().columns(["img"]).row_ids(ids);
-    let (took, bytes, _) = timed_scan(blob, request).await;
+    let mut times = Vec::new();
+    let mut bytes = 0;
+    for _ in 0..RUNS {
+        let (took, read, _) = timed_scan(blob, request.clone()).await;
+        times.push(took);
+        bytes = read;
+    }
+    let took = median(times);
     let rows_file = base.join("rows.txt");
     let lines: Vec<String> = picked.iter().map(usize::to_string).collect();
     std::fs::write(&rows_file, lines.join("\n")).expect("rows");
-    let lance_take = lance(
-        python,
-        &[
-            "take",
-            "--dir",
-            lance_dir_s,
-            "--rows",
-            rows_file.to_str().unwrap(),
-        ],
-    );
+    let args = [
+        "take",
+        "--dir",
+        lance_dir_s,
+        "--rows",
+        rows_file.to_str().unwrap(),
+    ];
     println!(
-        "whole values of 100 random rows ({:.1} MiB read): natal {took:.1} ms; Lance \
-         take_blobs + read {}",
+        "whole values of 100 random rows ({:.1} MiB read; median of {RUNS}): natal {took:.1} \
+         ms; Lance take_blobs + read {}",
         bytes as f64 / MIB as f64,
-        shown(seconds(&lance_take))
+        shown(lance_median(python, &args))
     );
 
     // A filter keeping 1% of rows, img in the projection.
@@ -371,5 +486,6 @@ async fn main() {
         bytes as f64 / MIB as f64,
         bytes as f64 / selected as f64
     );
+    streaming_write(&base);
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -20,10 +20,10 @@ use arrow::datatypes::{
     UInt8Type,
 };
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 
 use super::blob_external::{external_reference, read_external};
+use super::fetch_grouped::fetch_grouped;
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::{
@@ -31,8 +31,17 @@ use crate::format::{
     TablePath,
 };
 
-/// Sidecars (or external objects) fetched at once while resolving a batch.
-const CONCURRENT_OBJECT_READS: usize = 8;
+/// The most bytes a packed sidecar reserves when it opens (a larger pack grows past it).
+const MAX_PACK_RESERVED: u64 = 256 * 1024 * 1024;
+
+/// An Arrow buffer's bytes as [`Bytes`], shared, not copied.
+struct ArrowBytes(arrow::buffer::Buffer);
+
+impl AsRef<[u8]> for ArrowBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_slice()
+    }
+}
 
 /// Places the blob values of one data file being written. Sidecar ids are the file's own,
 /// counted from 0 across its columns.
@@ -134,7 +143,10 @@ impl<'a> BlobPlacer<'a> {
                 _ => {
                     inline.append_null();
                     let id = self.take_id()?;
-                    self.write_sidecar(id, Bytes::copy_from_slice(value))
+                    // The batch's own bytes, not a copy: a write holds one value once.
+                    let start = values.value_offsets()[row].as_usize();
+                    let bytes = values.values().slice_with_length(start, value.len());
+                    self.write_sidecar(id, Bytes::from_owner(ArrowBytes(bytes)))
                         .await?;
                     (0, id)
                 }
@@ -176,11 +188,17 @@ impl<'a> BlobPlacer<'a> {
         }
         if !self.packs.contains_key(&column) {
             let id = self.take_id()?;
+            // Room for a full pack at once: grown by doubling, it would hold its old and
+            // new buffers at each step, and end up to twice its size.
+            let room = blob
+                .pack_file_size
+                .min(MAX_PACK_RESERVED)
+                .max(value.len() as u64);
             self.packs.insert(
                 column,
                 Pack {
                     id,
-                    bytes: Vec::new(),
+                    bytes: Vec::with_capacity(room as usize),
                 },
             );
         }
@@ -406,7 +424,13 @@ async fn resolve_as<O: OffsetSizeTrait>(
             .collect::<Result<_>>()?,
         false => read_external(store.external.as_ref(), external).await?,
     };
-    let mut builder = GenericBinaryBuilder::<O>::new();
+    // Sized once: grown by doubling, the values of a batch of large payloads would be
+    // copied again at every step.
+    let fetched: usize = (from_sidecars.iter().chain(&from_elsewhere))
+        .map(Bytes::len)
+        .sum();
+    let inline_bytes = inline.to_data().buffers().get(1).map_or(0, |b| b.len());
+    let mut builder = GenericBinaryBuilder::<O>::with_capacity(slots.len(), fetched + inline_bytes);
     for (row, slot) in slots.into_iter().enumerate() {
         match slot {
             Slot::Null => builder.append_null(),
@@ -437,38 +461,6 @@ pub(super) async fn fetch_ranges(
         read_sidecar_ranges(store, data_file, &sidecar, &ranges).await
     })
     .await
-}
-
-/// The bytes of each `(object, part)` of `wanted`, in order: `fetch` is asked once per
-/// object for all of its parts (one coalesced request), a few objects at a time, and
-/// answers them in the order given.
-pub(super) async fn fetch_grouped<K, P, F, Fut>(wanted: Vec<(K, P)>, fetch: F) -> Result<Vec<Bytes>>
-where
-    K: std::hash::Hash + Eq,
-    F: Fn(K, Vec<P>) -> Fut,
-    Fut: std::future::Future<Output = Result<Vec<Bytes>>>,
-{
-    let mut out = vec![Bytes::new(); wanted.len()];
-    let mut by_object: HashMap<K, (Vec<usize>, Vec<P>)> = HashMap::new();
-    for (at, (object, part)) in wanted.into_iter().enumerate() {
-        let (places, parts) = by_object.entry(object).or_default();
-        places.push(at);
-        parts.push(part);
-    }
-    let fetch = &fetch;
-    let fetched: Vec<(Vec<usize>, Vec<Bytes>)> = futures::stream::iter(by_object)
-        .map(|(object, (places, parts))| async move {
-            Ok::<_, Error>((places, fetch(object, parts).await?))
-        })
-        .buffer_unordered(CONCURRENT_OBJECT_READS)
-        .try_collect()
-        .await?;
-    for (places, parts) in fetched {
-        for (at, bytes) in places.into_iter().zip(parts) {
-            out[at] = bytes;
-        }
-    }
-    Ok(out)
 }
 
 pub(super) fn inline_value<'a>(

@@ -111,7 +111,7 @@ pub(crate) async fn read_external(
     stores: Option<&Arc<dyn ObjectStoreRegistry>>,
     wanted: Vec<(String, Option<Range<u64>>)>,
 ) -> Result<Vec<Bytes>> {
-    super::blob::fetch_grouped(wanted, |uri, ranges| async move {
+    super::fetch_grouped::fetch_grouped(wanted, |uri, ranges| async move {
         read_object(stores, &uri, ranges).await
     })
     .await

@@ -13,6 +13,7 @@ mod conform;
 mod data;
 mod data_write;
 mod deletion;
+mod fetch_grouped;
 mod file_stats;
 mod index;
 mod instrumented;
