@@ -105,6 +105,7 @@ mod tests {
                 row_count: rows as u64,
                 file_size_bytes: bytes,
                 column_stats: Vec::new(),
+                blob_reuse_index: None,
             }],
             deletion: None,
             physical_rows: rows,

@@ -361,6 +361,10 @@ pub(super) fn fragment_from_proto(
                 row_count: f.row_count,
                 file_size_bytes: f.file_size_bytes,
                 column_stats: f.column_stats.into_iter().map(stats_from_proto).collect(),
+                blob_reuse_index: f
+                    .blob_reuse_index
+                    .map(|index| super::blob_reuse::from_proto(index, &f.path))
+                    .transpose()?,
             })
         })
         .collect::<Result<_>>()?;
@@ -468,6 +472,7 @@ pub(super) fn fragment_to_proto(f: &Fragment) -> proto::Fragment {
                         uncompressed_bytes: s.uncompressed_bytes,
                     })
                     .collect(),
+                blob_reuse_index: d.blob_reuse_index.as_ref().map(super::blob_reuse::to_proto),
             })
             .collect(),
         deletion_file: f

@@ -69,6 +69,10 @@ pub mod flags {
     /// inline or in sidecars under the data file's stem, which readers must resolve and
     /// writers place (and cleanup keep while the data file lives).
     pub const BLOB_COLUMNS: u64 = 1 << 16;
+    /// Some data file carries a Blob Reuse Index: its descriptors' blob ids may name other
+    /// files' sidecars, which readers must resolve through it, and writers and cleanup keep
+    /// while it lives. This natal reads such tables; it does not write them yet.
+    pub const BLOB_REUSE_INDEX: u64 = 1 << 17;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -82,10 +86,14 @@ pub mod flags {
         | COLUMN_FILES
         | NESTED_FIELD_IDS
         | STORED_TYPES
-        | BLOB_COLUMNS;
+        | BLOB_COLUMNS
+        | BLOB_REUSE_INDEX;
     /// Every writer flag this client implements.
-    pub const KNOWN_WRITER: u64 =
-        KNOWN_READER | INDEX_SEGMENT_SEQ | MOVE_TALLIES | COLUMN_DEFAULTS | SCHEMA_DECLARATIONS;
+    pub const KNOWN_WRITER: u64 = (KNOWN_READER & !BLOB_REUSE_INDEX)
+        | INDEX_SEGMENT_SEQ
+        | MOVE_TALLIES
+        | COLUMN_DEFAULTS
+        | SCHEMA_DECLARATIONS;
 }
 
 /// One version of a table.
@@ -257,6 +265,10 @@ impl Manifest {
         }
         if self.schema.has_blob_columns() {
             used |= flags::BLOB_COLUMNS;
+        }
+        let reuses = |f: &Fragment| f.files.iter().any(|d| d.blob_reuse_index.is_some());
+        if self.fragments.iter().any(reuses) {
+            used |= flags::BLOB_REUSE_INDEX;
         }
         let reader = used;
         let mut writer = used;
@@ -446,6 +458,17 @@ pub struct DataFile {
     pub file_size_bytes: u64,
     /// Per-column statistics, from its footer.
     pub column_stats: Vec<ColumnStats>,
+    /// Its blob ids that resolve to other files' sidecars (reader and writer flag
+    /// `BLOB_REUSE_INDEX`); `None`: every blob id names a sidecar under its own stem.
+    pub blob_reuse_index: Option<super::blob_reuse::BlobReuseIndex>,
+}
+
+impl DataFile {
+    /// The sidecar its descriptors' blob id `blob_id` names: through its reuse index, or
+    /// under its own stem.
+    pub fn sidecar(&self, blob_id: u32) -> TablePath {
+        super::blob_reuse::sidecar_of(&self.path, self.blob_reuse_index.as_ref(), blob_id)
+    }
 }
 
 /// A fragment's deleted offsets: the disjoint union of its files, oldest first. A commit

@@ -4,6 +4,7 @@
 //! A decoded fragment list is [`Unresolved`] until `io` has read the row-id files it names.
 
 mod blob;
+mod blob_reuse;
 mod convert;
 mod convert_row_ids;
 mod convert_schema;
@@ -32,6 +33,7 @@ pub use blob::{
     sidecar_owner, sidecar_path, BlobColumn, BlobKind, BLOB_DEDICATED_THRESHOLD_META_KEY,
     BLOB_INLINE_LIMIT_META_KEY, BLOB_META_KEY, BLOB_PACK_FILE_SIZE_META_KEY,
 };
+pub use blob_reuse::{BlobReuseIndex, BlobReuseSource, TABLE_ROOT_BASE};
 pub use deletion::{decode_deletions, encode_deletions};
 pub use envelope::{seal, unseal};
 pub use index::{cache_node, IndexSection, IndexSegment, LogicalIndex};

@@ -60,6 +60,11 @@ impl TablePath {
         TablePath(format!("{}/{name}", Self::sidecar_dir(file).0))
     }
 
+    /// The file `name` (a plain segment) in the directory `directory`.
+    pub(crate) fn in_directory(directory: &TablePath, name: &str) -> TablePath {
+        TablePath(format!("{}/{name}", directory.0))
+    }
+
     /// The directory of `file`'s blob sidecars: its stem (`data/x.parquet` → `data/x`).
     pub(crate) fn sidecar_dir(file: &TablePath) -> TablePath {
         let stem = file

@@ -75,6 +75,7 @@ fn fragment(id: u32, rows: u32) -> impl Strategy<Value = Fragment> {
             row_count: u64::from(rows),
             file_size_bytes,
             column_stats,
+            blob_reuse_index: None,
         })
     };
     let files = prop_oneof![

@@ -27,8 +27,8 @@ use super::fetch_grouped::fetch_grouped;
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::{
-    blob_descriptor, descriptor_fields, field_id_of, sidecar_path, BlobColumn, BlobKind, FieldId,
-    TablePath,
+    blob_descriptor, descriptor_fields, field_id_of, sidecar_path, BlobColumn, BlobKind, DataFile,
+    FieldId, TablePath,
 };
 
 /// The most bytes a packed sidecar reserves when it opens (a larger pack grows past it).
@@ -266,12 +266,14 @@ pub(crate) struct Descriptors<'a> {
     sizes: &'a UInt64Array,
     ids: &'a UInt32Array,
     uris: &'a StringArray,
+    file: &'a DataFile,
     data_file: &'a TablePath,
 }
 
 impl<'a> Descriptors<'a> {
-    /// The descriptors of `array`, read from `data_file`; another shape is the file's damage.
-    pub(crate) fn of(array: &'a ArrayRef, data_file: &'a TablePath) -> Result<Self> {
+    /// The descriptors of `array`, read from `file`; another shape is the file's damage.
+    pub(crate) fn of(array: &'a ArrayRef, file: &'a DataFile) -> Result<Self> {
+        let data_file = &file.path;
         let corrupt = || {
             Error::corrupt(
                 data_file.as_str(),
@@ -305,6 +307,7 @@ impl<'a> Descriptors<'a> {
             uris: column(blob_descriptor::BLOB_URI)
                 .as_string_opt::<i32>()
                 .ok_or_else(corrupt)?,
+            file,
             data_file,
         })
     }
@@ -343,11 +346,11 @@ impl<'a> Descriptors<'a> {
         Ok(match kind {
             BlobKind::Inline => BlobLocation::Inline,
             BlobKind::Packed => BlobLocation::Sidecar {
-                sidecar: sidecar_path(self.data_file, self.ids.value(row)),
+                sidecar: self.file.sidecar(self.ids.value(row)),
                 range: position..end,
             },
             BlobKind::Dedicated => BlobLocation::Sidecar {
-                sidecar: sidecar_path(self.data_file, self.ids.value(row)),
+                sidecar: self.file.sidecar(self.ids.value(row)),
                 range: 0..size,
             },
             // Size 0: the whole object, however large it is when read.
@@ -365,7 +368,7 @@ impl TableStore {
     /// ([`super::FileColumns::deferring`]) until it knew which rows it keeps.
     pub async fn resolve_blobs(
         &self,
-        data_file: &TablePath,
+        data_file: &DataFile,
         descriptors: &ArrayRef,
         out: &DataType,
     ) -> Result<ArrayRef> {
@@ -377,7 +380,7 @@ impl TableStore {
 /// values, of type `out` (Binary or LargeBinary).
 pub(super) async fn resolve(
     store: &TableStore,
-    data_file: &TablePath,
+    data_file: &DataFile,
     descriptors: &ArrayRef,
     out: &DataType,
 ) -> Result<ArrayRef> {
@@ -392,10 +395,11 @@ pub(super) async fn resolve(
 
 async fn resolve_as<O: OffsetSizeTrait>(
     store: &TableStore,
-    data_file: &TablePath,
+    data_file: &DataFile,
     array: &ArrayRef,
 ) -> Result<ArrayRef> {
     let descriptors = Descriptors::of(array, data_file)?;
+    let data_file = &data_file.path;
     let struct_array = array.as_struct();
     let inline = struct_array.column(blob_descriptor::INLINE);
     // Per row: where its bytes come from, by index among the sidecar or external ranges.
@@ -550,7 +554,7 @@ fn truncated(sidecar: &TablePath, size: u64, needed: u64) -> Error {
 /// values' bytes, typed as the file's inline values are (the type it was written in).
 pub(super) async fn resolve_batch(
     store: &TableStore,
-    data_file: &TablePath,
+    data_file: &DataFile,
     batch: RecordBatch,
     blob_ids: &[FieldId],
 ) -> Result<RecordBatch> {
@@ -569,7 +573,7 @@ pub(super) async fn resolve_batch(
             }
             other => {
                 return Err(Error::corrupt(
-                    data_file.as_str(),
+                    data_file.path.as_str(),
                     format!("a blob column holds {other}, not blob descriptors"),
                 ))
             }

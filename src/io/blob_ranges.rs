@@ -11,7 +11,7 @@ use super::blob::{fetch_ranges, inline_value, BlobLocation, Descriptors};
 use super::blob_external::read_external;
 use super::TableStore;
 use crate::error::{Error, Result};
-use crate::format::{blob_descriptor, TablePath};
+use crate::format::{blob_descriptor, DataFile};
 
 impl TableStore {
     /// For each `(row, range)` of `wanted`, bytes `range` of the value at `row` of
@@ -19,11 +19,12 @@ impl TableStore {
     /// value's end, a NULL value, or an external one is an error naming the row.
     pub async fn read_blob_ranges(
         &self,
-        data_file: &TablePath,
+        file: &DataFile,
         descriptors: &ArrayRef,
         wanted: &[(usize, Range<u64>)],
     ) -> Result<Vec<Bytes>> {
-        let described = Descriptors::of(descriptors, data_file)?;
+        let data_file = &file.path;
+        let described = Descriptors::of(descriptors, file)?;
         let inline = descriptors.as_struct().column(blob_descriptor::INLINE);
         // Per range: its bytes sliced from an inline value, or its index among those to fetch.
         let mut parts: Vec<Result<Bytes, Part>> = Vec::with_capacity(wanted.len());

@@ -19,7 +19,7 @@ use super::blob::{inline_value, read_sidecar_ranges, BlobLocation, Descriptors};
 use super::blob_external::{read_external, reading, resolve_external};
 use super::TableStore;
 use crate::error::{Error, Result};
-use crate::format::{blob_descriptor, BlobKind, TablePath};
+use crate::format::{blob_descriptor, BlobKind, DataFile, TablePath};
 
 /// Where one blob value's bytes live (the default: a NULL value).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -40,12 +40,9 @@ pub struct BlobPlace {
 impl TableStore {
     /// Where the value at each row of `descriptors` (a blob column as the data file
     /// `data_file` holds it) lives.
-    pub fn blob_places(
-        &self,
-        data_file: &TablePath,
-        descriptors: &ArrayRef,
-    ) -> Result<Vec<BlobPlace>> {
-        let described = Descriptors::of(descriptors, data_file)?;
+    pub fn blob_places(&self, file: &DataFile, descriptors: &ArrayRef) -> Result<Vec<BlobPlace>> {
+        let data_file = &file.path;
+        let described = Descriptors::of(descriptors, file)?;
         (0..described.len())
             .map(|row| {
                 let kind = described.kind(row)?;
@@ -83,11 +80,12 @@ impl TableStore {
     /// `data_file` holds it). An external whole object's size is asked of its store here.
     pub async fn blob_reader(
         &self,
-        data_file: &TablePath,
+        file: &DataFile,
         descriptors: &ArrayRef,
         row: usize,
     ) -> Result<BlobReader> {
-        let described = Descriptors::of(descriptors, data_file)?;
+        let data_file = &file.path;
+        let described = Descriptors::of(descriptors, file)?;
         if row >= described.len() {
             return Err(Error::invalid(format!("no row {row} of a blob column")));
         }

@@ -341,11 +341,11 @@ impl TableStore {
             return Ok(stream);
         }
         let this = self.clone();
-        let path = file.path.clone();
+        let file = file.clone();
         Ok(stream
             .and_then(move |batch| {
-                let (this, path, blob_ids) = (this.clone(), path.clone(), blob_ids.clone());
-                async move { super::blob::resolve_batch(&this, &path, batch, &blob_ids).await }
+                let (this, file, blob_ids) = (this.clone(), file.clone(), blob_ids.clone());
+                async move { super::blob::resolve_batch(&this, &file, batch, &blob_ids).await }
             })
             .boxed())
     }

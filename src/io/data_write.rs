@@ -328,6 +328,7 @@ impl<'a> DataFileWriter<'a> {
             row_count: self.rows,
             file_size_bytes,
             column_stats,
+            blob_reuse_index: None,
         })
     }
 

@@ -13,7 +13,7 @@ use futures::TryStreamExt;
 use super::scan_request::ScanRequest;
 use super::snapshot::Snapshot;
 use crate::error::{Error, Result};
-use crate::format::{FieldId, TablePath};
+use crate::format::{DataFile, FieldId};
 use crate::io::{BlobPlace, BlobReader};
 use crate::rowid::{RowAddress, RowId, RowIdSet};
 
@@ -167,12 +167,7 @@ impl Snapshot {
 
     /// The data file of fragment `fragment_id` holding the field `field_id` (the column
     /// `column`): its sidecars hold the column's values.
-    fn file_holding(
-        &self,
-        fragment_id: u32,
-        field_id: FieldId,
-        column: &str,
-    ) -> Result<&TablePath> {
+    fn file_holding(&self, fragment_id: u32, field_id: FieldId, column: &str) -> Result<&DataFile> {
         let fragment = self
             .manifest()
             .fragments
@@ -181,7 +176,7 @@ impl Snapshot {
             .ok_or_else(|| Error::internal("a row's fragment is not in its version"))?;
         fragment
             .file_holding(field_id)
-            .map(|i| &fragment.files[i].path)
+            .map(|i| &fragment.files[i])
             .ok_or_else(|| Error::invalid(format!("the row's {column} is NULL")))
     }
 }

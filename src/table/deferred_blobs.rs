@@ -167,7 +167,7 @@ impl DeferredBlobs {
             };
             let lean = &columns[*at];
             let whole = with_inline(store, file, *id, lean, &offsets, out).await?;
-            columns[*at] = store.resolve_blobs(&file.path, &whole, out).await?;
+            columns[*at] = store.resolve_blobs(file, &whole, out).await?;
         }
         columns.truncate(self.output.fields().len());
         let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));

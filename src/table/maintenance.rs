@@ -308,6 +308,9 @@ impl Table {
                 }
                 Err(e) => return Err(e),
             };
+            // Deleting files is writing: a version using what this natal cannot write (a
+            // Blob Reuse Index, whose sidecars outlive their data file) is not its to clean.
+            manifest.check_writable(&self.store.display())?;
             if i >= keep_from || manifest.timestamp_micros >= newer_than || *version == latest {
                 kept.insert(*version);
                 referenced_files(&manifest, &mut referenced);

@@ -5,6 +5,7 @@ mod bad_input;
 mod blob;
 mod blob_external;
 mod blob_inline;
+mod blob_reuse;
 mod cli;
 mod commit_outcome;
 mod common;

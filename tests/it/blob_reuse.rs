@@ -1,0 +1,155 @@
+//! The Blob Reuse Index, read side: a data file whose descriptors' blob ids resolve through
+//! its index to another file's sidecars reads every value right (scans, filters, ranges,
+//! places); a sidecar the index names that is gone is `Corrupt` naming it and the data file;
+//! and this natal, which reads such tables but does not write them yet, refuses to write or
+//! clean one up (the sidecars outlive the data file they were written for).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use natal::internals::format::{
+    flags, BlobReuseIndex, BlobReuseSource, Manifest, TablePath, TABLE_ROOT_BASE,
+};
+use natal::{Error, FlagKind, ScanRequest, Table, TableOptions};
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
+
+use crate::blob::{blob_batch, blob_schema, read_blobs, value_of, SMALL};
+
+async fn get(store: &Arc<dyn ObjectStore>, path: &Path) -> Bytes {
+    store.get(path).await.unwrap().bytes().await.unwrap()
+}
+
+/// A blob table whose only data file was moved to `data/reused.parquet`, its sidecars left
+/// under the old file's stem and named by the moved file's reuse index (each local id to the
+/// physical id `remap` gives it). Returns the table, its store and the old stem.
+async fn reusing_table(remap: impl Fn(u32) -> u32) -> (Table, Arc<dyn ObjectStore>, String) {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = Table::create(
+        store.clone(),
+        "t".into(),
+        &blob_schema(SMALL),
+        TableOptions::default(),
+    )
+    .await
+    .unwrap();
+    table.append(vec![blob_batch(0..40)]).await.unwrap();
+    let version = table.store().latest_version().await.unwrap().unwrap();
+    let manifest_path = table.store().manifest_path(version);
+    let mut manifest = Manifest::decode(manifest_path.as_ref(), &get(&store, &manifest_path).await)
+        .and_then(|m| m.resolve(&Default::default()))
+        .unwrap();
+    let file = &mut manifest.fragments[0].files[0];
+    let old = file.path.as_str().to_string();
+    let stem = old.trim_end_matches(".parquet").to_string();
+    let sidecars: Vec<u32> = store
+        .list(Some(&Path::from(format!("t/{stem}"))))
+        .map_ok(|m| {
+            let name = m
+                .location
+                .filename()
+                .unwrap()
+                .trim_end_matches(".blob")
+                .to_string();
+            u32::from_str_radix(&name, 16).unwrap()
+        })
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(sidecars.len() > 2, "values of every kind: {sidecars:?}");
+    let moved = "data/reused.parquet";
+    let bytes = get(&store, &Path::from(format!("t/{old}"))).await;
+    store
+        .put(&Path::from(format!("t/{moved}")), PutPayload::from(bytes))
+        .await
+        .unwrap();
+    store.delete(&Path::from(format!("t/{old}"))).await.unwrap();
+    file.path = TablePath::parse(moved).unwrap();
+    file.blob_reuse_index = Some(
+        BlobReuseIndex::new(vec![BlobReuseSource {
+            base: TABLE_ROOT_BASE,
+            directory: TablePath::parse(&stem).unwrap(),
+            local_ids: sidecars.clone(),
+            physical_ids: sidecars.iter().map(|&id| remap(id)).collect(),
+        }])
+        .unwrap(),
+    );
+    let encoded = manifest.encode();
+    store
+        .put(&manifest_path, PutPayload::from(Bytes::from(encoded)))
+        .await
+        .unwrap();
+    let table = Table::open(store.clone(), "t".into());
+    (table, store, stem)
+}
+
+#[tokio::test]
+async fn values_resolve_through_a_reuse_index_and_writes_are_refused() {
+    let (table, store, stem) = reusing_table(|id| id).await;
+    let snapshot = table.latest().await.unwrap();
+    // Every value right, whole and past a filter (deferred resolution) and by range.
+    let rows = read_blobs(&snapshot).await.unwrap();
+    assert_eq!(rows.len(), 40);
+    let filtered = ScanRequest::new().filter(crate::common::KeyModulo::new(8, 7));
+    let kept: Vec<arrow::array::RecordBatch> = snapshot
+        .scan(filtered)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let kept_rows: usize = kept.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(kept_rows, 5);
+    for (id, place) in snapshot.blob_places("img").await.unwrap() {
+        let key = id.as_u64() as i64;
+        match (value_of(key), &place.range) {
+            (Some(v), Some(_)) if v.len() >= SMALL.inline_limit as usize => {
+                let object = place.object.as_deref().unwrap();
+                assert!(object.contains(&stem), "{key}: {object}");
+                let bytes = snapshot
+                    .read_blob_ranges("img", &[(id, 1..v.len() as u64)])
+                    .await
+                    .unwrap();
+                assert_eq!(&bytes[0][..], &v[1..]);
+            }
+            _ => {}
+        }
+    }
+    // Writes and cleanup are refused: this natal does not keep reused sidecars alive yet.
+    let error = table.append(vec![blob_batch(40..41)]).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::UnsupportedFeature { kind: FlagKind::Writer, flag, .. }
+            if *flag == flags::BLOB_REUSE_INDEX),
+        "{error}"
+    );
+    let error = table
+        .cleanup(natal::CleanupPolicy {
+            keep_versions: 1,
+            keep_newer_than: std::time::Duration::ZERO,
+            min_file_age: std::time::Duration::ZERO,
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::UnsupportedFeature { .. }), "{error}");
+    let left: Vec<_> = store
+        .list(Some(&Path::from(format!("t/{stem}"))))
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(!left.is_empty(), "cleanup removed reused sidecars");
+}
+
+#[tokio::test]
+async fn a_reused_sidecar_that_is_gone_is_corrupt_naming_both_files() {
+    // Local id 0 mapped to a sidecar never written.
+    let (table, _store, _) = reusing_table(|id| if id == 0 { 9999 } else { id }).await;
+    let snapshot = table.latest().await.unwrap();
+    let error = read_blobs(&snapshot).await.unwrap_err();
+    let Error::Corrupt { path, reason } = &error else {
+        panic!("{error:?}");
+    };
+    assert!(path.ends_with(".blob"), "{path}");
+    assert!(reason.contains("data/reused.parquet"), "{reason}");
+}
