@@ -7,9 +7,8 @@
 //! A mapping is immutable and names the physical sidecar itself, never another index.
 //!
 //! This module owns the type, its validation and its protobuf form; reading through it is
-//! `DataFile::sidecar`.
+//! `DataFile::sidecar_location`.
 
-use super::blob::sidecar_path;
 use super::convert_row_ids::{sequence_from_proto, sequence_to_proto};
 use super::path::TablePath;
 use super::proto;
@@ -87,19 +86,10 @@ impl BlobReuseIndex {
     }
 }
 
-/// The sidecar the local blob id `blob_id` of the data file at `data_file` (with its reuse
-/// index, if it has one) names.
-pub fn sidecar_of(
-    data_file: &TablePath,
-    index: Option<&BlobReuseIndex>,
-    blob_id: u32,
-) -> TablePath {
-    match index.and_then(|i| i.resolve(blob_id)) {
-        Some((source, physical)) => {
-            TablePath::in_directory(&source.directory, &format!("{physical:08x}.blob"))
-        }
-        None => sidecar_path(data_file, blob_id),
-    }
+/// The sidecar `physical` in `directory` (a data file's stem): `<directory>/<id as 8 hex
+/// digits>.blob`, as a data file names its own (`format::sidecar_path`).
+pub fn sidecar_in(directory: &TablePath, physical: u32) -> TablePath {
+    TablePath::in_directory(directory, &format!("{physical:08x}.blob"))
 }
 
 pub(super) fn to_proto(index: &BlobReuseIndex) -> proto::BlobReuseIndex {
@@ -159,6 +149,7 @@ pub(super) fn from_proto(raw: proto::BlobReuseIndex, data_file: &str) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::DataFile;
 
     fn source(directory: &str, local: &[u32], physical: &[u32]) -> BlobReuseSource {
         BlobReuseSource {
@@ -176,13 +167,23 @@ mod tests {
             source("data/b", &[2], &[0]),
         ])
         .unwrap();
-        let file = TablePath::parse("data/c.parquet").unwrap();
-        let at = |id| sidecar_of(&file, Some(&index), id).as_str().to_string();
-        assert_eq!(at(0), "data/a/00000001.blob");
-        assert_eq!(at(4), "data/a/00000007.blob");
-        assert_eq!(at(2), "data/b/00000000.blob");
-        assert_eq!(at(3), "data/c/00000003.blob");
-        assert_eq!(sidecar_of(&file, None, 4).as_str(), "data/c/00000004.blob");
+        let mut file = DataFile {
+            path: TablePath::parse("data/c.parquet").unwrap(),
+            field_ids: Vec::new(),
+            row_count: 0,
+            file_size_bytes: 0,
+            column_stats: Vec::new(),
+            blob_reuse_index: Some(index.clone()),
+        };
+        let at = |file: &DataFile, id| file.sidecar(id).as_str().to_string();
+        assert_eq!(at(&file, 0), "data/a/00000001.blob");
+        assert_eq!(at(&file, 4), "data/a/00000007.blob");
+        assert_eq!(at(&file, 2), "data/b/00000000.blob");
+        assert_eq!(at(&file, 3), "data/c/00000003.blob");
+        let directory = TablePath::parse("data/a").unwrap();
+        assert_eq!(file.sidecar_location(4), (directory, 7));
+        file.blob_reuse_index = None;
+        assert_eq!(at(&file, 4), "data/c/00000004.blob");
         let decoded = from_proto(to_proto(&index), "data/c.parquet").unwrap();
         assert_eq!(decoded, index);
     }

@@ -71,7 +71,7 @@ pub mod flags {
     pub const BLOB_COLUMNS: u64 = 1 << 16;
     /// Some data file carries a Blob Reuse Index: its descriptors' blob ids may name other
     /// files' sidecars, which readers must resolve through it, and writers and cleanup keep
-    /// while it lives. This natal reads such tables; it does not write them yet.
+    /// while it lives (compaction writes them: rows move, payloads stay).
     pub const BLOB_REUSE_INDEX: u64 = 1 << 17;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
@@ -89,11 +89,8 @@ pub mod flags {
         | BLOB_COLUMNS
         | BLOB_REUSE_INDEX;
     /// Every writer flag this client implements.
-    pub const KNOWN_WRITER: u64 = (KNOWN_READER & !BLOB_REUSE_INDEX)
-        | INDEX_SEGMENT_SEQ
-        | MOVE_TALLIES
-        | COLUMN_DEFAULTS
-        | SCHEMA_DECLARATIONS;
+    pub const KNOWN_WRITER: u64 =
+        KNOWN_READER | INDEX_SEGMENT_SEQ | MOVE_TALLIES | COLUMN_DEFAULTS | SCHEMA_DECLARATIONS;
 }
 
 /// One version of a table.
@@ -467,7 +464,17 @@ impl DataFile {
     /// The sidecar its descriptors' blob id `blob_id` names: through its reuse index, or
     /// under its own stem.
     pub fn sidecar(&self, blob_id: u32) -> TablePath {
-        super::blob_reuse::sidecar_of(&self.path, self.blob_reuse_index.as_ref(), blob_id)
+        let (directory, physical) = self.sidecar_location(blob_id);
+        super::blob_reuse::sidecar_in(&directory, physical)
+    }
+
+    /// Where that sidecar is: its directory (a data file's stem) and its id there, the
+    /// physical object itself (an index maps to it directly, never to another index).
+    pub fn sidecar_location(&self, blob_id: u32) -> (TablePath, u32) {
+        match (self.blob_reuse_index.as_ref()).and_then(|index| index.resolve(blob_id)) {
+            Some((source, physical)) => (source.directory.clone(), physical),
+            None => (TablePath::sidecar_dir(&self.path), blob_id),
+        }
     }
 }
 

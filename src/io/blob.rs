@@ -224,7 +224,7 @@ impl<'a> BlobPlacer<'a> {
         self.next_id > 0
     }
 
-    fn take_id(&mut self) -> Result<u32> {
+    pub(super) fn take_id(&mut self) -> Result<u32> {
         let id = self.next_id;
         self.next_id = id
             .checked_add(1)

@@ -18,6 +18,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersi
 use parquet::schema::types::ColumnPath;
 
 use super::blob::BlobPlacer;
+use super::blob_reuse::ReusedSidecars;
 use super::file_stats::column_stats;
 use super::store::unique_name;
 use super::TableStore;
@@ -211,6 +212,8 @@ pub(crate) struct DataFileWriter<'a> {
     stored_apart: Vec<usize>,
     blobs: Vec<(usize, BlobColumn)>,
     placer: BlobPlacer<'a>,
+    /// Sidecars of other files its rows' values stay in (rows pushed described).
+    reused: ReusedSidecars,
     nan_counts: Vec<u64>,
     staged: Vec<RecordBatch>,
     rows: u64,
@@ -244,6 +247,7 @@ impl<'a> DataFileWriter<'a> {
             store,
             schema,
             placer: BlobPlacer::new(store, path.clone()),
+            reused: ReusedSidecars::default(),
             path,
             file_schema,
             user_schema,
@@ -295,6 +299,57 @@ impl<'a> DataFileWriter<'a> {
         Ok(())
     }
 
+    /// Stages `batch`: the table's columns, but its blob columns as the descriptors (inline
+    /// bytes and all) of the data files `sources` (one per blob column, in column order;
+    /// `None` where the rows' fragment predates the column) hold them. Their sidecar values
+    /// are not copied: the file's reuse index maps them to the sidecars they are in.
+    pub(crate) async fn push_described(
+        &mut self,
+        batch: &RecordBatch,
+        sources: &[Option<DataFile>],
+    ) -> Result<()> {
+        if sources.len() != self.blobs.len() {
+            return Err(Error::internal(
+                "described rows without a source per blob column",
+            ));
+        }
+        let mut columns = Vec::with_capacity(batch.num_columns());
+        for (at, (column, field)) in batch
+            .columns()
+            .iter()
+            .zip(self.user_schema.fields())
+            .enumerate()
+        {
+            let blob = self.blobs.iter().position(|(index, _)| *index == at);
+            columns.push(match blob {
+                Some(_) => column.clone(),
+                None => super::conform::relabelled(column, field.data_type())?,
+            });
+        }
+        for (count, column) in self.nan_counts.iter_mut().zip(&columns) {
+            *count += count_nans(column);
+        }
+        for &i in &self.stored_apart {
+            columns[i] = super::stored_type::to_stored(&columns[i])?;
+        }
+        for ((index, _), source) in self.blobs.iter().zip(sources) {
+            let Some(source) = source else {
+                let file_type = self.staged_schema.field(*index).data_type();
+                columns[*index] = new_null_array(file_type, batch.num_rows());
+                continue;
+            };
+            let placer = &mut self.placer;
+            columns[*index] = self
+                .reused
+                .remap(&columns[*index], source, || placer.take_id())?;
+        }
+        self.rows += batch.num_rows() as u64;
+        let staged = RecordBatch::try_new(self.staged_schema.clone(), columns)
+            .map_err(|e| Error::invalid(format!("cannot write described rows: {e}")))?;
+        self.staged.push(staged);
+        Ok(())
+    }
+
     /// Rows pushed so far.
     pub(crate) fn rows(&self) -> u64 {
         self.rows
@@ -328,7 +383,7 @@ impl<'a> DataFileWriter<'a> {
             row_count: self.rows,
             file_size_bytes,
             column_stats,
-            blob_reuse_index: None,
+            blob_reuse_index: self.reused.index()?,
         })
     }
 

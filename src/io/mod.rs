@@ -6,6 +6,7 @@ mod blob;
 mod blob_external;
 mod blob_ranges;
 mod blob_reader;
+mod blob_reuse;
 mod cache;
 mod checkpoint;
 mod column_files;

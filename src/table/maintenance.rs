@@ -84,10 +84,53 @@ pub struct CleanupReport {
 }
 
 /// Whether a file (table-relative) is one of `referenced`, or a blob sidecar of one: a
-/// data file's sidecars live and go with it.
+/// data file's sidecars live with it, and after it while another file's reuse index names
+/// them (`referenced` holds those by name).
 pub(super) fn is_referenced(relative: &str, referenced: &HashSet<String>) -> bool {
     referenced.contains(relative)
         || crate::format::sidecar_owner(relative).is_some_and(|owner| referenced.contains(&owner))
+}
+
+/// For rows of one fragment of `group` (their addresses `addrs`), the data file holding each
+/// blob column of `schema` (`None` where the fragment predates it).
+fn blob_sources(
+    schema: &crate::format::Schema,
+    group: &[Fragment],
+    addrs: &arrow::array::ArrayRef,
+) -> Result<Vec<Option<crate::format::DataFile>>> {
+    let lost = || Error::internal("a compaction's scan lost its rows' addresses");
+    let addrs = arrow::array::AsArray::as_primitive_opt::<arrow::datatypes::UInt64Type>(addrs)
+        .ok_or_else(lost)?;
+    let fragment_of = |addr: u64| crate::rowid::RowAddress::from_u64(addr).fragment_id();
+    let Some(&first) = addrs.values().first() else {
+        return Ok(vec![
+            None;
+            schema
+                .fields
+                .iter()
+                .filter(|f| f.blob.is_some())
+                .count()
+        ]);
+    };
+    // A fragment is read in its own batches: one source file per column for all the rows.
+    if addrs
+        .values()
+        .iter()
+        .any(|&a| fragment_of(a) != fragment_of(first))
+    {
+        return Err(Error::internal("a compaction's batch mixed fragments"));
+    }
+    let fragment = (group.iter())
+        .find(|f| f.id == fragment_of(first))
+        .ok_or_else(|| Error::internal("a compaction read a fragment it did not plan"))?;
+    Ok((schema.fields.iter())
+        .filter(|f| f.blob.is_some())
+        .map(|f| {
+            fragment
+                .file_holding(f.id)
+                .map(|at| fragment.files[at].clone())
+        })
+        .collect())
 }
 
 /// Every file a manifest references, as table-relative paths.
@@ -95,6 +138,11 @@ pub(super) fn referenced_files(manifest: &Manifest, into: &mut HashSet<String>) 
     for fragment in &manifest.fragments {
         for file in &fragment.files {
             into.insert(file.path.as_str().to_string());
+            // Sidecars of other files its values stay in.
+            let reused = file.blob_reuse_index.iter().flat_map(|i| i.sources());
+            for local in reused.flat_map(|source| &source.local_ids) {
+                into.insert(file.sidecar(*local).as_str().to_string());
+            }
         }
         for deletion in fragment.deletion.iter().flat_map(|d| d.files()) {
             into.insert(deletion.path.as_str().to_string());
@@ -162,12 +210,15 @@ impl Table {
                     report.deleted_rows_dropped +=
                         fragment.physical_rows as u64 - fragment.live_rows();
                 }
+                // Rows move, their blob values stay: descriptors are read, and the new
+                // files' reuse indexes name the sidecars the values are in.
+                let reuse = schema.has_blob_columns();
                 let mut scan = read
                     .scan(ScanRequest {
                         with_row_id: true,
+                        with_row_addr: reuse,
                         fragments: Some(group.iter().map(|f| f.id).collect()),
-                        // Rows move; an external value stays a reference to its object.
-                        external_blobs_as_references: true,
+                        blob_descriptors: reuse,
                         ..Default::default()
                     })
                     .await?;
@@ -183,7 +234,14 @@ impl Table {
                         .collect();
                     report.rows_rewritten += batch.num_rows() as u64;
                     let user = batch.project(&(0..schema.fields.len()).collect::<Vec<_>>())?;
-                    writer.push(user, ids).await?;
+                    match reuse {
+                        true => {
+                            let addrs = batch.column(schema.fields.len() + 1);
+                            let sources = blob_sources(&schema, &group, addrs)?;
+                            writer.push_described(user, ids, &sources).await?;
+                        }
+                        false => writer.push(user, ids).await?,
+                    }
                     progress.update("compacting", report.rows_rewritten, Some(total));
                 }
                 // Output fragments never mix groups' rows with a later group's.

@@ -95,12 +95,29 @@ impl<'a> FragmentWriter<'a> {
     }
 
     /// Adds rows; `ids[i]` is the carried id of row i (`None`: a new row).
-    pub(crate) async fn push(
+    pub(crate) async fn push(&mut self, batch: RecordBatch, ids: Vec<Option<RowId>>) -> Result<()> {
+        self.schema.check_input(&batch.schema())?;
+        self.push_rows(batch, ids, None).await
+    }
+
+    /// Adds rows whose blob columns come as the descriptors the data files `sources` (one
+    /// per blob column) hold: their payloads stay where they are
+    /// ([`DataFileWriter::push_described`]).
+    pub(crate) async fn push_described(
+        &mut self,
+        batch: RecordBatch,
+        ids: Vec<Option<RowId>>,
+        sources: &[Option<DataFile>],
+    ) -> Result<()> {
+        self.push_rows(batch, ids, Some(sources)).await
+    }
+
+    async fn push_rows(
         &mut self,
         mut batch: RecordBatch,
         mut ids: Vec<Option<RowId>>,
+        sources: Option<&[Option<DataFile>]>,
     ) -> Result<()> {
-        self.schema.check_input(&batch.schema())?;
         if self.schema.fields.is_empty() && batch.num_rows() > 0 {
             // A data file of no columns cannot say how many rows it holds.
             return Err(Error::invalid(
@@ -116,7 +133,10 @@ impl<'a> FragmentWriter<'a> {
             };
             let room = self.max_rows - file.rows() as usize;
             let take = room.min(batch.num_rows());
-            file.push(&batch.slice(0, take)).await?;
+            match sources {
+                Some(sources) => file.push_described(&batch.slice(0, take), sources).await?,
+                None => file.push(&batch.slice(0, take)).await?,
+            }
             if self.carries_ids {
                 self.pending_ids.extend(ids.drain(..take));
             }

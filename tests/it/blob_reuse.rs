@@ -1,17 +1,16 @@
 //! The Blob Reuse Index, read side: a data file whose descriptors' blob ids resolve through
 //! its index to another file's sidecars reads every value right (scans, filters, ranges,
 //! places); a sidecar the index names that is gone is `Corrupt` naming it and the data file;
-//! and this natal, which reads such tables but does not write them yet, refuses to write or
-//! clean one up (the sidecars outlive the data file they were written for).
+//! cleanup keeps reused sidecars while a retained file names them, and only then.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
 use natal::internals::format::{
-    flags, BlobReuseIndex, BlobReuseSource, Manifest, TablePath, TABLE_ROOT_BASE,
+    BlobReuseIndex, BlobReuseSource, Manifest, TablePath, TABLE_ROOT_BASE,
 };
-use natal::{Error, FlagKind, ScanRequest, Table, TableOptions};
+use natal::{Error, ScanRequest, Table, TableOptions};
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
@@ -86,7 +85,7 @@ async fn reusing_table(remap: impl Fn(u32) -> u32) -> (Table, Arc<dyn ObjectStor
 }
 
 #[tokio::test]
-async fn values_resolve_through_a_reuse_index_and_writes_are_refused() {
+async fn values_resolve_through_a_reuse_index_and_cleanup_keeps_what_it_names() {
     let (table, store, stem) = reusing_table(|id| id).await;
     let snapshot = table.latest().await.unwrap();
     // Every value right, whole and past a filter (deferred resolution) and by range.
@@ -117,28 +116,54 @@ async fn values_resolve_through_a_reuse_index_and_writes_are_refused() {
             _ => {}
         }
     }
-    // Writes and cleanup are refused: this natal does not keep reused sidecars alive yet.
-    let error = table.append(vec![blob_batch(40..41)]).await.unwrap_err();
+    // Writes go on; cleanup keeps the sidecars the index names after their own data file
+    // is gone, and removes them once no retained file names them.
+    table.append(vec![blob_batch(40..41)]).await.unwrap();
+    let policy = natal::CleanupPolicy {
+        keep_versions: 1,
+        keep_newer_than: std::time::Duration::ZERO,
+        min_file_age: std::time::Duration::ZERO,
+    };
+    table.cleanup(policy.clone()).await.unwrap();
+    let left = |store: Arc<dyn ObjectStore>, stem: String| async move {
+        let listed: Vec<_> = (store.list(Some(&Path::from(format!("t/{stem}")))))
+            .try_collect()
+            .await
+            .unwrap();
+        listed.len()
+    };
     assert!(
-        matches!(&error, Error::UnsupportedFeature { kind: FlagKind::Writer, flag, .. }
-            if *flag == flags::BLOB_REUSE_INDEX),
-        "{error}"
+        left(store.clone(), stem.clone()).await > 0,
+        "cleanup removed reused sidecars"
     );
-    let error = table
-        .cleanup(natal::CleanupPolicy {
-            keep_versions: 1,
-            keep_newer_than: std::time::Duration::ZERO,
-            min_file_age: std::time::Duration::ZERO,
-        })
-        .await
-        .unwrap_err();
-    assert!(matches!(error, Error::UnsupportedFeature { .. }), "{error}");
-    let left: Vec<_> = store
-        .list(Some(&Path::from(format!("t/{stem}"))))
-        .try_collect()
+    assert_eq!(
+        read_blobs(&table.latest().await.unwrap())
+            .await
+            .unwrap()
+            .len(),
+        41
+    );
+    table
+        .delete_where(crate::common::key_matches(|k| k < 40))
         .await
         .unwrap();
-    assert!(!left.is_empty(), "cleanup removed reused sidecars");
+    table
+        .compact(natal::CompactOptions::default())
+        .await
+        .unwrap();
+    table.cleanup(policy).await.unwrap();
+    assert_eq!(
+        left(store.clone(), stem.clone()).await,
+        0,
+        "no file names them now"
+    );
+    assert_eq!(
+        read_blobs(&table.latest().await.unwrap())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]

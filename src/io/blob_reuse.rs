@@ -1,0 +1,104 @@
+//! Writing a Blob Reuse Index (seed 003): a data file being written takes rows whose blob
+//! values are already stored (a compaction's, a tiered merge's) as their descriptors, and
+//! instead of copying the payloads gives each sidecar they name a local id of its own, mapped
+//! to the physical sidecar. A value in a sidecar that was itself reused maps to the physical
+//! object, never to the file that reused it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, StructArray, UInt32Array};
+use arrow::datatypes::{UInt32Type, UInt8Type};
+
+use crate::error::{Error, Result};
+use crate::format::{
+    blob_descriptor, BlobKind, BlobReuseIndex, BlobReuseSource, DataFile, TablePath,
+    TABLE_ROOT_BASE,
+};
+
+/// The sidecars a data file being written reuses, by where they are, with their local ids.
+#[derive(Debug, Default)]
+pub(super) struct ReusedSidecars {
+    /// (directory, physical id) → the local id given to it.
+    local: BTreeMap<(TablePath, u32), u32>,
+}
+
+impl ReusedSidecars {
+    /// `descriptors` (a blob column as the data file `source` holds it, inline bytes and
+    /// all) as the file being written holds them: each sidecar value's blob id replaced by
+    /// the local id of its physical sidecar, a new id (from `next_id`) the first time one is
+    /// seen. Inline, external and NULL values are kept as they are.
+    pub(super) fn remap(
+        &mut self,
+        descriptors: &ArrayRef,
+        source: &DataFile,
+        mut next_id: impl FnMut() -> Result<u32>,
+    ) -> Result<ArrayRef> {
+        let corrupt = || {
+            Error::corrupt(
+                source.path.as_str(),
+                "a blob column read for reuse did not come as whole descriptors",
+            )
+        };
+        let described = descriptors.as_struct_opt().ok_or_else(corrupt)?;
+        let columns = described.columns();
+        if columns.len() <= blob_descriptor::INLINE {
+            return Err(corrupt());
+        }
+        let kinds =
+            (columns[blob_descriptor::KIND].as_primitive_opt::<UInt8Type>()).ok_or_else(corrupt)?;
+        let ids = (columns[blob_descriptor::BLOB_ID].as_primitive_opt::<UInt32Type>())
+            .ok_or_else(corrupt)?;
+        let in_sidecar = [BlobKind::Packed.code(), BlobKind::Dedicated.code()];
+        let mut local_ids = Vec::with_capacity(described.len());
+        for row in 0..described.len() {
+            let id = ids.value(row);
+            if described.is_null(row) || !in_sidecar.contains(&kinds.value(row)) {
+                local_ids.push(id);
+                continue;
+            }
+            let place = source.sidecar_location(id);
+            let local = match self.local.get(&place) {
+                Some(&local) => local,
+                None => {
+                    let local = next_id()?;
+                    self.local.insert(place, local);
+                    local
+                }
+            };
+            local_ids.push(local);
+        }
+        let mut columns = columns.to_vec();
+        columns[blob_descriptor::BLOB_ID] = Arc::new(UInt32Array::from(local_ids));
+        Ok(Arc::new(StructArray::try_new(
+            described.fields().clone(),
+            columns,
+            described.nulls().cloned(),
+        )?))
+    }
+
+    /// The index of what was reused: one source per directory, in physical id order.
+    pub(super) fn index(&self) -> Result<Option<BlobReuseIndex>> {
+        if self.local.is_empty() {
+            return Ok(None);
+        }
+        let mut sources: Vec<BlobReuseSource> = Vec::new();
+        for ((directory, physical), &local) in &self.local {
+            if sources.last().is_none_or(|s| s.directory != *directory) {
+                sources.push(BlobReuseSource {
+                    base: TABLE_ROOT_BASE,
+                    directory: directory.clone(),
+                    local_ids: Vec::new(),
+                    physical_ids: Vec::new(),
+                });
+            }
+            if let Some(source) = sources.last_mut() {
+                source.local_ids.push(local);
+                source.physical_ids.push(*physical);
+            }
+        }
+        BlobReuseIndex::new(sources)
+            .map(Some)
+            .map_err(Error::internal)
+    }
+}
