@@ -15,7 +15,9 @@
 //! declares beyond columns (defaults, a default expression, constraints, Arrow metadata);
 //! since 2026-12-03-blobs, a fourth table `b` with a blob column (inline, packed and
 //! dedicated values in sidecars); since 2026-12-03-external, a fifth table `e` with external
-//! blob values beside the other kinds and Arrow metadata on nested fields.
+//! blob values beside the other kinds and Arrow metadata on nested fields; since
+//! 2026-12-03-reuse, `b` compacted with a Blob Reuse Index (its files name the sidecars of
+//! the files they replaced).
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -48,6 +50,7 @@ const FIXTURES: &[&str] = &[
     "2026-12-03-declared",
     "2026-12-03-blobs",
     "2026-12-03-external",
+    "2026-12-03-reuse",
 ];
 
 /// Where the fixtures live.
@@ -378,6 +381,20 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
                 "{fixture:?} reads b differently:\n{}",
                 first_difference(&expected, &found)
             );
+            // Since 2026-12-03-reuse, b's compaction reused its sidecars.
+            let reuses = blobs
+                .latest()
+                .await
+                .unwrap()
+                .manifest()
+                .fragments
+                .iter()
+                .any(|f| f.files.iter().any(|d| d.blob_reuse_index.is_some()));
+            let name = fixture
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            assert_eq!(reuses, name >= "2026-12-03-reuse", "{fixture:?}");
             blobs
                 .append(vec![crate::blob::blob_batch(100..120)])
                 .await

@@ -211,6 +211,36 @@ impl Seeds {
                 .manifests
                 .push(bytes.bytes().await.expect("bytes").to_vec());
         }
+        // A manifest whose data file carries a Blob Reuse Index: two fragments of blob
+        // values compacted into one that names their sidecars.
+        let blobs = blob_table(&store).await;
+        let more = blobs
+            .latest()
+            .await
+            .expect("b")
+            .scan(natal::ScanRequest::new())
+            .await;
+        let more: Vec<_> = more
+            .expect("scan b")
+            .try_collect()
+            .await
+            .expect("rows of b");
+        blobs.append(more).await.expect("append b");
+        blobs
+            .compact(natal::CompactOptions::default())
+            .await
+            .expect("compact b");
+        let compacted = blobs.latest().await.expect("b");
+        let files = compacted.manifest().fragments.iter().flat_map(|f| &f.files);
+        assert!(
+            files.into_iter().any(|d| d.blob_reuse_index.is_some()),
+            "b's compaction reused its sidecars"
+        );
+        let path = blobs.store().manifest_path(compacted.version());
+        let bytes = store.get(&path).await.expect("b's manifest");
+        seeds
+            .manifests
+            .push(bytes.bytes().await.expect("bytes").to_vec());
         let read = row_ids_held_by(&manifest.fragments);
         for segment in &manifest.fragment_segments {
             let bytes = get(&segment.path).await.expect("segment");
