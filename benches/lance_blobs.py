@@ -10,10 +10,12 @@ script installs nothing: run it with an interpreter that has pylance (README.md 
     python benches/lance_blobs.py sizes --dir D
     python benches/lance_blobs.py ranges --dir D --requests FILE   # lines "row offset length"
     python benches/lance_blobs.py take --dir D --rows FILE         # lines "row"
+    python benches/lance_blobs.py compact --dir D                  # deletes key % 5 = 0 first
 """
 
 import argparse
 import json
+import os
 import shutil
 import time
 
@@ -82,15 +84,35 @@ def take(args):
     print(json.dumps({"seconds": elapsed, "bytes": total}))
 
 
+def dir_bytes(path):
+    return sum(
+        os.path.getsize(os.path.join(root, name))
+        for root, _, names in os.walk(path)
+        for name in names
+    )
+
+
+def compact(args):
+    ds = lance.dataset(args.dir)
+    ds.delete("key % 5 = 0")
+    before = dir_bytes(args.dir)
+    started = time.perf_counter()
+    ds.optimize.compact_files()
+    elapsed = time.perf_counter() - started
+    after = dir_bytes(args.dir)
+    print(json.dumps({"seconds": elapsed, "written": after - before, "peak": after}))
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["write", "sizes", "ranges", "take"])
+    parser.add_argument("what", choices=["write", "sizes", "ranges", "take", "compact"])
     parser.add_argument("--dir", required=True)
     parser.add_argument("--sizes")
     parser.add_argument("--requests")
     parser.add_argument("--rows")
     args = parser.parse_args()
-    {"write": write, "sizes": sizes, "ranges": ranges, "take": take}[args.what](args)
+    commands = {"write": write, "sizes": sizes, "ranges": ranges, "take": take, "compact": compact}
+    commands[args.what](args)
 
 
 if __name__ == "__main__":

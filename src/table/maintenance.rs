@@ -26,6 +26,10 @@ pub struct CompactOptions {
     pub max_deleted_fraction: f64,
     /// Told the rows rewritten so far (operation `"compacting"`).
     pub progress: ProgressHandle,
+    /// Blob values stay in the sidecars they are in, named by the new files' Blob Reuse
+    /// Index (default). `false` copies every value moved into sidecars of the new files: a
+    /// repack, after which the old sidecars go with their files at cleanup.
+    pub reuse_blob_sidecars: bool,
 }
 
 impl Default for CompactOptions {
@@ -34,6 +38,7 @@ impl Default for CompactOptions {
             target_rows_per_fragment: None,
             max_deleted_fraction: 0.1,
             progress: ProgressHandle::default(),
+            reuse_blob_sidecars: true,
         }
     }
 }
@@ -180,18 +185,20 @@ impl Table {
             target,
             options.max_deleted_fraction,
         );
-        self.rewrite_groups(&read, groups, target, &options.progress)
+        let reuse = options.reuse_blob_sidecars;
+        self.rewrite_groups(&read, groups, target, (reuse, &options.progress))
             .await
     }
 
     /// Rewrites each group of `read`'s fragments into fragments of at most `target` rows,
-    /// without deleted rows, in one commit; nothing when there are no groups.
+    /// without deleted rows, in one commit (blob values left where they are if `reuse`);
+    /// nothing when there are no groups.
     pub(super) async fn rewrite_groups(
         &self,
         read: &Snapshot,
         groups: Vec<Vec<Fragment>>,
         target: u64,
-        progress: &ProgressHandle,
+        (reuse, progress): (bool, &ProgressHandle),
     ) -> Result<Committed<Compaction>> {
         if groups.is_empty() {
             return Ok(Committed::unchanged(read, Compaction::default()));
@@ -212,13 +219,15 @@ impl Table {
                 }
                 // Rows move, their blob values stay: descriptors are read, and the new
                 // files' reuse indexes name the sidecars the values are in.
-                let reuse = schema.has_blob_columns();
+                let reuse = reuse && schema.has_blob_columns();
                 let mut scan = read
                     .scan(ScanRequest {
                         with_row_id: true,
                         with_row_addr: reuse,
                         fragments: Some(group.iter().map(|f| f.id).collect()),
                         blob_descriptors: reuse,
+                        // Copied, an external value stays a reference to its object.
+                        external_blobs_as_references: true,
                         ..Default::default()
                     })
                     .await?;

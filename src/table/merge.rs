@@ -89,7 +89,7 @@ impl Table {
                 fan_in(policy),
             );
             let report = self
-                .rewrite_groups(&read, groups, target, &ProgressHandle::default())
+                .rewrite_groups(&read, groups, target, (true, &ProgressHandle::default()))
                 .await?;
             if !report.published {
                 break;

@@ -178,3 +178,72 @@ async fn a_reused_sidecar_that_is_gone_is_corrupt_naming_both_files() {
     assert!(path.ends_with(".blob"), "{path}");
     assert!(reason.contains("data/reused.parquet"), "{reason}");
 }
+
+/// Compaction reuses sidecars across cleanups; a repack (`reuse_blob_sidecars: false`)
+/// copies the values into the new file's own sidecars, and cleanup then removes the old ones.
+#[tokio::test]
+async fn a_repack_copies_values_and_cleanup_then_removes_the_old_sidecars() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = Table::create(
+        store.clone(),
+        "t".into(),
+        &blob_schema(SMALL),
+        TableOptions::default(),
+    )
+    .await
+    .unwrap();
+    table.append(vec![blob_batch(0..40)]).await.unwrap();
+    table.append(vec![blob_batch(40..80)]).await.unwrap();
+    let all_sidecars = |store: Arc<dyn ObjectStore>| async move {
+        let mut listed: Vec<String> = (store.list(Some(&Path::from("t/data"))))
+            .map_ok(|m| m.location.to_string())
+            .try_collect()
+            .await
+            .unwrap();
+        listed.retain(|p| p.ends_with(".blob"));
+        listed.sort();
+        listed
+    };
+    let written = all_sidecars(store.clone()).await;
+    let policy = natal::CleanupPolicy {
+        keep_versions: 1,
+        keep_newer_than: std::time::Duration::ZERO,
+        min_file_age: std::time::Duration::ZERO,
+    };
+    let compact = |reuse: bool| natal::CompactOptions {
+        max_deleted_fraction: 0.0,
+        reuse_blob_sidecars: reuse,
+        ..Default::default()
+    };
+    table.compact(compact(true)).await.unwrap();
+    table.cleanup(policy.clone()).await.unwrap();
+    assert_eq!(
+        all_sidecars(store.clone()).await,
+        written,
+        "reused, none copied"
+    );
+    assert_eq!(
+        read_blobs(&table.latest().await.unwrap())
+            .await
+            .unwrap()
+            .len(),
+        80
+    );
+    table
+        .delete_where(crate::common::key_matches(|k| k == 0))
+        .await
+        .unwrap();
+    table.compact(compact(false)).await.unwrap();
+    table.cleanup(policy).await.unwrap();
+    let left = all_sidecars(store.clone()).await;
+    assert!(!left.is_empty());
+    assert!(
+        left.iter().all(|s| !written.contains(s)),
+        "old sidecars outlived the repack: {left:?}"
+    );
+    let rows = read_blobs(&table.latest().await.unwrap()).await.unwrap();
+    assert_eq!(rows.len(), 79);
+    let latest = table.latest().await.unwrap();
+    let files = latest.manifest().fragments.iter().flat_map(|f| &f.files);
+    assert!(files.into_iter().all(|d| d.blob_reuse_index.is_none()));
+}
