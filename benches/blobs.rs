@@ -15,7 +15,8 @@
 //! - a filter selecting 1% of rows with `img` in the projection: payload bytes read beside
 //!   the selected rows' own;
 //! - compaction after deleting 20% of rows (issue 36): bytes written against the moved rows'
-//!   payload, with the Blob Reuse Index, repacking, and Lance's `compact_files`;
+//!   payload, with the Blob Reuse Index, repacking, and Lance's `compact_files`; reads of live
+//!   rows before and after it; a tiered merge of 32 small appends;
 //! - a streaming write of `NATAL_BLOB_STREAM_BYTES` MiB (default 2 GiB) in a fresh process:
 //!   its peak RSS.
 //!
@@ -488,9 +489,94 @@ async fn main() {
         bytes as f64 / MIB as f64,
         bytes as f64 / selected as f64
     );
-    compaction(&base, blob, &sizes, python, lance_dir_s).await;
+    compaction((&base, &store), blob, &sizes, python, lance_dir_s).await;
+    tiered_merge(&base, &sizes).await;
     streaming_write(&base);
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Whole values of the rows `ids` and the `ranges`, read from `table`'s latest version: the
+/// medians of [`RUNS`] runs (ms) and the requests the ranges took.
+async fn live_reads(
+    table: &Table,
+    store: &InstrumentedStore,
+    ids: &[RowId],
+    ranges: &[(RowId, std::ops::Range<u64>)],
+) -> (f64, f64, u64) {
+    let request = ScanRequest::new().columns(["img"]).row_ids(ids.to_vec());
+    let mut whole = Vec::new();
+    for _ in 0..RUNS {
+        whole.push(timed_scan(table, request.clone()).await.0);
+    }
+    let snapshot = table.latest().await.expect("snapshot");
+    let mut parts = Vec::new();
+    let mut requests = 0;
+    for _ in 0..RUNS {
+        store.reset();
+        let start = Instant::now();
+        let read = snapshot
+            .read_blob_ranges("img", ranges)
+            .await
+            .expect("ranges");
+        parts.push(ms(start));
+        requests = store.tally().get;
+        assert_eq!(read.len(), ranges.len());
+    }
+    (median(whole), median(parts), requests)
+}
+
+/// Issue 36: 32 appends of 25 rows each, then a tiered merge (fan-in 8): bytes written
+/// against the payload of the rows it moved.
+async fn tiered_merge(base: &Path, sizes: &[u64]) {
+    let sizes = &sizes[..800.min(sizes.len())];
+    let dir = base.join("tiered");
+    let options = TableOptions {
+        merge: None,
+        ..Default::default()
+    };
+    let table = Table::create(
+        store_at(&dir),
+        ObjectPath::from("t"),
+        &schema(true),
+        options,
+    )
+    .await
+    .expect("tiered");
+    let mut batches = batches_of(sizes, true, 25).boxed();
+    while let Some(batch) = batches.next().await {
+        table
+            .append(vec![batch.expect("rows")])
+            .await
+            .expect("append");
+    }
+    let before = dir_bytes(&dir);
+    let start = Instant::now();
+    let merges = table
+        .merge_small_fragments(natal::TieredMerge { fan_in: 8 })
+        .await
+        .expect("merge");
+    let took = ms(start);
+    let written = dir_bytes(&dir) - before;
+    let moved: u64 = sizes.iter().sum();
+    println!(
+        "tiered merge of 32 appends of 25 rows ({:.1} MiB of payload moved, {} merges): \
+         {took:.0} ms, {:.2} MiB written = {:.3}% of it",
+        moved as f64 / MIB as f64,
+        merges.len(),
+        written as f64 / MIB as f64,
+        written as f64 * 100.0 / moved as f64
+    );
+    let rows: usize = table
+        .latest()
+        .await
+        .expect("merged")
+        .manifest()
+        .fragments
+        .iter()
+        .map(|f| f.physical_rows as usize)
+        .sum();
+    assert_eq!(rows, sizes.len());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Bytes of every file under `dir`.
@@ -523,7 +609,7 @@ fn copy_dir(from: &Path, to: &Path) {
 /// (a repack, on a copy of the table), beside Lance's `compact_files` of the same: bytes
 /// written against the payload of the rows moved, time, and the disk the table then takes.
 async fn compaction(
-    base: &Path,
+    (base, store): (&Path, &InstrumentedStore),
     blob: &Table,
     sizes: &[u64],
     python: Option<&str>,
@@ -536,6 +622,20 @@ async fn compaction(
     blob.delete_where(it_common::key_matches(|k| k % 5 == 0))
         .await
         .expect("delete");
+    // Reads of live rows before and after: 100 whole values, 1,000 ranges of 4 KiB.
+    let mut rng = Rng(29);
+    let live: Vec<u64> = (0..sizes.len() as u64).filter(|k| k % 5 != 0).collect();
+    let ids: Vec<RowId> = (0..100)
+        .map(|_| RowId::from_u64(live[rng.below(live.len() as u64) as usize]))
+        .collect();
+    let ranges: Vec<(RowId, std::ops::Range<u64>)> = (0..1000)
+        .map(|_| {
+            let row = live[rng.below(live.len() as u64) as usize];
+            let at = rng.below(sizes[row as usize] - 4 * KIB + 1);
+            (RowId::from_u64(row), at..at + 4 * KIB)
+        })
+        .collect();
+    let before = live_reads(blob, store, &ids, &ranges).await;
     let copy = base.join("copied");
     copy_dir(&base.join("blob"), &copy.join("blob"));
     let repacked = Table::open(store_at(&copy), ObjectPath::from("blob"));
@@ -561,6 +661,12 @@ async fn compaction(
             after as f64 / MIB as f64
         );
     }
+    let after = live_reads(blob, store, &ids, &ranges).await;
+    println!(
+        "reads of live rows (median of {RUNS}), before → after the reusing compaction: 100 whole \
+         values {:.1} → {:.1} ms; 1,000 ranges {:.1} → {:.1} ms in {} → {} requests",
+        before.0, after.0, before.1, after.1, before.2, after.2
+    );
     let _ = std::fs::remove_dir_all(&copy);
     if let Some(lance) = lance(python, &["compact", "--dir", lance_dir]) {
         let field = |name: &str| lance.get(name).and_then(Value::as_f64).unwrap_or(f64::NAN);

@@ -247,3 +247,45 @@ async fn a_repack_copies_values_and_cleanup_then_removes_the_old_sidecars() {
     let files = latest.manifest().fragments.iter().flat_map(|f| &f.files);
     assert!(files.into_iter().all(|d| d.blob_reuse_index.is_none()));
 }
+
+/// A delete committed while a compaction with reuse runs: the compaction rebases (the row
+/// stays deleted), and cleanup after it leaves every live value readable — no descriptor
+/// names a sidecar cleanup removed.
+#[tokio::test]
+async fn a_delete_during_a_reusing_compaction_rebases_and_cleanup_keeps_every_value() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = Table::create(
+        store.clone(),
+        "t".into(),
+        &blob_schema(SMALL),
+        TableOptions::default(),
+    )
+    .await
+    .unwrap();
+    table.append(vec![blob_batch(0..40)]).await.unwrap();
+    table.append(vec![blob_batch(40..80)]).await.unwrap();
+    let planned = table.planned_at(table.latest().await.unwrap());
+    table
+        .delete_where(crate::common::key_matches(|k| k % 10 == 7))
+        .await
+        .unwrap();
+    let compacted = planned
+        .compact(natal::CompactOptions::default())
+        .await
+        .unwrap();
+    assert!(compacted.published);
+    table
+        .cleanup(natal::CleanupPolicy {
+            keep_versions: 1,
+            keep_newer_than: std::time::Duration::ZERO,
+            min_file_age: std::time::Duration::ZERO,
+        })
+        .await
+        .unwrap();
+    let latest = table.latest().await.unwrap();
+    let rows = read_blobs(&latest).await.unwrap();
+    let expected: Vec<i64> = (0..80).filter(|k| k % 10 != 7).collect();
+    assert_eq!(rows.keys().copied().collect::<Vec<_>>(), expected);
+    let files = latest.manifest().fragments.iter().flat_map(|f| &f.files);
+    assert!(files.into_iter().any(|d| d.blob_reuse_index.is_some()));
+}
