@@ -58,8 +58,8 @@ pub use rowid::{FragmentId, RowAddress, RowId, RowIdSet};
 pub use table::{
     BatchUpdate, CleanupPolicy, CleanupReport, ColumnDefault, ColumnValues, Committed,
     CompactOptions, Compaction, Declarations, IndexBuild, IndexOptions, IndexProbe, NewColumn,
-    Progress, RowChangeSet, RowChanges, RowMatch, RowPredicate, ScanMetrics, ScanRequest, Snapshot,
-    Table, TableConstraint, TableOptions, TieredMerge, ROW_ADDR, ROW_ID,
+    Progress, RowChangeSet, RowChanges, RowMatch, RowPredicate, ScanMetrics, ScanRequest,
+    SidecarUsage, Snapshot, Table, TableConstraint, TableOptions, TieredMerge, ROW_ADDR, ROW_ID,
 };
 
 /// natal's insides, for its own benches, tests and fuzzers: the on-disk types and their

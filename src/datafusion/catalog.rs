@@ -42,6 +42,9 @@ pub enum TableKind {
     Schema,
     /// Where each value of each blob column lives (`t$blobs`).
     Blobs,
+    /// Each blob sidecar the version's values are in, with its live and dead bytes
+    /// (`t$blob_sidecars`).
+    BlobSidecars,
 }
 
 /// True when `name` is a file, not a natal table: it has a `/` (a path or URL), or ends in
@@ -96,11 +99,12 @@ impl TableName {
             Some((rest, "indexes")) => (rest, TableKind::Indexes, false),
             Some((rest, "schema")) => (rest, TableKind::Schema, false),
             Some((rest, "blobs")) => (rest, TableKind::Blobs, false),
+            Some((rest, "blob_sidecars")) => (rest, TableKind::BlobSidecars, false),
             Some((_, other)) => {
                 return Err(DataFusionError::Plan(format!(
                     "unknown table suffix '${other}' in '{name}' \
                      (natal knows $rows, $versions, $fragments, $relocations, $indexes, $schema, \
-                     $blobs)"
+                     $blobs, $blob_sidecars)"
                 )))
             }
         };
@@ -283,6 +287,7 @@ impl SchemaProvider for NatalSchemaProvider {
             TableKind::Indexes => metadata::indexes(&snapshot)?,
             TableKind::Schema => metadata::schema(&snapshot)?,
             TableKind::Blobs => metadata::blobs(&snapshot).await?,
+            TableKind::BlobSidecars => metadata::blob_sidecars(&snapshot).await?,
         }))
     }
 

@@ -359,3 +359,31 @@ pub(crate) async fn blobs(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>>
         ],
     )
 }
+
+/// One row per blob sidecar the version's data files hold values in (`t$blob_sidecars`):
+/// its path, size, and how much of it live rows use — what a repack would reclaim.
+pub(crate) async fn blob_sidecars(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
+    let rows = snapshot.blob_sidecars().await?;
+    mem_table(
+        vec![
+            Field::new("object", DataType::Utf8, false),
+            Field::new("size", DataType::UInt64, false),
+            Field::new("live_values", DataType::UInt64, false),
+            Field::new("live_bytes", DataType::UInt64, false),
+            Field::new("dead_bytes", DataType::UInt64, false),
+        ],
+        vec![
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| &r.path))),
+            Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.size))),
+            Arc::new(UInt64Array::from_iter_values(
+                rows.iter().map(|r| r.live_values),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                rows.iter().map(|r| r.live_bytes),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                rows.iter().map(|r| r.dead_bytes()),
+            )),
+        ],
+    )
+}

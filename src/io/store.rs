@@ -197,6 +197,23 @@ impl TableStore {
             .collect())
     }
 
+    /// Every blob sidecar under the table's `data/` directory: its table-relative path and
+    /// size, from one listing.
+    pub async fn list_sidecars(&self) -> Result<Vec<(String, u64)>> {
+        let data = self.root.clone().join("data");
+        let listing: Vec<_> = self.store.list(Some(&data)).try_collect().await?;
+        Ok(listing
+            .into_iter()
+            .filter_map(|meta| {
+                let parts = meta.location.prefix_match(&self.root)?;
+                let relative: Vec<String> = parts.map(|p| p.as_ref().to_string()).collect();
+                let relative = relative.join("/");
+                crate::format::sidecar_owner(&relative)?;
+                Some((relative, meta.size))
+            })
+            .collect())
+    }
+
     /// True when `location` is under one of the table's own directories
     /// ([`crate::format::TABLE_FILE_DIRS`]): a file natal wrote for it.
     pub fn is_table_file(&self, location: &Path) -> bool {

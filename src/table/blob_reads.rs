@@ -1,8 +1,9 @@
 //! Reading parts of blob values by row id (`Snapshot::read_blob_ranges`): the rows'
 //! descriptors are taken as a take reads rows, then each sidecar gets one coalesced ranged
-//! request for every range asked of it; no whole value is fetched to read part of it.
+//! request for every range asked of it; no whole value is fetched to read part of it. Also
+//! where values live (`blob_places`) and how much of each sidecar they use (`blob_sidecars`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 
 use arrow::array::{AsArray, RecordBatch};
@@ -13,7 +14,7 @@ use futures::TryStreamExt;
 use super::scan_request::ScanRequest;
 use super::snapshot::Snapshot;
 use crate::error::{Error, Result};
-use crate::format::{DataFile, FieldId};
+use crate::format::{BlobKind, DataFile, FieldId, TablePath};
 use crate::io::{BlobPlace, BlobReader};
 use crate::rowid::{RowAddress, RowId, RowIdSet};
 
@@ -124,6 +125,48 @@ impl Snapshot {
         Ok(out)
     }
 
+    /// Every blob sidecar this version's data files hold values in — their own, and those
+    /// their reuse indexes name — with how many bytes of it live rows use (`t$blob_sidecars`).
+    /// One listing of the table's `data/`, then descriptors alone.
+    pub async fn blob_sidecars(&self) -> Result<Vec<SidecarUsage>> {
+        let files = self.manifest().fragments.iter().flat_map(|f| &f.files);
+        let mut stems = HashSet::new();
+        let mut named = HashSet::new();
+        for file in files {
+            stems.insert(TablePath::sidecar_dir(&file.path).as_str().to_string());
+            let sources = file.blob_reuse_index.iter().flat_map(|i| i.sources());
+            for local in sources.flat_map(|s| &s.local_ids) {
+                named.insert(file.sidecar(*local).as_str().to_string());
+            }
+        }
+        let mut usage: BTreeMap<String, SidecarUsage> = BTreeMap::new();
+        for (path, size) in self.store().list_sidecars().await? {
+            let stem = path.rsplit_once('/').map_or("", |(stem, _)| stem);
+            if stems.contains(stem) || named.contains(&path) {
+                let sidecar = TablePath::parse(&path)?;
+                let object = self.store().path(&sidecar).to_string();
+                let row = SidecarUsage {
+                    path,
+                    size,
+                    live_values: 0,
+                    live_bytes: 0,
+                };
+                usage.insert(object, row);
+            }
+        }
+        for field in self.schema().fields.iter().filter(|f| f.blob.is_some()) {
+            for (_, place) in self.blob_places(&field.name).await? {
+                let in_sidecar = matches!(place.kind, Some(BlobKind::Packed | BlobKind::Dedicated));
+                let found = place.object.as_ref().and_then(|o| usage.get_mut(o));
+                if let (true, Some(row)) = (in_sidecar, found) {
+                    row.live_values += 1;
+                    row.live_bytes += place.size.unwrap_or(0);
+                }
+            }
+        }
+        Ok(usage.into_values().collect())
+    }
+
     /// The field id of the blob column `column`.
     fn blob_field(&self, column: &str) -> Result<FieldId> {
         self.schema()
@@ -178,5 +221,25 @@ impl Snapshot {
             .file_holding(field_id)
             .map(|i| &fragment.files[i])
             .ok_or_else(|| Error::invalid(format!("the row's {column} is NULL")))
+    }
+}
+
+/// A blob sidecar a version's values are in, and how much of it they use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SidecarUsage {
+    /// Its table-relative path (`data/<stem>/<id>.blob`).
+    pub path: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Live values in it.
+    pub live_values: u64,
+    /// Their bytes.
+    pub live_bytes: u64,
+}
+
+impl SidecarUsage {
+    /// Bytes no live value uses: what a repack reclaims.
+    pub fn dead_bytes(&self) -> u64 {
+        self.size.saturating_sub(self.live_bytes)
     }
 }

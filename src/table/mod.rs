@@ -20,6 +20,7 @@
 
 mod alter;
 mod blob_reads;
+pub use blob_reads::SidecarUsage;
 mod blob_sizes;
 mod changes;
 mod commit;

@@ -289,3 +289,52 @@ async fn a_delete_during_a_reusing_compaction_rebases_and_cleanup_keeps_every_va
     let files = latest.manifest().fragments.iter().flat_map(|f| &f.files);
     assert!(files.into_iter().any(|d| d.blob_reuse_index.is_some()));
 }
+
+/// `Snapshot::blob_sidecars` counts the live and dead bytes of every sidecar the version's
+/// values are in, its files' own and those their indexes name: deleted rows' values are dead
+/// bytes until a repack.
+#[tokio::test]
+async fn sidecars_report_their_live_and_dead_bytes_across_reuse() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = Table::create(
+        store.clone(),
+        "t".into(),
+        &blob_schema(SMALL),
+        TableOptions::default(),
+    )
+    .await
+    .unwrap();
+    table.append(vec![blob_batch(0..40)]).await.unwrap();
+    let in_sidecars = |keys: &mut dyn Iterator<Item = i64>| -> u64 {
+        keys.filter_map(value_of)
+            .map(|v| v.len() as u64)
+            .filter(|&n| n >= SMALL.inline_limit)
+            .sum()
+    };
+    let total = in_sidecars(&mut (0..40));
+    let usage = table.latest().await.unwrap().blob_sidecars().await.unwrap();
+    assert_eq!(usage.iter().map(|u| u.size).sum::<u64>(), total);
+    assert_eq!(usage.iter().map(|u| u.dead_bytes()).sum::<u64>(), 0);
+    table
+        .delete_where(crate::common::key_matches(|k| k % 8 == 4))
+        .await
+        .unwrap();
+    table
+        .compact(natal::CompactOptions {
+            max_deleted_fraction: 0.0,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let latest = table.latest().await.unwrap();
+    let files = latest.manifest().fragments.iter().flat_map(|f| &f.files);
+    assert!(files.into_iter().any(|d| d.blob_reuse_index.is_some()));
+    let usage = latest.blob_sidecars().await.unwrap();
+    let live = in_sidecars(&mut (0..40).filter(|k| k % 8 != 4));
+    assert_eq!(usage.iter().map(|u| u.live_bytes).sum::<u64>(), live);
+    assert_eq!(usage.iter().map(|u| u.size).sum::<u64>(), total);
+    assert_eq!(
+        usage.iter().map(|u| u.dead_bytes()).sum::<u64>(),
+        total - live
+    );
+}
