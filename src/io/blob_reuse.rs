@@ -4,17 +4,25 @@
 //! to the physical sidecar. A value in a sidecar that was itself reused maps to the physical
 //! object, never to the file that reused it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, StructArray, UInt32Array};
-use arrow::datatypes::{UInt32Type, UInt8Type};
+use arrow::datatypes::{UInt32Type, UInt64Type, UInt8Type};
 
 use crate::error::{Error, Result};
 use crate::format::{
     blob_descriptor, BlobKind, BlobReuseIndex, BlobReuseSource, DataFile, TablePath,
     TABLE_ROOT_BASE,
 };
+
+/// Packed sidecars a compaction copies the live values out of instead of reusing them, by
+/// directory and physical id (their live bytes fell below the threshold).
+pub type RepackSidecars = HashSet<(TablePath, u32)>;
+
+/// A value a rewrite copies (its sidecar is repacked): its row, sidecar and byte range.
+pub(super) type Copied = (usize, TablePath, Range<u64>);
 
 /// The sidecars a data file being written reuses, by where they are, with their local ids.
 #[derive(Debug, Default)]
@@ -27,13 +35,16 @@ impl ReusedSidecars {
     /// `descriptors` (a blob column as the data file `source` holds it, inline bytes and
     /// all) as the file being written holds them: each sidecar value's blob id replaced by
     /// the local id of its physical sidecar, a new id (from `next_id`) the first time one is
-    /// seen. Inline, external and NULL values are kept as they are.
+    /// seen. Inline, external and NULL values are kept as they are. A value in a sidecar of
+    /// `repack` is not mapped: it is returned among the values to copy (its descriptor left
+    /// for the caller to replace).
     pub(super) fn remap(
         &mut self,
         descriptors: &ArrayRef,
         source: &DataFile,
+        repack: &RepackSidecars,
         mut next_id: impl FnMut() -> Result<u32>,
-    ) -> Result<ArrayRef> {
+    ) -> Result<(ArrayRef, Vec<Copied>)> {
         let corrupt = || {
             Error::corrupt(
                 source.path.as_str(),
@@ -49,6 +60,11 @@ impl ReusedSidecars {
             (columns[blob_descriptor::KIND].as_primitive_opt::<UInt8Type>()).ok_or_else(corrupt)?;
         let ids = (columns[blob_descriptor::BLOB_ID].as_primitive_opt::<UInt32Type>())
             .ok_or_else(corrupt)?;
+        let positions = (columns[blob_descriptor::POSITION].as_primitive_opt::<UInt64Type>())
+            .ok_or_else(corrupt)?;
+        let sizes = (columns[blob_descriptor::SIZE].as_primitive_opt::<UInt64Type>())
+            .ok_or_else(corrupt)?;
+        let mut copied = Vec::new();
         let in_sidecar = [BlobKind::Packed.code(), BlobKind::Dedicated.code()];
         let mut local_ids = Vec::with_capacity(described.len());
         for row in 0..described.len() {
@@ -58,6 +74,13 @@ impl ReusedSidecars {
                 continue;
             }
             let place = source.sidecar_location(id);
+            if repack.contains(&place) {
+                let (start, size) = (positions.value(row), sizes.value(row));
+                let end = start.checked_add(size).ok_or_else(corrupt)?;
+                copied.push((row, source.sidecar(id), start..end));
+                local_ids.push(id);
+                continue;
+            }
             let local = match self.local.get(&place) {
                 Some(&local) => local,
                 None => {
@@ -70,11 +93,12 @@ impl ReusedSidecars {
         }
         let mut columns = columns.to_vec();
         columns[blob_descriptor::BLOB_ID] = Arc::new(UInt32Array::from(local_ids));
-        Ok(Arc::new(StructArray::try_new(
+        let remapped = StructArray::try_new(
             described.fields().clone(),
             columns,
             described.nulls().cloned(),
-        )?))
+        )?;
+        Ok((Arc::new(remapped), copied))
     }
 
     /// The index of what was reused: one source per directory, in physical id order.

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{new_null_array, Array, ArrayRef, AsArray, RecordBatch};
+use arrow::array::{
+    new_null_array, Array, ArrayRef, AsArray, BinaryArray, LargeBinaryArray, RecordBatch,
+};
 use arrow::datatypes::{
     DataType, Float16Type, Float32Type, Float64Type, Schema as ArrowSchema, SchemaRef,
 };
@@ -18,7 +20,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersi
 use parquet::schema::types::ColumnPath;
 
 use super::blob::BlobPlacer;
-use super::blob_reuse::ReusedSidecars;
+use super::blob_reuse::{RepackSidecars, ReusedSidecars};
 use super::file_stats::column_stats;
 use super::store::unique_name;
 use super::TableStore;
@@ -307,6 +309,7 @@ impl<'a> DataFileWriter<'a> {
         &mut self,
         batch: &RecordBatch,
         sources: &[Option<DataFile>],
+        repack: &RepackSidecars,
     ) -> Result<()> {
         if sources.len() != self.blobs.len() {
             return Err(Error::internal(
@@ -332,22 +335,58 @@ impl<'a> DataFileWriter<'a> {
         for &i in &self.stored_apart {
             columns[i] = super::stored_type::to_stored(&columns[i])?;
         }
-        for ((index, _), source) in self.blobs.iter().zip(sources) {
+        let blob_columns: Vec<usize> = self.blobs.iter().map(|(index, _)| *index).collect();
+        for (index, source) in blob_columns.into_iter().zip(sources) {
             let Some(source) = source else {
-                let file_type = self.staged_schema.field(*index).data_type();
-                columns[*index] = new_null_array(file_type, batch.num_rows());
+                let file_type = self.staged_schema.field(index).data_type();
+                columns[index] = new_null_array(file_type, batch.num_rows());
                 continue;
             };
             let placer = &mut self.placer;
-            columns[*index] = self
-                .reused
-                .remap(&columns[*index], source, || placer.take_id())?;
+            let (remapped, copied) =
+                (self.reused).remap(&columns[index], source, repack, || placer.take_id())?;
+            columns[index] = match copied.is_empty() {
+                true => remapped,
+                false => self.copy_values(index, &remapped, source, copied).await?,
+            };
         }
         self.rows += batch.num_rows() as u64;
         let staged = RecordBatch::try_new(self.staged_schema.clone(), columns)
             .map_err(|e| Error::invalid(format!("cannot write described rows: {e}")))?;
         self.staged.push(staged);
         Ok(())
+    }
+
+    /// `descriptors` (of the blob column at `index`) with the values `copied` (in sidecars
+    /// being repacked, named by `source`) fetched and placed in this file's own sidecars.
+    async fn copy_values(
+        &mut self,
+        index: usize,
+        descriptors: &ArrayRef,
+        source: &DataFile,
+        copied: Vec<super::blob_reuse::Copied>,
+    ) -> Result<ArrayRef> {
+        let Some((_, blob)) = self.blobs.iter().find(|(at, _)| *at == index).cloned() else {
+            return Err(Error::internal("a repacked column is not a blob column"));
+        };
+        let wanted = copied
+            .iter()
+            .map(|(_, sidecar, range)| (sidecar.clone(), range.clone()));
+        let bytes = super::blob::fetch_ranges(self.store, &source.path, wanted.collect()).await?;
+        let values: ArrayRef = match self.user_schema.field(index).data_type() {
+            DataType::LargeBinary => Arc::new(LargeBinaryArray::from_iter_values(bytes.iter())),
+            _ => Arc::new(BinaryArray::from_iter_values(bytes.iter())),
+        };
+        let placed = self.placer.place(index, &blob, &values).await?;
+        // Each row from the remapped descriptors, or, if copied, from the placed ones.
+        let mut from: Vec<(usize, usize)> = (0..descriptors.len()).map(|row| (0, row)).collect();
+        for (at, (row, _, _)) in copied.iter().enumerate() {
+            from[*row] = (1, at);
+        }
+        Ok(arrow::compute::interleave(
+            &[descriptors.as_ref(), placed.as_ref()],
+            &from,
+        )?)
     }
 
     /// Rows pushed so far.

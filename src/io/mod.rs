@@ -31,6 +31,7 @@ mod stored_type;
 pub use crate::format::{decode_deletions, encode_deletions};
 pub use blob_external::external_blob;
 pub use blob_reader::{BlobPlace, BlobReader};
+pub(crate) use blob_reuse::RepackSidecars;
 pub(crate) use conform::table_batch;
 pub use conform::FileColumns;
 pub use data::READ_BATCH_ROWS;

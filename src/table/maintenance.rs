@@ -30,6 +30,11 @@ pub struct CompactOptions {
     /// Index (default). `false` copies every value moved into sidecars of the new files: a
     /// repack, after which the old sidecars go with their files at cleanup.
     pub reuse_blob_sidecars: bool,
+    /// With reuse, a packed sidecar whose live values hold less than this fraction of its
+    /// bytes (`t$blob_sidecars`) is repacked: the values moved are copied into the new
+    /// files' sidecars, so its dead bytes go once no file names it. 0 never repacks; a
+    /// dedicated sidecar (one live value, all of it) never is. Default 0.5.
+    pub repack_below_live_fraction: f64,
 }
 
 impl Default for CompactOptions {
@@ -39,6 +44,7 @@ impl Default for CompactOptions {
             max_deleted_fraction: 0.1,
             progress: ProgressHandle::default(),
             reuse_blob_sidecars: true,
+            repack_below_live_fraction: 0.5,
         }
     }
 }
@@ -94,6 +100,24 @@ pub struct CleanupReport {
 pub(super) fn is_referenced(relative: &str, referenced: &HashSet<String>) -> bool {
     referenced.contains(relative)
         || crate::format::sidecar_owner(relative).is_some_and(|owner| referenced.contains(&owner))
+}
+
+/// The sidecars of `read` whose live values hold less than `threshold` of their bytes, by
+/// directory and physical id (a pack with deleted values; a dedicated sidecar's one live
+/// value is all of it).
+async fn sparse_packs(read: &Snapshot, threshold: f64) -> Result<crate::io::RepackSidecars> {
+    let mut sparse = crate::io::RepackSidecars::new();
+    for usage in read.blob_sidecars().await? {
+        if usage.live_values == 0 || usage.live_bytes as f64 >= threshold * usage.size as f64 {
+            continue;
+        }
+        let damaged = || Error::internal(format!("{} is not a sidecar's path", usage.path));
+        let (directory, name) = usage.path.rsplit_once('/').ok_or_else(damaged)?;
+        let id = name.strip_suffix(".blob").ok_or_else(damaged)?;
+        let id = u32::from_str_radix(id, 16).map_err(|_| damaged())?;
+        sparse.insert((crate::format::TablePath::parse(directory)?, id));
+    }
+    Ok(sparse)
 }
 
 /// For rows of one fragment of `group` (their addresses `addrs`), the data file holding each
@@ -185,25 +209,36 @@ impl Table {
             target,
             options.max_deleted_fraction,
         );
-        let reuse = options.reuse_blob_sidecars;
+        let threshold = options.repack_below_live_fraction;
+        if !(0.0..=1.0).contains(&threshold) {
+            return Err(Error::invalid(format!(
+                "repack_below_live_fraction is a fraction from 0 to 1, not {threshold}"
+            )));
+        }
+        let reuse = options.reuse_blob_sidecars.then_some(threshold);
         self.rewrite_groups(&read, groups, target, (reuse, &options.progress))
             .await
     }
 
     /// Rewrites each group of `read`'s fragments into fragments of at most `target` rows,
-    /// without deleted rows, in one commit (blob values left where they are if `reuse`);
-    /// nothing when there are no groups.
+    /// without deleted rows, in one commit; nothing when there are no groups. With
+    /// `reuse = Some(threshold)`, blob values stay in their sidecars, but for packed ones
+    /// whose live bytes are under `threshold` of their size; `None` copies them all.
     pub(super) async fn rewrite_groups(
         &self,
         read: &Snapshot,
         groups: Vec<Vec<Fragment>>,
         target: u64,
-        (reuse, progress): (bool, &ProgressHandle),
+        (reuse, progress): (Option<f64>, &ProgressHandle),
     ) -> Result<Committed<Compaction>> {
         if groups.is_empty() {
             return Ok(Committed::unchanged(read, Compaction::default()));
         }
         let schema = read.schema().clone();
+        let repack = match (reuse, schema.has_blob_columns()) {
+            (Some(threshold), true) if threshold > 0.0 => sparse_packs(read, threshold).await?,
+            _ => Default::default(),
+        };
         let mut writer = FragmentWriter::new(&self.store, &schema, target, true);
         let mut inputs: Vec<Fragment> = Vec::new();
         let mut outputs_per_group: Vec<(Vec<FragmentId>, usize)> = Vec::new();
@@ -219,7 +254,7 @@ impl Table {
                 }
                 // Rows move, their blob values stay: descriptors are read, and the new
                 // files' reuse indexes name the sidecars the values are in.
-                let reuse = reuse && schema.has_blob_columns();
+                let reuse = reuse.is_some() && schema.has_blob_columns();
                 let mut scan = read
                     .scan(ScanRequest {
                         with_row_id: true,
@@ -247,7 +282,7 @@ impl Table {
                         true => {
                             let addrs = batch.column(schema.fields.len() + 1);
                             let sources = blob_sources(&schema, &group, addrs)?;
-                            writer.push_described(user, ids, &sources).await?;
+                            writer.push_described(user, ids, &sources, &repack).await?;
                         }
                         false => writer.push(user, ids).await?,
                     }

@@ -37,6 +37,10 @@ impl Default for TieredMerge {
     }
 }
 
+/// Tiered merges repack a packed sidecar whose live values hold less than this fraction of
+/// it, as compaction does by default.
+const REPACK_BELOW: f64 = 0.5;
+
 /// Merge rounds after one write: each round's output may fill the next tier, and the
 /// number of tiers below a fragment's size is small (≤ 32 for any fan-in ≥ 2).
 const MAX_ROUNDS: usize = 32;
@@ -89,7 +93,12 @@ impl Table {
                 fan_in(policy),
             );
             let report = self
-                .rewrite_groups(&read, groups, target, (true, &ProgressHandle::default()))
+                .rewrite_groups(
+                    &read,
+                    groups,
+                    target,
+                    (Some(REPACK_BELOW), &ProgressHandle::default()),
+                )
                 .await?;
             if !report.published {
                 break;

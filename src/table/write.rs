@@ -19,7 +19,7 @@ use super::scan_request::{ScanRequest, ROW_ADDR, ROW_ID};
 use super::{Committed, RowChangeSet, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::{DataFile, Schema};
-use crate::io::{DataFileWriter, TableStore};
+use crate::io::{DataFileWriter, RepackSidecars, TableStore};
 use crate::rowid::{RowAddress, RowId, RowIdSet};
 
 /// Computes new values: given matched rows (every user column, then `_rowid` and
@@ -108,15 +108,16 @@ impl<'a> FragmentWriter<'a> {
         batch: RecordBatch,
         ids: Vec<Option<RowId>>,
         sources: &[Option<DataFile>],
+        repack: &RepackSidecars,
     ) -> Result<()> {
-        self.push_rows(batch, ids, Some(sources)).await
+        self.push_rows(batch, ids, Some((sources, repack))).await
     }
 
     async fn push_rows(
         &mut self,
         mut batch: RecordBatch,
         mut ids: Vec<Option<RowId>>,
-        sources: Option<&[Option<DataFile>]>,
+        described: Option<(&[Option<DataFile>], &RepackSidecars)>,
     ) -> Result<()> {
         if self.schema.fields.is_empty() && batch.num_rows() > 0 {
             // A data file of no columns cannot say how many rows it holds.
@@ -133,9 +134,10 @@ impl<'a> FragmentWriter<'a> {
             };
             let room = self.max_rows - file.rows() as usize;
             let take = room.min(batch.num_rows());
-            match sources {
-                Some(sources) => file.push_described(&batch.slice(0, take), sources).await?,
-                None => file.push(&batch.slice(0, take)).await?,
+            let rows = batch.slice(0, take);
+            match described {
+                Some((sources, repack)) => file.push_described(&rows, sources, repack).await?,
+                None => file.push(&rows).await?,
             }
             if self.carries_ids {
                 self.pending_ids.extend(ids.drain(..take));

@@ -322,6 +322,7 @@ async fn sidecars_report_their_live_and_dead_bytes_across_reuse() {
     table
         .compact(natal::CompactOptions {
             max_deleted_fraction: 0.0,
+            repack_below_live_fraction: 0.0,
             ..Default::default()
         })
         .await
@@ -337,4 +338,56 @@ async fn sidecars_report_their_live_and_dead_bytes_across_reuse() {
         usage.iter().map(|u| u.dead_bytes()).sum::<u64>(),
         total - live
     );
+}
+
+/// A pack mostly dead is repacked by a reusing compaction: its live values are copied into
+/// the new file's sidecars and cleanup then removes it; packs mostly live stay reused. A
+/// threshold out of range is refused with nothing committed.
+#[tokio::test]
+async fn compaction_repacks_packs_whose_values_are_mostly_dead() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = Table::create(
+        store.clone(),
+        "t".into(),
+        &blob_schema(SMALL),
+        TableOptions::default(),
+    )
+    .await
+    .unwrap();
+    table.append(vec![blob_batch(0..80)]).await.unwrap();
+    // The 640- and 999-byte values: most of each pack's bytes.
+    table
+        .delete_where(crate::common::key_matches(|k| k % 8 == 4 || k % 8 == 5))
+        .await
+        .unwrap();
+    let mostly_live =
+        |usage: &[natal::SidecarUsage]| usage.iter().all(|u| u.live_bytes * 2 >= u.size);
+    let before = table.latest().await.unwrap().blob_sidecars().await.unwrap();
+    assert!(!mostly_live(&before), "{before:?}");
+    let version = table.latest().await.unwrap().version();
+    let bad = natal::CompactOptions {
+        repack_below_live_fraction: 1.5,
+        ..Default::default()
+    };
+    let error = table.compact(bad).await.unwrap_err();
+    assert!(error.to_string().contains("fraction"), "{error}");
+    assert_eq!(table.latest().await.unwrap().version(), version);
+    table
+        .compact(natal::CompactOptions::default())
+        .await
+        .unwrap();
+    table
+        .cleanup(natal::CleanupPolicy {
+            keep_versions: 1,
+            keep_newer_than: std::time::Duration::ZERO,
+            min_file_age: std::time::Duration::ZERO,
+        })
+        .await
+        .unwrap();
+    let latest = table.latest().await.unwrap();
+    let after = latest.blob_sidecars().await.unwrap();
+    assert!(mostly_live(&after), "{after:?}");
+    let rows = read_blobs(&latest).await.unwrap();
+    let expected: Vec<i64> = (0..80).filter(|k| k % 8 != 4 && k % 8 != 5).collect();
+    assert_eq!(rows.keys().copied().collect::<Vec<_>>(), expected);
 }
