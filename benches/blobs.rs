@@ -576,6 +576,47 @@ async fn tiered_merge(base: &Path, sizes: &[u64]) {
         .map(|f| f.physical_rows as usize)
         .sum();
     assert_eq!(rows, sizes.len());
+
+    // Repack: 60% of rows deleted, then a compaction (packs under half live are repacked)
+    // and a cleanup of the old version.
+    table
+        .delete_where(it_common::key_matches(|k| k % 5 < 3))
+        .await
+        .expect("delete");
+    let usage = |table: Table| async move {
+        let sidecars = table.latest().await.expect("v").blob_sidecars().await;
+        let sidecars = sidecars.expect("sidecars");
+        let dead: u64 = sidecars.iter().map(|s| s.dead_bytes()).sum();
+        let size: u64 = sidecars.iter().map(|s| s.size).sum();
+        (dead, size)
+    };
+    let (dead_before, size_before) = usage(table.clone()).await;
+    let before = dir_bytes(&dir);
+    let start = Instant::now();
+    table
+        .compact(natal::CompactOptions::default())
+        .await
+        .expect("compact");
+    let took = ms(start);
+    let written = dir_bytes(&dir) - before;
+    let policy = natal::CleanupPolicy {
+        keep_versions: 1,
+        keep_newer_than: std::time::Duration::ZERO,
+        min_file_age: std::time::Duration::ZERO,
+    };
+    table.cleanup(policy).await.expect("cleanup");
+    let (dead_after, size_after) = usage(table.clone()).await;
+    println!(
+        "repack after deleting 60% of rows: sidecars held {:.1} MiB, {:.1} MiB of it dead; \
+         compaction {took:.0} ms, {:.1} MiB written; after cleanup {:.1} MiB, {:.1} MiB dead \
+         ({:.1} MiB reclaimed)",
+        size_before as f64 / MIB as f64,
+        dead_before as f64 / MIB as f64,
+        written as f64 / MIB as f64,
+        size_after as f64 / MIB as f64,
+        dead_after as f64 / MIB as f64,
+        size_before.saturating_sub(size_after) as f64 / MIB as f64
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
