@@ -267,7 +267,6 @@ pub(crate) struct Descriptors<'a> {
     ids: &'a UInt32Array,
     uris: &'a StringArray,
     file: &'a DataFile,
-    data_file: &'a TablePath,
 }
 
 impl<'a> Descriptors<'a> {
@@ -308,7 +307,6 @@ impl<'a> Descriptors<'a> {
                 .as_string_opt::<i32>()
                 .ok_or_else(corrupt)?,
             file,
-            data_file,
         })
     }
 
@@ -327,7 +325,7 @@ impl<'a> Descriptors<'a> {
         if self.array.is_null(row) {
             return Ok(None);
         }
-        BlobKind::from_code(self.kinds.value(row), self.data_file.as_str()).map(Some)
+        BlobKind::from_code(self.kinds.value(row), self.file.path.as_str()).map(Some)
     }
 
     /// Where the bytes of the value at `row` are.
@@ -339,7 +337,7 @@ impl<'a> Descriptors<'a> {
         let position = self.positions.value(row);
         let end = position.checked_add(size).ok_or_else(|| {
             Error::corrupt(
-                self.data_file.as_str(),
+                self.file.path.as_str(),
                 format!("a blob descriptor's range {position}+{size} overflows"),
             )
         })?;

@@ -272,9 +272,6 @@ impl<'a> DataFileWriter<'a> {
             .collect::<Result<Vec<_>>>()?;
         let batch = RecordBatch::try_new(self.user_schema.clone(), columns)
             .map_err(|e| Error::invalid(format!("cannot write batch: {e}")))?;
-        for (count, column) in self.nan_counts.iter_mut().zip(batch.columns()) {
-            *count += count_nans(column);
-        }
         for (field, column) in self.schema.fields.iter().zip(batch.columns()) {
             if field.blob.is_none() && super::blob_external::holds_reference(column) {
                 return Err(Error::invalid(format!(
@@ -284,19 +281,32 @@ impl<'a> DataFileWriter<'a> {
                 )));
             }
         }
-        self.rows += batch.num_rows() as u64;
-        if self.stored_apart.is_empty() && self.blobs.is_empty() {
-            self.staged.push(batch);
-            return Ok(());
-        }
         let mut columns = batch.columns().to_vec();
-        for &i in &self.stored_apart {
-            columns[i] = super::stored_type::to_stored(&columns[i])?;
-        }
+        self.restage_stored(&mut columns)?;
         for (index, blob) in &self.blobs {
             columns[*index] = self.placer.place(*index, blob, &columns[*index]).await?;
         }
-        let staged = RecordBatch::try_new(self.staged_schema.clone(), columns)?;
+        self.stage(batch.num_rows(), columns)
+    }
+
+    /// Counts `columns`' NaNs (for the file's statistics) and turns the columns stored as
+    /// another type into it: what every batch staged goes through.
+    fn restage_stored(&mut self, columns: &mut [ArrayRef]) -> Result<()> {
+        for (count, column) in self.nan_counts.iter_mut().zip(columns.iter()) {
+            *count += count_nans(column);
+        }
+        for &i in &self.stored_apart {
+            columns[i] = super::stored_type::to_stored(&columns[i])?;
+        }
+        Ok(())
+    }
+
+    /// Keeps `columns` (`rows` rows, as the file holds them) for the file.
+    fn stage(&mut self, rows: usize, columns: Vec<ArrayRef>) -> Result<()> {
+        let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
+        let staged =
+            RecordBatch::try_new_with_options(self.staged_schema.clone(), columns, &options)?;
+        self.rows += rows as u64;
         self.staged.push(staged);
         Ok(())
     }
@@ -329,12 +339,7 @@ impl<'a> DataFileWriter<'a> {
                 None => super::conform::relabelled(column, field.data_type())?,
             });
         }
-        for (count, column) in self.nan_counts.iter_mut().zip(&columns) {
-            *count += count_nans(column);
-        }
-        for &i in &self.stored_apart {
-            columns[i] = super::stored_type::to_stored(&columns[i])?;
-        }
+        self.restage_stored(&mut columns)?;
         let blob_columns: Vec<usize> = self.blobs.iter().map(|(index, _)| *index).collect();
         for (index, source) in blob_columns.into_iter().zip(sources) {
             let Some(source) = source else {
@@ -350,11 +355,7 @@ impl<'a> DataFileWriter<'a> {
                 false => self.copy_values(index, &remapped, source, copied).await?,
             };
         }
-        self.rows += batch.num_rows() as u64;
-        let staged = RecordBatch::try_new(self.staged_schema.clone(), columns)
-            .map_err(|e| Error::invalid(format!("cannot write described rows: {e}")))?;
-        self.staged.push(staged);
-        Ok(())
+        self.stage(batch.num_rows(), columns)
     }
 
     /// `descriptors` (of the blob column at `index`) with the values `copied` (in sidecars

@@ -27,6 +27,7 @@ mod commit;
 mod declared;
 mod deferred_blobs;
 mod filter;
+mod fragment_reads;
 mod index;
 mod maintenance;
 mod merge;

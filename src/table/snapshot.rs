@@ -6,7 +6,7 @@ use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, UInt64Array};
+use arrow::array::{RecordBatch, RecordBatchOptions, UInt64Array};
 use arrow::compute::{concat_batches, take};
 use arrow::datatypes::{DataType, Field as ArrowField, Schema as ArrowSchema, SchemaRef};
 use futures::stream::{self, BoxStream};
@@ -15,14 +15,15 @@ use roaring::{RoaringBitmap, RoaringTreemap};
 use tokio::sync::OnceCell;
 
 use super::deferred_blobs::DeferredBlobs;
-use super::filter::{filter_batch, predicate_layout, RowPredicate};
+use super::filter::predicate_layout;
+use super::fragment_reads::{at_most, FragmentReads, ReadFilter};
 use super::scan_request::{ScanRequest, ROW_ADDR, ROW_ID};
 use crate::error::{Error, Result};
 use crate::format::{Fragment, Manifest, Schema};
 use crate::io::{FileColumns, PagePruning, SelectPages, TableStore};
 use crate::rowid::{
     candidate_offsets, CarriedFragment, FragmentId, FragmentLayout, IdSet, RelocationView,
-    RowAddress, RowId, RowIdSet, SequenceCursor,
+    RowAddress, RowId, RowIdSet,
 };
 
 /// A partial view is built while the wanted ids number at most 1 per this many carried rows.
@@ -638,167 +639,4 @@ fn offsets_with_ids_in(fragment: &Fragment, range: &RangeInclusive<u64>) -> Roar
         }
     }
     offsets
-}
-
-/// How each fragment of one scan is read (see `Snapshot::fragment_reads`).
-struct FragmentReads {
-    columns: FileColumns,
-    schema: SchemaRef,
-    request: ScanRequest,
-    filter: Option<Arc<ReadFilter>>,
-    /// Rows ruled out before reading by the page index, for the filter.
-    pages: Option<PagePruning>,
-    /// Blob columns fetched only for the rows the filter keeps.
-    deferred: Option<Arc<DeferredBlobs>>,
-}
-
-/// A scan's filter, placed in the wider read it needs.
-struct ReadFilter {
-    predicate: Arc<dyn RowPredicate>,
-    /// Where the predicate's columns sit in the read.
-    probe: Vec<usize>,
-    /// Where the scan's output columns sit in the read.
-    wanted: Vec<usize>,
-    output: SchemaRef,
-}
-
-impl FragmentReads {
-    /// The rows at `offsets` (all, if `None`) of `fragment`.
-    fn read(
-        &self,
-        store: &TableStore,
-        fragment: &Fragment,
-        offsets: Option<RoaringBitmap>,
-    ) -> BoxStream<'static, Result<RecordBatch>> {
-        self.read_pruning(store, fragment, offsets, 0..fragment.physical_rows, true)
-    }
-
-    /// [`Self::read`] of the offsets in `rows`, judging pages by the filter only if
-    /// `prune_pages`: rows an index found are few and hold the values, so judging every
-    /// page would be wasted work.
-    fn read_pruning(
-        &self,
-        store: &TableStore,
-        fragment: &Fragment,
-        offsets: Option<RoaringBitmap>,
-        rows: std::ops::Range<u32>,
-        prune_pages: bool,
-    ) -> BoxStream<'static, Result<RecordBatch>> {
-        let rows = read_with_ids(
-            store,
-            fragment,
-            &self.columns,
-            &self.schema,
-            &self.request,
-            (offsets, rows),
-            self.pages.clone().filter(|_| prune_pages),
-        );
-        let limit = self.request.limit;
-        let Some(filter) = self.filter.clone() else {
-            return match self.deferred.clone() {
-                Some(blobs) => blobs.resolve(store, fragment, at_most(rows, limit)),
-                None => rows,
-            };
-        };
-        let metrics = self.request.metrics.clone();
-        let kept = rows
-            .map(move |batch| {
-                let batch = batch?;
-                let kept = filter_batch(
-                    filter.predicate.as_ref(),
-                    &batch,
-                    &filter.probe,
-                    &filter.wanted,
-                    &filter.output,
-                )?;
-                if let Some(m) = &metrics {
-                    let rejected = (batch.num_rows() - kept.num_rows()) as u64;
-                    m.rows_filtered.fetch_add(rejected, Ordering::Relaxed);
-                }
-                Ok(kept)
-            })
-            .boxed();
-        match self.deferred.clone() {
-            Some(blobs) => blobs.resolve(store, fragment, at_most(kept, limit)),
-            None => kept,
-        }
-    }
-}
-
-/// `rows` cut after `limit` rows (all of them for `None`): no fragment gives a limited scan
-/// more rows than its limit, so none has payloads fetched for rows past it.
-fn at_most(
-    rows: BoxStream<'static, Result<RecordBatch>>,
-    limit: Option<usize>,
-) -> BoxStream<'static, Result<RecordBatch>> {
-    let Some(limit) = limit else {
-        return rows;
-    };
-    rows.scan(limit, |left, batch| {
-        let cut = match batch {
-            Ok(_) if *left == 0 => None,
-            Ok(batch) => {
-                let rows = batch.num_rows().min(*left);
-                *left -= rows;
-                Some(Ok(batch.slice(0, rows)))
-            }
-            Err(e) => Some(Err(e)),
-        };
-        futures::future::ready(cut)
-    })
-    .boxed()
-}
-
-/// Streams the rows at `offsets` (all, if `None`) within the offsets `rows` of one fragment:
-/// its `columns`, then `_rowid` and `_rowaddr` if the request asks for them, as `output`.
-fn read_with_ids(
-    store: &TableStore,
-    fragment: &Fragment,
-    columns: &FileColumns,
-    output: &SchemaRef,
-    request: &ScanRequest,
-    (offsets, rows): (Option<RoaringBitmap>, std::ops::Range<u32>),
-    pages: Option<PagePruning>,
-) -> BoxStream<'static, Result<RecordBatch>> {
-    let user = Arc::new(ArrowSchema::new(output.fields()[..columns.len()].to_vec()));
-    let output = output.clone();
-    let (with_id, with_addr) = (request.with_row_id, request.with_row_addr);
-    let fragment_id = fragment.id;
-    let sequence = fragment.row_ids.sequence().cloned();
-    // One walk over the sequence for the whole fragment: batches come in offset order.
-    let mut cursor = SequenceCursor::default();
-    store
-        .read_fragment(fragment, columns, user, offsets, rows, pages)
-        .map(move |item| {
-            let (batch, offsets) = item?;
-            let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-            if with_id {
-                let ids: Vec<u64> = match &sequence {
-                    Some(seq) => offsets
-                        .iter()
-                        .map(|&o| seq.get_from(o, &mut cursor).map_or(u64::MAX, RowId::as_u64))
-                        .collect(),
-                    None => offsets
-                        .iter()
-                        .map(|&o| RowAddress::new(fragment_id, o).as_u64())
-                        .collect(),
-                };
-                let ids = UInt64Array::from(ids);
-                columns.push(Arc::new(ids));
-            }
-            if with_addr {
-                let addrs: UInt64Array = offsets
-                    .iter()
-                    .map(|&o| RowAddress::new(fragment_id, o).as_u64())
-                    .collect::<Vec<u64>>()
-                    .into();
-                columns.push(Arc::new(addrs));
-            }
-            Ok(RecordBatch::try_new_with_options(
-                output.clone(),
-                columns,
-                &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
-            )?)
-        })
-        .boxed()
 }

@@ -82,7 +82,8 @@ async fn files_under(store: &Arc<dyn ObjectStore>, prefix: &str) -> Vec<String> 
     files
 }
 
-async fn blob_table() -> (Table, Arc<dyn ObjectStore>) {
+/// An empty table `t` of [`blob_schema`] with [`SMALL`] thresholds, in memory.
+pub async fn blob_table() -> (Table, Arc<dyn ObjectStore>) {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let table = Table::create(
         store.clone(),
@@ -129,7 +130,7 @@ async fn values_of_every_kind_read_back_as_written() {
 }
 
 /// The sidecar files of the table at `t`.
-async fn sidecars(store: &Arc<dyn ObjectStore>) -> Vec<String> {
+pub async fn sidecars(store: &Arc<dyn ObjectStore>) -> Vec<String> {
     files_under(store, "t/data")
         .await
         .into_iter()
@@ -172,14 +173,7 @@ async fn blobs_stay_right_through_every_write_and_cleanup() {
     // Time travel reads the first version's sidecars, still there.
     assert_eq!(read_blobs(&first).await.unwrap().len(), 60);
     let before = sidecars(&store).await;
-    table
-        .cleanup(natal::CleanupPolicy {
-            keep_versions: 1,
-            keep_newer_than: std::time::Duration::ZERO,
-            min_file_age: std::time::Duration::ZERO,
-        })
-        .await
-        .unwrap();
+    table.cleanup(crate::faults::keep_last(1)).await.unwrap();
     let after = sidecars(&store).await;
     assert!(after.len() < before.len(), "{before:?} -> {after:?}");
     let latest = table.latest().await.unwrap();

@@ -1,7 +1,8 @@
-//! The Blob Reuse Index, read side: a data file whose descriptors' blob ids resolve through
-//! its index to another file's sidecars reads every value right (scans, filters, ranges,
-//! places); a sidecar the index names that is gone is `Corrupt` naming it and the data file;
-//! cleanup keeps reused sidecars while a retained file names them, and only then.
+//! The Blob Reuse Index: a data file whose descriptors' blob ids resolve through its index
+//! to another file's sidecars reads every value right (scans, filters, ranges, places); a
+//! sidecar the index names that is gone is `Corrupt` naming it and the data file; cleanup
+//! keeps reused sidecars while a retained file names them, and only then; compaction
+//! repacks sparse packs (or everything, asked to), and a delete during it rebases.
 
 use std::sync::Arc;
 
@@ -10,12 +11,11 @@ use futures::TryStreamExt;
 use natal::internals::format::{
     BlobReuseIndex, BlobReuseSource, Manifest, TablePath, TABLE_ROOT_BASE,
 };
-use natal::{Error, ScanRequest, Table, TableOptions};
-use object_store::memory::InMemory;
+use natal::{Error, ScanRequest, Table};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
 
-use crate::blob::{blob_batch, blob_schema, read_blobs, value_of, SMALL};
+use crate::blob::{blob_batch, read_blobs, sidecars, value_of, SMALL};
 
 async fn get(store: &Arc<dyn ObjectStore>, path: &Path) -> Bytes {
     store.get(path).await.unwrap().bytes().await.unwrap()
@@ -25,15 +25,7 @@ async fn get(store: &Arc<dyn ObjectStore>, path: &Path) -> Bytes {
 /// under the old file's stem and named by the moved file's reuse index (each local id to the
 /// physical id `remap` gives it). Returns the table, its store and the old stem.
 async fn reusing_table(remap: impl Fn(u32) -> u32) -> (Table, Arc<dyn ObjectStore>, String) {
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let table = Table::create(
-        store.clone(),
-        "t".into(),
-        &blob_schema(SMALL),
-        TableOptions::default(),
-    )
-    .await
-    .unwrap();
+    let (table, store) = crate::blob::blob_table().await;
     table.append(vec![blob_batch(0..40)]).await.unwrap();
     let version = table.store().latest_version().await.unwrap().unwrap();
     let manifest_path = table.store().manifest_path(version);
@@ -119,11 +111,7 @@ async fn values_resolve_through_a_reuse_index_and_cleanup_keeps_what_it_names() 
     // Writes go on; cleanup keeps the sidecars the index names after their own data file
     // is gone, and removes them once no retained file names them.
     table.append(vec![blob_batch(40..41)]).await.unwrap();
-    let policy = natal::CleanupPolicy {
-        keep_versions: 1,
-        keep_newer_than: std::time::Duration::ZERO,
-        min_file_age: std::time::Duration::ZERO,
-    };
+    let policy = crate::faults::keep_last(1);
     table.cleanup(policy.clone()).await.unwrap();
     let left = |store: Arc<dyn ObjectStore>, stem: String| async move {
         let listed: Vec<_> = (store.list(Some(&Path::from(format!("t/{stem}")))))
@@ -183,33 +171,11 @@ async fn a_reused_sidecar_that_is_gone_is_corrupt_naming_both_files() {
 /// copies the values into the new file's own sidecars, and cleanup then removes the old ones.
 #[tokio::test]
 async fn a_repack_copies_values_and_cleanup_then_removes_the_old_sidecars() {
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let table = Table::create(
-        store.clone(),
-        "t".into(),
-        &blob_schema(SMALL),
-        TableOptions::default(),
-    )
-    .await
-    .unwrap();
+    let (table, store) = crate::blob::blob_table().await;
     table.append(vec![blob_batch(0..40)]).await.unwrap();
     table.append(vec![blob_batch(40..80)]).await.unwrap();
-    let all_sidecars = |store: Arc<dyn ObjectStore>| async move {
-        let mut listed: Vec<String> = (store.list(Some(&Path::from("t/data"))))
-            .map_ok(|m| m.location.to_string())
-            .try_collect()
-            .await
-            .unwrap();
-        listed.retain(|p| p.ends_with(".blob"));
-        listed.sort();
-        listed
-    };
-    let written = all_sidecars(store.clone()).await;
-    let policy = natal::CleanupPolicy {
-        keep_versions: 1,
-        keep_newer_than: std::time::Duration::ZERO,
-        min_file_age: std::time::Duration::ZERO,
-    };
+    let written = sidecars(&store).await;
+    let policy = crate::faults::keep_last(1);
     let compact = |reuse: bool| natal::CompactOptions {
         max_deleted_fraction: 0.0,
         reuse_blob_sidecars: reuse,
@@ -217,11 +183,7 @@ async fn a_repack_copies_values_and_cleanup_then_removes_the_old_sidecars() {
     };
     table.compact(compact(true)).await.unwrap();
     table.cleanup(policy.clone()).await.unwrap();
-    assert_eq!(
-        all_sidecars(store.clone()).await,
-        written,
-        "reused, none copied"
-    );
+    assert_eq!(sidecars(&store).await, written, "reused, none copied");
     assert_eq!(
         read_blobs(&table.latest().await.unwrap())
             .await
@@ -235,7 +197,7 @@ async fn a_repack_copies_values_and_cleanup_then_removes_the_old_sidecars() {
         .unwrap();
     table.compact(compact(false)).await.unwrap();
     table.cleanup(policy).await.unwrap();
-    let left = all_sidecars(store.clone()).await;
+    let left = sidecars(&store).await;
     assert!(!left.is_empty());
     assert!(
         left.iter().all(|s| !written.contains(s)),
@@ -253,15 +215,7 @@ async fn a_repack_copies_values_and_cleanup_then_removes_the_old_sidecars() {
 /// names a sidecar cleanup removed.
 #[tokio::test]
 async fn a_delete_during_a_reusing_compaction_rebases_and_cleanup_keeps_every_value() {
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let table = Table::create(
-        store.clone(),
-        "t".into(),
-        &blob_schema(SMALL),
-        TableOptions::default(),
-    )
-    .await
-    .unwrap();
+    let (table, _) = crate::blob::blob_table().await;
     table.append(vec![blob_batch(0..40)]).await.unwrap();
     table.append(vec![blob_batch(40..80)]).await.unwrap();
     let planned = table.planned_at(table.latest().await.unwrap());
@@ -274,14 +228,7 @@ async fn a_delete_during_a_reusing_compaction_rebases_and_cleanup_keeps_every_va
         .await
         .unwrap();
     assert!(compacted.published);
-    table
-        .cleanup(natal::CleanupPolicy {
-            keep_versions: 1,
-            keep_newer_than: std::time::Duration::ZERO,
-            min_file_age: std::time::Duration::ZERO,
-        })
-        .await
-        .unwrap();
+    table.cleanup(crate::faults::keep_last(1)).await.unwrap();
     let latest = table.latest().await.unwrap();
     let rows = read_blobs(&latest).await.unwrap();
     let expected: Vec<i64> = (0..80).filter(|k| k % 10 != 7).collect();
@@ -295,15 +242,7 @@ async fn a_delete_during_a_reusing_compaction_rebases_and_cleanup_keeps_every_va
 /// bytes until a repack.
 #[tokio::test]
 async fn sidecars_report_their_live_and_dead_bytes_across_reuse() {
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let table = Table::create(
-        store.clone(),
-        "t".into(),
-        &blob_schema(SMALL),
-        TableOptions::default(),
-    )
-    .await
-    .unwrap();
+    let (table, _) = crate::blob::blob_table().await;
     table.append(vec![blob_batch(0..40)]).await.unwrap();
     let in_sidecars = |keys: &mut dyn Iterator<Item = i64>| -> u64 {
         keys.filter_map(value_of)
@@ -345,15 +284,7 @@ async fn sidecars_report_their_live_and_dead_bytes_across_reuse() {
 /// threshold out of range is refused with nothing committed.
 #[tokio::test]
 async fn compaction_repacks_packs_whose_values_are_mostly_dead() {
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let table = Table::create(
-        store.clone(),
-        "t".into(),
-        &blob_schema(SMALL),
-        TableOptions::default(),
-    )
-    .await
-    .unwrap();
+    let (table, _) = crate::blob::blob_table().await;
     table.append(vec![blob_batch(0..80)]).await.unwrap();
     // The 640- and 999-byte values: most of each pack's bytes.
     table
@@ -376,14 +307,7 @@ async fn compaction_repacks_packs_whose_values_are_mostly_dead() {
         .compact(natal::CompactOptions::default())
         .await
         .unwrap();
-    table
-        .cleanup(natal::CleanupPolicy {
-            keep_versions: 1,
-            keep_newer_than: std::time::Duration::ZERO,
-            min_file_age: std::time::Duration::ZERO,
-        })
-        .await
-        .unwrap();
+    table.cleanup(crate::faults::keep_last(1)).await.unwrap();
     let latest = table.latest().await.unwrap();
     let after = latest.blob_sidecars().await.unwrap();
     assert!(mostly_live(&after), "{after:?}");

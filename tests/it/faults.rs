@@ -15,7 +15,7 @@ use object_store::ObjectStore;
 use crate::common::*;
 
 /// A cleanup keeping the newest `versions` versions and nothing else.
-fn keep_last(versions: usize) -> CleanupPolicy {
+pub fn keep_last(versions: usize) -> CleanupPolicy {
     CleanupPolicy {
         keep_versions: versions,
         keep_newer_than: Duration::ZERO,
