@@ -17,6 +17,8 @@
 //! - compaction after deleting 20% of rows (issue 36): bytes written against the moved rows'
 //!   payload, with the Blob Reuse Index, repacking, and Lance's `compact_files`; reads of live
 //!   rows before and after it; a tiered merge of 32 small appends;
+//! - an UPDATE of the other column of 20% of rows: bytes written against their payload, the
+//!   values kept by reference and copied, and Lance's `update`;
 //! - a streaming write of `NATAL_BLOB_STREAM_BYTES` MiB (default 2 GiB) in a fresh process:
 //!   its peak RSS.
 //!
@@ -41,7 +43,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use common::{env, ms, Rng};
 use futures::{StreamExt, TryStreamExt};
 use natal::internals::io::InstrumentedStore;
-use natal::{BlobColumn, RowId, ScanMetrics, ScanRequest, Table, TableOptions};
+use natal::{BlobColumn, BlobReferences, RowId, ScanMetrics, ScanRequest, Table, TableOptions};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use object_store::ObjectStoreExt;
@@ -490,6 +492,7 @@ async fn main() {
         bytes as f64 / selected as f64
     );
     compaction((&base, &store), blob, &sizes, python, lance_dir_s).await;
+    update_other_column(&base, &sizes, python, lance_dir_s).await;
     tiered_merge(&base, &sizes).await;
     streaming_write(&base);
     let _ = std::fs::remove_dir_all(&base);
@@ -618,6 +621,57 @@ async fn tiered_merge(base: &Path, sizes: &[u64]) {
         size_before.saturating_sub(size_after) as f64 / MIB as f64
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 36: an UPDATE of `key` (to itself) on the rows `key % 5 == 1`, after the
+/// compaction: bytes written against their payload, natal keeping the blob values where they
+/// are (what SQL's UPDATE of other columns does) and copying them (a copy of the table),
+/// beside Lance's `update` of the same rows.
+async fn update_other_column(base: &Path, sizes: &[u64], python: Option<&str>, lance_dir: &str) {
+    let updated: u64 = (sizes.iter().enumerate())
+        .filter(|(key, _)| key % 5 == 1)
+        .map(|(_, size)| size)
+        .sum();
+    let copy = base.join("copied");
+    copy_dir(&base.join("blob"), &copy.join("blob"));
+    let keep = |batch: &RecordBatch| Ok(batch.project(&[0, 1])?);
+    for (name, dir, references) in [
+        (
+            "keeping values by reference",
+            base.to_path_buf(),
+            BlobReferences::Stored,
+        ),
+        ("copying values", copy.clone(), BlobReferences::None),
+    ] {
+        let table = Table::open(store_at(&dir), ObjectPath::from("blob"));
+        let rows = natal::RowMatch {
+            filter: Some(it_common::KeyModulo::new(5, 1)),
+            blob_references: references,
+            ..Default::default()
+        };
+        let before = dir_bytes(&dir.join("blob"));
+        let start = Instant::now();
+        table.update_matching(rows, &keep).await.expect("update");
+        let took = ms(start);
+        let written = dir_bytes(&dir.join("blob")) - before;
+        println!(
+            "UPDATE of the other column of 20% of rows ({:.1} MiB of payload), natal {name}: \
+             {took:.0} ms, {:.2} MiB written = {:.3}% of it",
+            updated as f64 / MIB as f64,
+            written as f64 / MIB as f64,
+            written as f64 * 100.0 / updated as f64
+        );
+    }
+    let _ = std::fs::remove_dir_all(&copy);
+    if let Some(lance) = lance(python, &["update", "--dir", lance_dir]) {
+        let field = |name: &str| lance.get(name).and_then(Value::as_f64).unwrap_or(f64::NAN);
+        println!(
+            "Lance update of the same rows: {:.0} ms, {:.2} MiB written = {:.1}% of their payload",
+            field("seconds") * 1000.0,
+            field("written") / MIB as f64,
+            field("written") * 100.0 / updated as f64
+        );
+    }
 }
 
 /// Bytes of every file under `dir`.

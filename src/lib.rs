@@ -52,7 +52,7 @@ mod table;
 
 pub use error::{Error, FlagKind, Result};
 pub use format::{BlobColumn, BlobKind, FieldPath, Position, SchemaChange, BLOB_META_KEY};
-pub use io::{external_blob, BlobPlace, BlobReader, IndexLookup, ManifestLayout};
+pub use io::{external_blob, BlobPlace, BlobReader, BlobReferences, IndexLookup, ManifestLayout};
 pub use operation::Operation;
 pub use rowid::{FragmentId, RowAddress, RowId, RowIdSet};
 pub use table::{

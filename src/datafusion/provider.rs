@@ -49,8 +49,8 @@ pub struct NatalTableProvider {
     defaults: std::sync::OnceLock<PlannedDefaults>,
     /// PRIMARY KEY and UNIQUE, over the provider's column positions.
     constraints: Constraints,
-    /// Scans read external blob values as references ([`Self::copying_blobs`]).
-    external_blobs_as_references: bool,
+    /// Which blob values scans read as references ([`Self::copying_blobs`]).
+    blob_references: crate::BlobReferences,
 }
 
 /// Columns' defaults by name, and why one no longer plans (see `declared::planned_defaults`).
@@ -89,15 +89,16 @@ impl NatalTableProvider {
             schema,
             defaults: std::sync::OnceLock::new(),
             constraints,
-            external_blobs_as_references: false,
+            blob_references: crate::BlobReferences::None,
         }
     }
 
-    /// This provider with its scans reading external blob values as the references
-    /// [`crate::external_blob`] makes, not as the objects' bytes: for a statement that
-    /// writes the rows it reads back with those values untouched, so they stay external.
+    /// This provider with its scans reading blob values as references, not bytes
+    /// ([`crate::BlobReferences::Stored`]): for a statement that writes the rows it reads
+    /// back to this table with those values untouched, so they stay where they are — an
+    /// external value at its object, a stored one in its sidecar.
     pub(super) fn copying_blobs(mut self) -> Self {
-        self.external_blobs_as_references = true;
+        self.blob_references = crate::BlobReferences::Stored;
         self
     }
 
@@ -331,7 +332,7 @@ impl TableProvider for NatalTableProvider {
                     .min(100),
             ) / 100.0,
             blob_sizes: Vec::new(),
-            external_blobs_as_references: self.external_blobs_as_references,
+            blob_references: self.blob_references,
         };
         Ok(Arc::new(NatalScanExec::new(plan, output)))
     }
@@ -388,7 +389,7 @@ impl TableProvider for NatalTableProvider {
         self.writable("UPDATE")?;
         let mut rows = self.row_match(state, &filters)?;
         // Rows whose filter and new values read no blob column are rewritten with their
-        // external blob values as references: never fetched, never copied.
+        // blob values as references: never fetched, never copied.
         let schema = self.snapshot.schema();
         let reads_blobs = filters
             .iter()
@@ -399,7 +400,9 @@ impl TableProvider for NatalTableProvider {
                     .field_by_name(&c.name)
                     .is_some_and(|f| f.blob.is_some())
             });
-        rows.external_blobs_as_references = !reads_blobs;
+        if !reads_blobs {
+            rows.blob_references = crate::BlobReferences::Stored;
+        }
         let user = self.snapshot.schema().to_arrow();
         // New values are computed from the row as a predicate sees it: its user columns,
         // then `_rowid` and `_rowaddr`.
@@ -457,7 +460,7 @@ impl NatalTableProvider {
             filter,
             row_ids,
             row_id_range,
-            external_blobs_as_references: false,
+            blob_references: crate::BlobReferences::None,
         })
     }
 }

@@ -259,7 +259,7 @@ impl ExecutionPlan for NatalScanExec {
             index: self.plan.index.clone(),
             blob_descriptors: false,
             lean_blob_descriptors: false,
-            external_blobs_as_references: self.plan.external_blobs_as_references,
+            blob_references: self.plan.blob_references,
             blob_sizes: self.plan.blob_sizes.clone(),
             // Exact (the planner may drop its own limit for it, `with_fetch`): the snapshot
             // scan cuts the last batch, and fetches no blob payload past it.

@@ -37,7 +37,7 @@ pub(crate) struct ScanPlan {
     /// Blob columns read as their values' sizes (`octet_length` of them is all the query
     /// asks; see `blob_sizes.rs`).
     pub blob_sizes: Vec<String>,
-    /// External blob values read as references, not bytes (a read whose rows are written
-    /// back unchanged in those columns: `MergeExec`'s target).
-    pub external_blobs_as_references: bool,
+    /// Blob values read as references, not bytes (a read whose rows are written back
+    /// unchanged in those columns: `MergeExec`'s target).
+    pub blob_references: crate::BlobReferences,
 }

@@ -33,7 +33,7 @@ pub use blob::{
     sidecar_owner, sidecar_path, BlobColumn, BlobKind, BLOB_DEDICATED_THRESHOLD_META_KEY,
     BLOB_INLINE_LIMIT_META_KEY, BLOB_META_KEY, BLOB_PACK_FILE_SIZE_META_KEY,
 };
-pub use blob_reuse::{BlobReuseIndex, BlobReuseSource, TABLE_ROOT_BASE};
+pub use blob_reuse::{sidecar_in, BlobReuseIndex, BlobReuseSource, TABLE_ROOT_BASE};
 pub use deletion::{decode_deletions, encode_deletions};
 pub use envelope::{seal, unseal};
 pub use index::{cache_node, IndexSection, IndexSegment, LogicalIndex};

@@ -23,6 +23,8 @@ use bytes::Bytes;
 use object_store::ObjectStoreExt;
 
 use super::blob_external::{external_reference, read_external};
+use super::blob_reference::{stored_reference, BlobReferences, StoredValue};
+use super::blob_reuse::ReusedSidecars;
 use super::fetch_grouped::fetch_grouped;
 use super::TableStore;
 use crate::error::{Error, Result};
@@ -74,19 +76,22 @@ impl<'a> BlobPlacer<'a> {
 
     /// The descriptors of `values` (Binary or LargeBinary), the column `column` of the file,
     /// placed as `blob` says; dedicated sidecars and full packs are written as they are made.
+    /// A stored value's reference (`blob_reference`) is not placed: its descriptor names
+    /// the sidecar it is in, by a local id `reused` maps to it.
     pub(super) async fn place(
         &mut self,
         column: usize,
         blob: &BlobColumn,
         values: &ArrayRef,
+        reused: &mut ReusedSidecars,
     ) -> Result<ArrayRef> {
         match values.data_type() {
             DataType::Binary => {
-                self.place_values(column, blob, values.as_binary::<i32>())
+                self.place_values(column, blob, values.as_binary::<i32>(), reused)
                     .await
             }
             DataType::LargeBinary => {
-                self.place_values(column, blob, values.as_binary::<i64>())
+                self.place_values(column, blob, values.as_binary::<i64>(), reused)
                     .await
             }
             other => Err(Error::invalid(format!(
@@ -100,6 +105,7 @@ impl<'a> BlobPlacer<'a> {
         column: usize,
         blob: &BlobColumn,
         values: &GenericBinaryArray<O>,
+        reused: &mut ReusedSidecars,
     ) -> Result<ArrayRef> {
         let rows = values.len();
         let mut kinds = Vec::with_capacity(rows);
@@ -119,6 +125,16 @@ impl<'a> BlobPlacer<'a> {
                 continue;
             }
             let value = values.value(row);
+            if let Some(stored) = stored_reference(value) {
+                let id = self.reuse(&stored, reused)?;
+                kinds.push(stored.kind.code());
+                positions.push(stored.position);
+                sizes.push(stored.size);
+                ids.push(id);
+                uris.append_value("");
+                inline.append_null();
+                continue;
+            }
             if let Some((uri, position, size)) = external_reference(value) {
                 kinds.push(BlobKind::External.code());
                 positions.push(position);
@@ -167,6 +183,21 @@ impl<'a> BlobPlacer<'a> {
         ];
         let nulls = values.nulls().cloned();
         Ok(Arc::new(StructArray::try_new(fields, children, nulls)?))
+    }
+
+    /// The local id the file gives the sidecar `stored` is in, which must be this table's.
+    fn reuse(&mut self, stored: &StoredValue, reused: &mut ReusedSidecars) -> Result<u32> {
+        if self.store.table_uuid().as_deref() != Some(stored.table) {
+            return Err(Error::invalid(format!(
+                "a blob value read as a reference to a sidecar of table {} cannot be written \
+                 to {}: read values for another table as bytes (BlobReferences::External or \
+                 None)",
+                stored.table,
+                self.store.display()
+            )));
+        }
+        let place = (stored.directory()?, stored.physical);
+        reused.local_id(place, || self.take_id())
     }
 
     /// Appends `value` to the column's packed sidecar, first writing the open one out if
@@ -360,6 +391,24 @@ impl<'a> Descriptors<'a> {
     }
 }
 
+impl Descriptors<'_> {
+    /// The reference ([`BlobReferences::Stored`]) to the value at `row`, in a sidecar of the
+    /// table `table` (its uuid): the physical sidecar, never the file that reused it.
+    fn stored_reference(&self, row: usize, table: &str) -> Result<Vec<u8>> {
+        let (directory, physical) = self.file.sidecar_location(self.ids.value(row));
+        let kind = self.kind(row)?.unwrap_or(BlobKind::Inline);
+        StoredValue {
+            table,
+            directory: directory.as_str(),
+            physical,
+            kind,
+            position: self.positions.value(row),
+            size: self.sizes.value(row),
+        }
+        .reference()
+    }
+}
+
 impl TableStore {
     /// `descriptors` (a blob column as the data file `data_file` holds it) as the bytes of
     /// its values, of type `out` (Binary or LargeBinary): for a read that deferred them
@@ -404,22 +453,31 @@ async fn resolve_as<O: OffsetSizeTrait>(
     let mut slots: Vec<Slot> = Vec::with_capacity(descriptors.len());
     let mut in_sidecars = Vec::new();
     let mut external = Vec::new();
+    let table = match store.blob_references {
+        BlobReferences::Stored => Some(store.table_uuid().ok_or_else(|| {
+            Error::internal("blob references asked of a table handle that read no manifest")
+        })?),
+        _ => None,
+    };
     for row in 0..descriptors.len() {
-        slots.push(match descriptors.location(row)? {
-            BlobLocation::Null => Slot::Null,
-            BlobLocation::Inline => Slot::Inline,
-            BlobLocation::Sidecar { sidecar, range } => {
+        slots.push(match (descriptors.location(row)?, table.as_deref()) {
+            (BlobLocation::Null, _) => Slot::Null,
+            (BlobLocation::Inline, _) => Slot::Inline,
+            (BlobLocation::Sidecar { .. }, Some(table)) => {
+                Slot::Reference(descriptors.stored_reference(row, table)?)
+            }
+            (BlobLocation::Sidecar { sidecar, range }, None) => {
                 in_sidecars.push((sidecar, range));
                 Slot::Sidecar(in_sidecars.len() - 1)
             }
-            BlobLocation::External { uri, range } => {
+            (BlobLocation::External { uri, range }, _) => {
                 external.push((uri, range));
                 Slot::External(external.len() - 1)
             }
         });
     }
     let from_sidecars = fetch_ranges(store, data_file, in_sidecars).await?;
-    let from_elsewhere = match store.external_as_references {
+    let from_elsewhere = match store.blob_references.external() {
         true => external
             .into_iter()
             .map(|(uri, range)| super::blob_external::external_blob(&uri, range).map(Bytes::from))
@@ -428,9 +486,16 @@ async fn resolve_as<O: OffsetSizeTrait>(
     };
     // Sized once: grown by doubling, the values of a batch of large payloads would be
     // copied again at every step.
+    let made: usize = (slots.iter())
+        .map(|slot| match slot {
+            Slot::Reference(reference) => reference.len(),
+            _ => 0,
+        })
+        .sum();
     let fetched: usize = (from_sidecars.iter().chain(&from_elsewhere))
         .map(Bytes::len)
-        .sum();
+        .sum::<usize>()
+        + made;
     let inline_bytes = inline.to_data().buffers().get(1).map_or(0, |b| b.len());
     let mut builder = GenericBinaryBuilder::<O>::with_capacity(slots.len(), fetched + inline_bytes);
     for (row, slot) in slots.into_iter().enumerate() {
@@ -439,6 +504,7 @@ async fn resolve_as<O: OffsetSizeTrait>(
             Slot::Inline => builder.append_value(inline_value(inline, row, data_file)?),
             Slot::Sidecar(at) => builder.append_value(&from_sidecars[at]),
             Slot::External(at) => builder.append_value(&from_elsewhere[at]),
+            Slot::Reference(reference) => builder.append_value(reference),
         }
     }
     Ok(Arc::new(builder.finish()))
@@ -450,6 +516,8 @@ enum Slot {
     Inline,
     Sidecar(usize),
     External(usize),
+    /// A stored value's reference ([`BlobReferences::Stored`]).
+    Reference(Vec<u8>),
 }
 
 /// The bytes of each `(sidecar, range)` of `wanted` (sidecars of `data_file`), in order:

@@ -27,7 +27,7 @@ const MARKER: &[u8; 16] = b"natal:ext-blob\0\x01";
 const HEADER: usize = MARKER.len() + 16 + 8 + 8;
 
 /// The process's secret: two SipHash keys drawn at random when first asked.
-fn secret() -> &'static [RandomState; 2] {
+pub(super) fn secret() -> &'static [RandomState; 2] {
     static SECRET: OnceLock<[RandomState; 2]> = OnceLock::new();
     SECRET.get_or_init(|| [RandomState::new(), RandomState::new()])
 }
@@ -87,13 +87,18 @@ pub(crate) fn external_reference(value: &[u8]) -> Option<(&str, u64, u64)> {
         .then_some((uri, position, size))
 }
 
-/// Whether `column` (of any type) holds a reference [`external_blob`] made: a value only a
-/// blob column can take.
+/// Whether `column` (of any type) holds a reference (one [`external_blob`] made, or a stored
+/// value's, `blob_reference`): a value only a blob column can take.
 pub(crate) fn holds_reference(column: &dyn arrow::array::Array) -> bool {
     use arrow::array::AsArray;
     use arrow::datatypes::DataType;
     let any = |mut values: Box<dyn Iterator<Item = Option<&[u8]>> + '_>| {
-        values.any(|v| v.is_some_and(|v| external_reference(v).is_some()))
+        values.any(|v| {
+            v.is_some_and(|v| {
+                external_reference(v).is_some()
+                    || super::blob_reference::stored_reference(v).is_some()
+            })
+        })
     };
     match column.data_type() {
         DataType::Binary => any(Box::new(column.as_binary::<i32>().iter())),

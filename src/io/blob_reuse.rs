@@ -81,15 +81,7 @@ impl ReusedSidecars {
                 local_ids.push(id);
                 continue;
             }
-            let local = match self.local.get(&place) {
-                Some(&local) => local,
-                None => {
-                    let local = next_id()?;
-                    self.local.insert(place, local);
-                    local
-                }
-            };
-            local_ids.push(local);
+            local_ids.push(self.local_id(place, &mut next_id)?);
         }
         let mut columns = columns.to_vec();
         columns[blob_descriptor::BLOB_ID] = Arc::new(UInt32Array::from(local_ids));
@@ -99,6 +91,21 @@ impl ReusedSidecars {
             described.nulls().cloned(),
         )?;
         Ok((Arc::new(remapped), copied))
+    }
+
+    /// The local id of the sidecar `place` (directory, physical id): a new one (from
+    /// `next_id`) the first time it is seen.
+    pub(super) fn local_id(
+        &mut self,
+        place: (TablePath, u32),
+        mut next_id: impl FnMut() -> Result<u32>,
+    ) -> Result<u32> {
+        if let Some(&local) = self.local.get(&place) {
+            return Ok(local);
+        }
+        let local = next_id()?;
+        self.local.insert(place, local);
+        Ok(local)
     }
 
     /// The index of what was reused: one source per directory, in physical id order.

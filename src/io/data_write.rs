@@ -284,7 +284,9 @@ impl<'a> DataFileWriter<'a> {
         let mut columns = batch.columns().to_vec();
         self.restage_stored(&mut columns)?;
         for (index, blob) in &self.blobs {
-            columns[*index] = self.placer.place(*index, blob, &columns[*index]).await?;
+            columns[*index] = (self.placer)
+                .place(*index, blob, &columns[*index], &mut self.reused)
+                .await?;
         }
         self.stage(batch.num_rows(), columns)
     }
@@ -378,7 +380,9 @@ impl<'a> DataFileWriter<'a> {
             DataType::LargeBinary => Arc::new(LargeBinaryArray::from_iter_values(bytes.iter())),
             _ => Arc::new(BinaryArray::from_iter_values(bytes.iter())),
         };
-        let placed = self.placer.place(index, &blob, &values).await?;
+        let placed = (self.placer)
+            .place(index, &blob, &values, &mut self.reused)
+            .await?;
         // Each row from the remapped descriptors, or, if copied, from the placed ones.
         let mut from: Vec<(usize, usize)> = (0..descriptors.len()).map(|row| (0, row)).collect();
         for (at, (row, _, _)) in copied.iter().enumerate() {

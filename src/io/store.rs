@@ -90,8 +90,8 @@ pub struct TableStore {
     local_directory: Option<Arc<std::path::PathBuf>>,
     /// The stores external blob values are read through.
     pub(crate) external: Option<Arc<dyn object_store::registry::ObjectStoreRegistry>>,
-    /// External blob values read as references, not fetched (for rows written back).
-    pub(crate) external_as_references: bool,
+    /// Which blob values reads return as references, not bytes (for rows written back).
+    pub(crate) blob_references: super::BlobReferences,
 }
 
 impl TableStore {
@@ -130,17 +130,21 @@ impl TableStore {
             incarnation: Arc::new(Mutex::new(None)),
             bytes_read: None,
             external: None,
-            external_as_references: false,
+            blob_references: super::BlobReferences::None,
         }
     }
 
-    /// This store (sharing its caches), reading external blob values as references
-    /// ([`crate::external_blob`]) when `yes`.
-    pub fn external_blobs_as_references(self, yes: bool) -> Self {
+    /// This store (sharing its caches), reading blob values as `references` say.
+    pub fn blob_references(self, references: super::BlobReferences) -> Self {
         Self {
-            external_as_references: yes,
+            blob_references: references,
             ..self
         }
+    }
+
+    /// The `table_uuid` of the table whose manifests this handle has read, if it has read one.
+    pub(crate) fn table_uuid(&self) -> Option<String> {
+        self.incarnation.lock().ok()?.clone()
     }
 
     /// This store with `stores` to read external blob values through.

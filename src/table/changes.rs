@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use arrow::array::{RecordBatch, UInt64Array};
 
 use super::commit::Action;
-use super::write::{surely_unpublished, FragmentWriter};
+use super::write::FragmentWriter;
 use super::{Committed, Table};
 use crate::error::{Error, Result};
 use crate::rowid::{RowAddress, RowId};
@@ -105,14 +105,8 @@ impl Table {
             return Err(e);
         }
         let fragments = writer.finish().await?;
-        let action = Action::Update {
-            rows,
-            fragments: fragments.clone(),
-        };
-        let committed = self.commit_write_then_merge(&read, action).await;
-        if committed.as_ref().is_err_and(surely_unpublished) {
-            super::write::delete_written(&self.store, read.schema(), &fragments).await;
-        }
-        committed
+        // A commit that fails deletes what it wrote (`Table::commit_manifest`).
+        self.commit_write_then_merge(&read, Action::Update { rows, fragments })
+            .await
     }
 }

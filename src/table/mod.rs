@@ -427,7 +427,14 @@ impl Table {
     }
 
     /// [`Self::commit`], returning the published manifest itself.
+    /// The files the action wrote are deleted if it surely published nothing (a conflict, a
+    /// refused rebase): a failed write leaves no trace.
     async fn commit_manifest(&self, read: &Snapshot, action: commit::Action) -> Result<Manifest> {
-        commit::commit(&self.store, read.manifest(), action, &self.options).await
+        let written = action.written_files();
+        let outcome = commit::commit(&self.store, read.manifest(), action, &self.options).await;
+        if outcome.as_ref().is_err_and(write::surely_unpublished) {
+            write::delete_files(&self.store, read.schema(), written.iter()).await;
+        }
+        outcome
     }
 }

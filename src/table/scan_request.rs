@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::filter::RowPredicate;
 use super::index::IndexProbe;
+use crate::io::BlobReferences;
 use crate::rowid::{FragmentId, RowId, RowIdSet};
 
 /// The name of the system column holding a row's id.
@@ -49,11 +50,12 @@ pub struct ScanRequest {
     /// bytes ([`crate::format::lean_descriptor_type`]): Parquet then decodes only their
     /// small leaves, whatever the values' sizes.
     pub lean_blob_descriptors: bool,
-    /// An external blob value reads as the reference [`crate::external_blob`] makes of its
-    /// URI and range, not as the object's bytes: for a read whose rows are written back (a
-    /// compaction, an UPDATE of other columns, a copy into another table), so the write
-    /// keeps the value external and never fetches or copies the object.
-    pub external_blobs_as_references: bool,
+    /// Which blob values read as references, not bytes ([`BlobReferences`]): for a read
+    /// whose rows are written back (a compaction, an UPDATE of other columns, a copy into
+    /// another table), so the write keeps each value where it is — an external one at its
+    /// object, a stored one (written back to this table) in its sidecar — never fetching or
+    /// copying its bytes.
+    pub blob_references: BlobReferences,
     /// These blob columns read as their values' sizes in bytes (`Int64`, NULL for NULL),
     /// from descriptors alone: `octet_length` without a payload byte read.
     pub blob_sizes: Vec<String>,

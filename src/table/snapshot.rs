@@ -269,7 +269,7 @@ impl Snapshot {
             Some(m) => self.store.counting_bytes(m.bytes_read.clone()),
             None => self.store.clone(),
         }
-        .external_blobs_as_references(request.external_blobs_as_references);
+        .blob_references(request.blob_references);
         let reads = self.fragment_reads(&field_ids, &output, &request)?;
         let wanted: Vec<&Fragment> = self
             .manifest
@@ -551,8 +551,7 @@ impl Snapshot {
             .into_iter()
             .filter_map(|(fragment_id, mut offsets)| {
                 let fragment = self.manifest.fragment(fragment_id)?.clone();
-                let store = (self.store.clone())
-                    .external_blobs_as_references(request.external_blobs_as_references);
+                let store = (self.store.clone()).blob_references(request.blob_references);
                 let reads = fragment_reads.clone();
                 let read = async move {
                     if let Some(deleted) = store.outright_deletions(&fragment).await? {

@@ -38,11 +38,11 @@ pub struct RowMatch {
     pub row_ids: Option<RowIdSet>,
     /// Among the ids in this range.
     pub row_id_range: Option<RangeInclusive<u64>>,
-    /// The rows' external blob values read as references
-    /// ([`ScanRequest::external_blobs_as_references`]), for an update whose filter and new
-    /// values do not read blob columns: those values are rewritten as the references they
-    /// are, their objects never fetched.
-    pub external_blobs_as_references: bool,
+    /// The rows' blob values read as references ([`ScanRequest::blob_references`]), for an
+    /// update whose filter and new values do not read blob columns: those values are
+    /// rewritten as the references they are ([`crate::BlobReferences::Stored`]: external
+    /// objects never fetched, stored values never copied).
+    pub blob_references: crate::BlobReferences,
 }
 
 impl RowMatch {
@@ -56,7 +56,7 @@ impl RowMatch {
             row_ids: self.row_ids,
             row_id_range: self.row_id_range,
             filter: self.filter,
-            external_blobs_as_references: self.external_blobs_as_references,
+            blob_references: self.blob_references,
             ..Default::default()
         }
     }
@@ -407,26 +407,34 @@ impl Table {
             true,
         );
         let mut rows = Vec::new();
-        while let Some(matched) = scan.try_next().await? {
-            if matched.num_rows() == 0 {
-                continue;
+        let written = async {
+            while let Some(matched) = scan.try_next().await? {
+                if matched.num_rows() == 0 {
+                    continue;
+                }
+                let (ids, addrs) = system_columns(&matched)?;
+                let updated = update(&matched)?;
+                if updated.num_rows() != matched.num_rows() {
+                    return Err(Error::invalid(format!(
+                        "update returned {} rows for {} matched rows",
+                        updated.num_rows(),
+                        matched.num_rows()
+                    )));
+                }
+                writer
+                    .push(updated, ids.iter().copied().map(Some).collect())
+                    .await?;
+                rows.extend(ids.into_iter().zip(addrs));
+                progress.matched(matched.num_rows());
             }
-            let (ids, addrs) = system_columns(&matched)?;
-            let updated = update(&matched)?;
-            if updated.num_rows() != matched.num_rows() {
-                return Err(Error::invalid(format!(
-                    "update returned {} rows for {} matched rows",
-                    updated.num_rows(),
-                    matched.num_rows()
-                )));
-            }
-            writer
-                .push(updated, ids.iter().copied().map(Some).collect())
-                .await?;
-            rows.extend(ids.into_iter().zip(addrs));
-            progress.matched(matched.num_rows());
+            Ok(())
         }
+        .await;
         drop(progress);
+        if let Err(e) = written {
+            writer.abandon().await;
+            return Err(e);
+        }
         let fragments = writer.finish().await?;
         self.commit_write_then_merge(read, Action::Update { rows, fragments })
             .await

@@ -6,6 +6,7 @@ mod blob;
 mod blob_external;
 mod blob_inline;
 mod blob_reuse;
+mod blob_rewrite;
 mod cli;
 mod commit_outcome;
 mod common;

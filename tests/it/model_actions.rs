@@ -77,9 +77,11 @@ pub async fn run(table: &Table, action: &Action, schema: &Arc<Schema>) -> natal:
         Action::Update(m, r, d, true) => {
             let rows = RowMatch {
                 filter: Some(KeyModulo::new(*m as i64, *r as i64)),
+                blob_references: natal::BlobReferences::Stored,
                 ..Default::default()
             };
-            table.update_matching(rows, &add_to_val(*d)).await?.into()
+            let update = crate::model_schema::carried_update(*d, schema.clone());
+            table.update_matching(rows, &update).await?.into()
         }
         Action::UpdateIds(ids, d) => {
             let ids: Vec<RowId> = ids.iter().map(|v| RowId::from_u64(*v)).collect();

@@ -251,6 +251,19 @@ pub fn pad(batch: RecordBatch, schema: &Schema) -> RecordBatch {
     RecordBatch::try_new(schema.to_arrow(), columns).expect("padded batch")
 }
 
+/// An update (see `common::add_to_val`) whose rows keep their extras' values, as read.
+pub fn carried_update(
+    delta: i64,
+    schema: Arc<Schema>,
+) -> impl Fn(&RecordBatch) -> natal::Result<RecordBatch> + Send + Sync {
+    let update = crate::common::add_to_val(delta);
+    move |batch: &RecordBatch| {
+        let mut columns = update(batch)?.columns()[..3].to_vec();
+        columns.extend_from_slice(&batch.columns()[3..schema.fields.len()]);
+        Ok(RecordBatch::try_new(schema.to_arrow(), columns)?)
+    }
+}
+
 /// An update (see `common::add_to_val`) whose output is padded to `schema`.
 pub fn padded_update(
     delta: i64,

@@ -104,6 +104,22 @@ impl Action {
         }
     }
 
+    /// The data files it wrote (its new fragments' and added columns').
+    pub(crate) fn written_files(&self) -> Vec<DataFile> {
+        match self {
+            Action::Append { fragments }
+            | Action::Overwrite { fragments }
+            | Action::Update { fragments, .. }
+            | Action::Compact { fragments, .. } => {
+                fragments.iter().map(|f| f.file.clone()).collect()
+            }
+            Action::AlterSchema { column_files, .. } => {
+                column_files.iter().map(|(_, file)| file.clone()).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
     /// True when committing this would publish a version equal to the one read: no rows
     /// to add, none to delete. (An overwrite with no rows empties the table; it changes.)
     pub(crate) fn changes_nothing(&self) -> bool {

@@ -17,6 +17,7 @@ mod action;
 mod apply;
 mod pause;
 mod rebase;
+mod reused;
 mod schema;
 
 use crate::error::{Error, Result};
@@ -39,6 +40,7 @@ pub(crate) async fn commit(
     read.check_writable(&table)?;
     let mut base = read.clone();
     for _ in 0..=options.max_commit_retries {
+        reused::check_reused_sidecars(&base, &mut action, read.version)?;
         let mut next = apply(store, &base, &action, read.version).await?;
         pause::at(pause::Point::BeforePublish, action.operation()).await;
         if store.publish_manifest(&mut next, &options.layout).await? {
