@@ -770,9 +770,9 @@ async fn compaction(
         table.compact(options).await.expect("compact");
         let took = ms(start);
         let after = dir_bytes(&dir);
-        let inline = inline_bytes((sizes.iter().enumerate()).filter_map(|(key, size)| {
-            (key % 5 != 0).then_some(*size)
-        }));
+        let inline = inline_bytes(
+            (sizes.iter().enumerate()).filter_map(|(key, size)| (key % 5 != 0).then_some(*size)),
+        );
         println!(
             "compaction after deleting 20% ({:.1} MiB of payload moved), natal {name}: {took:.0} \
              ms, {:.2} MiB written = {:.3}% of it ({}); the table then takes {:.1} MiB",

@@ -181,8 +181,18 @@ impl NatalSchemaProvider {
         self
     }
 
-    /// The kept handle of table `base`, or a new one (kept once a version of it opens).
-    fn table_handle(&self, base: &str) -> Table {
+    /// The handle of table `base`: a natal table registered by `CREATE EXTERNAL TABLE`
+    /// under that name, wherever it lives; else the kept handle of `<root>/<base>`, or a new
+    /// one (kept once a version of it opens).
+    pub(super) fn table_handle(&self, base: &str) -> Table {
+        let external = (self.registered.read().ok())
+            .and_then(|r| r.get(base).cloned())
+            .and_then(|provider| {
+                (provider.downcast_ref::<NatalTableProvider>()).map(|natal| natal.table().clone())
+            });
+        if let Some(table) = external {
+            return table;
+        }
         match self.handles.read().ok().and_then(|h| h.get(base).cloned()) {
             Some(table) => table,
             None => Table::open_with(

@@ -25,9 +25,8 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::execution_plan::EmissionType;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use object_store::path::Path;
-use object_store::ObjectStore;
 
+use super::catalog::NatalSchemaProvider;
 use super::dml::count_schema;
 use super::leaf::{figures_stream, leaf_exec_methods, leaf_properties};
 use super::progress_of;
@@ -174,17 +173,17 @@ impl Operation {
     }
 }
 
-/// One `natal_*` function, bound to the tables under a root.
+/// One `natal_*` function, bound to a schema's tables: those under its root and those
+/// registered in it by `CREATE EXTERNAL TABLE`, wherever they live.
 #[derive(Debug)]
 pub struct NatalFunction {
     name: &'static str,
-    store: Arc<dyn ObjectStore>,
-    root: Path,
+    tables: Arc<NatalSchemaProvider>,
 }
 
 impl NatalFunction {
     /// Every `natal_*` function, for registration under their names.
-    pub fn all(store: Arc<dyn ObjectStore>, root: Path) -> Vec<Arc<NatalFunction>> {
+    pub fn all(tables: Arc<NatalSchemaProvider>) -> Vec<Arc<NatalFunction>> {
         [
             "natal_compact",
             "natal_checkpoint",
@@ -206,8 +205,7 @@ impl NatalFunction {
         .map(|name| {
             Arc::new(NatalFunction {
                 name,
-                store: store.clone(),
-                root: root.clone(),
+                tables: tables.clone(),
             })
         })
         .collect()
@@ -272,10 +270,7 @@ impl TableFunctionImpl for NatalFunction {
                 "{name}: '{table_name}' is not a table name"
             )));
         }
-        let table = Table::open(
-            self.store.clone(),
-            self.root.clone().join(table_name.as_str()),
-        );
+        let table = self.tables.table_handle(&table_name);
         if matches!(name, "natal_delete" | "natal_update") {
             return dml_provider(name, table, exprs);
         }

@@ -147,17 +147,15 @@ pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
             catalog
         }
     };
-    for function in NatalFunction::all(store.clone(), path.clone()) {
+    let tables = Arc::new(
+        NatalSchemaProvider::new(store, path)
+            .with_progress(session_progress)
+            .with_external_stores(SessionStores::of(&ctx.runtime_env())),
+    );
+    for function in NatalFunction::all(tables.clone()) {
         ctx.register_udtf(function.name(), function);
     }
-    catalog.register_schema(
-        &schema_name,
-        Arc::new(
-            NatalSchemaProvider::new(store, path)
-                .with_progress(session_progress)
-                .with_external_stores(SessionStores::of(&ctx.runtime_env())),
-        ),
-    )?;
+    catalog.register_schema(&schema_name, tables)?;
     ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
         ExternalBlobFunction::new(),
     ));

@@ -142,7 +142,22 @@ impl TableStore {
         let bytes = Bytes::from(manifest.encode());
         match self.put_if_absent(&path, bytes.clone()).await {
             Err(Error::ObjectStore(error)) => self.settle_publish(&path, bytes, error).await,
+            // Refused: another writer's, or this one's own. An HTTP client retries a PUT
+            // whose response it lost (a 5xx, a dropped connection) after the store kept it,
+            // and the retry is refused by the very version it wrote; the bytes say whose.
+            Ok(false) => self.holds(&path, &bytes).await,
             outcome => outcome,
+        }
+    }
+
+    /// Whether the manifest at `path` is `bytes` (this attempt's: its transaction id is
+    /// fresh), read back after a put-if-absent was refused.
+    async fn holds(&self, path: &Path, bytes: &Bytes) -> Result<bool> {
+        match self.get(path).await {
+            Ok(stored) => Ok(stored == *bytes),
+            // Refused, then gone: a table dropped meanwhile; not this attempt's.
+            Err(Error::ObjectStore(object_store::Error::NotFound { .. })) => Ok(false),
+            Err(e) => Err(e),
         }
     }
 

@@ -54,6 +54,21 @@ async fn a_manifest_put_that_failed_after_landing_is_a_published_commit() {
     assert_ne!(versions[1].transaction.uuid, versions[2].transaction.uuid);
 }
 
+/// Over HTTP, a client retries a PUT whose response was lost after the store kept it, and
+/// the retry is refused by the version the first try wrote: the commit is found published,
+/// not taken for a lost race and published again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_put_refused_by_its_own_earlier_try_is_a_published_commit() {
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = faulty_table(inner.clone(), PutFault::StoredThenRefused).await;
+    let committed = table.append(vec![batch(&[(3, 3)])]).await.unwrap();
+    assert!(committed.published);
+    assert_eq!(committed.version, 3);
+    let plain = Table::open(inner, "t".into());
+    assert_eq!(keys(&plain).await, (3, vec![1, 2, 3]));
+    assert_eq!(plain.versions().await.unwrap().len(), 3, "published once");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manifest_put_that_failed_while_another_writer_won_rebases() {
     let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());

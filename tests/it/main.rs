@@ -29,11 +29,14 @@ mod nested;
 mod processes;
 mod recovery;
 mod rowid;
+mod s3;
+mod s3_server;
 mod schema;
 mod scripted_store;
 mod sql;
 mod storage;
 mod tpch;
+mod workload;
 
 /// The fuzz cases bound each decoder's largest allocation by its input (`fuzz_cases.rs`).
 #[global_allocator]

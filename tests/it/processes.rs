@@ -5,15 +5,33 @@
 //! written and its manifest not yet put (or just put), and the test lets the others commit
 //! first or kills it there. After every crash the table must hold exactly the rows of the
 //! versions that exist, stay writable, and lose the killed write's files to cleanup.
+//!
+//! The races run twice: on a local directory, and on an S3 bucket of the in-process server
+//! (`s3_server`), the processes reaching it over HTTP with the endpoint and keys in their
+//! environment, as a user's would.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A catalog root in a temporary directory, driven through the `natal` binary.
+use object_store::ObjectStore;
+
+/// A catalog root, driven through the `natal` binary: a temporary directory, or a prefix of
+/// a bucket of an S3 server.
 struct Warehouse {
-    dir: tempfile::TempDir,
+    root: String,
+    /// The processes' environment beyond the test's (the S3 endpoint and keys).
+    environment: Vec<(&'static str, String)>,
+    /// The root's store and its path there, to list what the processes wrote.
+    store: Arc<dyn ObjectStore>,
+    prefix: object_store::path::Path,
+    /// Runs the S3 server and the listings.
+    runtime: tokio::runtime::Runtime,
+    /// The local root, when it is one.
+    dir: Option<tempfile::TempDir>,
+    _server: Option<crate::s3_server::S3Server>,
 }
 
 /// Where a process pauses: a commit point, the operation whose first commit stops there,
@@ -25,17 +43,57 @@ struct Pause<'a> {
 }
 
 impl Warehouse {
+    /// A root in a temporary directory.
     fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
         Self {
-            dir: tempfile::tempdir().unwrap(),
+            root: dir.path().to_str().unwrap().to_string(),
+            environment: Vec::new(),
+            store: Arc::new(store),
+            prefix: object_store::path::Path::default(),
+            runtime: tokio::runtime::Runtime::new().unwrap(),
+            dir: Some(dir),
+            _server: None,
         }
+    }
+
+    /// A root in bucket `natal` of a new in-process S3 server.
+    fn on_s3() -> Self {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let server = runtime
+            .block_on(crate::s3_server::S3Server::start(&["natal"], 50))
+            .unwrap();
+        let store = server.client("natal").unwrap();
+        let mut environment = server.environment();
+        environment.push(("AWS_EC2_METADATA_DISABLED", "true".into()));
+        Self {
+            root: "s3://natal/warehouse".into(),
+            environment,
+            store: Arc::new(store),
+            prefix: object_store::path::Path::from("warehouse"),
+            runtime,
+            dir: None,
+            _server: Some(server),
+        }
+    }
+
+    /// Both kinds of root.
+    fn each() -> [Self; 2] {
+        [Self::new(), Self::on_s3()]
     }
 
     fn command(&self, sql: &[String], pause: Option<&Pause>) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_natal"));
+        for (key, _) in std::env::vars() {
+            if key.starts_with("AWS_") {
+                command.env_remove(key);
+            }
+        }
         command
+            .envs(self.environment.iter().map(|(k, v)| (*k, v.as_str())))
             .arg("--root")
-            .arg(self.dir.path())
+            .arg(&self.root)
             .args(["-q", "--format", "csv", "-c"])
             .args(sql)
             .stdin(Stdio::null());
@@ -88,20 +146,24 @@ impl Warehouse {
             .expect("start natal")
     }
 
+    /// The table's directory, on a local root.
     fn table_dir(&self, table: &str) -> PathBuf {
-        self.dir.path().join(table)
+        let dir = self.dir.as_ref().expect("a local root");
+        dir.path().join(table)
     }
 
-    /// The table's files under `data/`.
+    /// The names of the table's files (and sidecar directories) under `data/`.
     fn data_files(&self, table: &str) -> BTreeSet<String> {
-        let dir = self.table_dir(table).join("data");
-        std::fs::read_dir(dir)
-            .map(|entries| {
-                entries
-                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default()
+        let data = self.prefix.clone().join(table).join("data");
+        let listed = match (self.runtime).block_on(self.store.list_with_delimiter(Some(&data))) {
+            Ok(listed) => listed,
+            Err(object_store::Error::NotFound { .. }) => return BTreeSet::new(),
+            Err(e) => panic!("listing {data}: {e}"),
+        };
+        let files = listed.objects.into_iter().map(|m| m.location);
+        (files.chain(listed.common_prefixes))
+            .filter_map(|p| p.filename().map(str::to_string))
+            .collect()
     }
 
     fn latest_version(&self, table: &str) -> u64 {
@@ -173,7 +235,12 @@ fn finish(child: Child) -> Output {
 
 #[test]
 fn appends_from_several_processes_all_land() {
-    let warehouse = Warehouse::new();
+    for warehouse in Warehouse::each() {
+        appends_land(&warehouse);
+    }
+}
+
+fn appends_land(warehouse: &Warehouse) {
     warehouse.create_table(0);
     let processes = 4;
     let statements = 6;
@@ -219,7 +286,12 @@ fn appends_from_several_processes_all_land() {
 
 #[test]
 fn disjoint_updates_planned_at_one_version_all_land_and_keep_their_ids() {
-    let warehouse = Warehouse::new();
+    for warehouse in Warehouse::each() {
+        disjoint_updates_land(&warehouse);
+    }
+}
+
+fn disjoint_updates_land(warehouse: &Warehouse) {
     warehouse.create_table(400);
     let before = warehouse.rows("t");
     let version = warehouse.latest_version("t");
@@ -268,7 +340,12 @@ fn disjoint_updates_planned_at_one_version_all_land_and_keep_their_ids() {
 
 #[test]
 fn same_row_updates_from_two_processes_one_gets_a_typed_conflict() {
-    let warehouse = Warehouse::new();
+    for warehouse in Warehouse::each() {
+        same_row_updates_conflict(&warehouse);
+    }
+}
+
+fn same_row_updates_conflict(warehouse: &Warehouse) {
     warehouse.create_table(10);
     let version = warehouse.latest_version("t");
     let dirs = pause_dirs(2);

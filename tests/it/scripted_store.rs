@@ -20,6 +20,9 @@ pub enum PutFault {
     StoredThenFailed,
     /// Another writer commits first (the future), then the request fails without storing.
     LostThenFailed(BoxFuture<'static, ()>),
+    /// The store keeps the manifest, the response is lost, and the client's retry of the
+    /// PUT is refused by it: `AlreadyExists` (an HTTP client after a 5xx).
+    StoredThenRefused,
 }
 
 /// See the module header.
@@ -96,6 +99,12 @@ impl ObjectStore for ScriptedStore {
             Some(PutFault::LostThenFailed(other)) => {
                 other.await;
                 Err(dropped_connection())
+            }
+            Some(PutFault::StoredThenRefused) => {
+                self.inner
+                    .put_opts(location, payload.clone(), opts.clone())
+                    .await?;
+                self.inner.put_opts(location, payload, opts).await
             }
         }
     }

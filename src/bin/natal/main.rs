@@ -158,7 +158,7 @@ async fn register_root_store(ctx: &SessionContext, root: &str) -> Result<()> {
         "file" => return Ok(()),
         scheme if scheme.len() == 1 => return Ok(()),
         "s3" | "s3a" => Arc::new(
-            get_s3_object_store_builder(&url, &AwsOptions::default(), true)
+            get_s3_object_store_builder(&url, &s3_options(), false)
                 .await?
                 .build()?,
         ),
@@ -172,4 +172,19 @@ async fn register_root_store(ctx: &SessionContext, root: &str) -> Result<()> {
     };
     ctx.register_object_store(&url, store);
     Ok(())
+}
+
+/// The options a `--root s3://` store is built with beyond the environment's. datafusion-cli
+/// asks AWS for a bucket's region (a HEAD of `<bucket>.s3.amazonaws.com`) whenever none is
+/// configured, whatever the endpoint: against an S3-compatible server (`AWS_ENDPOINT_URL`,
+/// `AWS_ENDPOINT`) that has no AWS region, that request fails or leaves the machine. With an
+/// endpoint and no region, the region is `us-east-1`, as `object_store` itself defaults.
+fn s3_options() -> AwsOptions {
+    let set = |names: &[&str]| names.iter().any(|n| std::env::var_os(n).is_some());
+    let endpoint = set(&["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]);
+    let region = set(&["AWS_REGION", "AWS_DEFAULT_REGION"]);
+    AwsOptions {
+        region: (endpoint && !region).then(|| "us-east-1".to_string()),
+        ..AwsOptions::default()
+    }
 }

@@ -1,0 +1,582 @@
+//! An S3-compatible server in the test process: `s3s` (the S3 protocol: SigV4, XML, ranged
+//! GETs, LIST pagination, multipart, conditional PUT) over a local directory through
+//! `object_store`'s `LocalFileSystem`, whose create-if-absent is a hard link — atomic, so a
+//! put with `If-None-Match: *` has one winner however many race. Each top-level directory is
+//! a bucket. Bound to 127.0.0.1 on an ephemeral port; it stops with the runtime it runs on.
+//!
+//! It can fail a chosen request ([`Fault`]), for the fault-injection tests. Used by the `it`
+//! tests and `examples/s3_server.rs` (which includes this file): it names nothing else of
+//! the tests.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use s3s::dto::*;
+use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
+
+/// The credentials the server accepts.
+pub const ACCESS_KEY: &str = "natal-test";
+pub const SECRET_KEY: &str = "natal-test-secret";
+/// The region clients sign for (the server takes any).
+pub const REGION: &str = "us-east-1";
+
+/// What the server does to the request it is told to fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// 503 SlowDown, as S3 throttles.
+    SlowDown,
+    /// 500 InternalError.
+    Internal,
+    /// Stores a PUT's object, then answers 500: the client cannot tell it landed.
+    StoredThenFailed,
+    /// Waits this long before handling it (past a client's timeout).
+    Delay(Duration),
+}
+
+/// Which request fails, counted from 1 over every request the server receives.
+#[derive(Debug, Default)]
+struct Faults {
+    seen: AtomicU64,
+    planned: Mutex<Option<(u64, Fault)>>,
+}
+
+impl Faults {
+    /// The fault to apply to the request arriving now, if it is the one planned.
+    fn next(&self) -> Option<Fault> {
+        let at = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
+        let planned = self.planned.lock().ok()?;
+        planned.and_then(|(n, fault)| (n == at).then_some(fault))
+    }
+}
+
+/// A running server.
+#[derive(Debug, Clone)]
+pub struct S3Server {
+    /// `http://127.0.0.1:<port>`.
+    pub endpoint: String,
+    faults: Arc<Faults>,
+    /// The directory holding the buckets (kept while the server lives).
+    _dir: Arc<tempfile::TempDir>,
+}
+
+impl S3Server {
+    /// Starts a server holding the empty buckets `buckets`, listing at most `page` keys per
+    /// LIST response (S3's is 1,000; smaller pages make clients paginate).
+    pub async fn start(buckets: &[&str], page: usize) -> std::io::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        for bucket in buckets {
+            std::fs::create_dir(dir.path().join(bucket))?;
+        }
+        let faults = Arc::new(Faults::default());
+        let backend = Backend {
+            store: Arc::new(LocalFileSystem::new_with_prefix(dir.path())?),
+            root: dir.path().to_path_buf(),
+            page: page.max(1),
+            uploads: Default::default(),
+            faults: faults.clone(),
+        };
+        let service = {
+            let mut builder = s3s::service::S3ServiceBuilder::new(backend);
+            builder.set_auth(s3s::auth::SimpleAuth::from_single(ACCESS_KEY, SECRET_KEY));
+            builder.build()
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let endpoint = format!("http://{}", listener.local_addr()?);
+        tokio::spawn(async move {
+            loop {
+                let Ok((socket, _)) = listener.accept().await else {
+                    continue;
+                };
+                let service = service.clone();
+                tokio::spawn(async move {
+                    let io = hyper_util::rt::TokioIo::new(socket);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, service)
+                        .await;
+                });
+            }
+        });
+        Ok(Self {
+            endpoint,
+            faults,
+            _dir: Arc::new(dir),
+        })
+    }
+
+    /// Fails the `n`th request from now (1: the next) with `fault`.
+    pub fn fail_request(&self, n: u64, fault: Fault) {
+        let seen = self.faults.seen.load(Ordering::SeqCst);
+        if let Ok(mut planned) = self.faults.planned.lock() {
+            *planned = Some((seen + n, fault));
+        }
+    }
+
+    /// The environment a client (the CLI, datafusion-cli, `AmazonS3Builder::from_env`)
+    /// reaches this server with.
+    pub fn environment(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.into()),
+        ]
+    }
+
+    /// A client of `bucket` as a user configures one (see [`client`]).
+    pub fn client(&self, bucket: &str) -> object_store::Result<AmazonS3> {
+        client(&self.endpoint, bucket, (ACCESS_KEY, SECRET_KEY))
+    }
+
+    /// Clears a planned fault that no request met.
+    pub fn clear_fault(&self) {
+        if let Ok(mut planned) = self.faults.planned.lock() {
+            *planned = None;
+        }
+    }
+}
+
+/// A client of `bucket` at `endpoint` with `keys`, as a user configures one, but with
+/// retries cut to a few quick ones and a 3 s timeout (object_store's defaults retry a
+/// failing request for up to 3 minutes, each try waiting up to 30 s).
+pub fn client(
+    endpoint: &str,
+    bucket: &str,
+    (access_key, secret_key): (&str, &str),
+) -> object_store::Result<AmazonS3> {
+    let retry = object_store::RetryConfig {
+        max_retries: 2,
+        retry_timeout: Duration::from_secs(10),
+        backoff: object_store::BackoffConfig {
+            init_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_millis(100),
+            base: 2.0,
+        },
+    };
+    AmazonS3Builder::new()
+        .with_client_options(
+            object_store::ClientOptions::new().with_timeout(Duration::from_secs(3)),
+        )
+        .with_bucket_name(bucket)
+        .with_endpoint(endpoint)
+        .with_allow_http(true)
+        .with_region(REGION)
+        .with_access_key_id(access_key)
+        .with_secret_access_key(secret_key)
+        .with_retry(retry)
+        .build()
+}
+
+/// A multipart upload in progress: its bucket, key, and parts by number.
+type Upload = (String, String, BTreeMap<i32, Bytes>);
+
+/// The server's storage: `<root>/<bucket>/<key>`.
+struct Backend {
+    store: Arc<LocalFileSystem>,
+    root: std::path::PathBuf,
+    page: usize,
+    /// Multipart uploads in progress, by id.
+    uploads: Mutex<HashMap<String, Upload>>,
+    faults: Arc<Faults>,
+}
+
+fn internal(e: impl std::fmt::Display) -> S3Error {
+    S3Error::with_message(S3ErrorCode::InternalError, e.to_string())
+}
+
+fn object_error(e: object_store::Error) -> S3Error {
+    match e {
+        object_store::Error::NotFound { .. } => s3_error!(NoSuchKey),
+        object_store::Error::AlreadyExists { .. } => {
+            s3_error!(PreconditionFailed, "the object exists (If-None-Match: *)")
+        }
+        other => internal(other),
+    }
+}
+
+fn etag(meta_tag: Option<String>) -> Option<ETag> {
+    meta_tag.map(|t| ETag::Strong(t.trim_matches('"').to_string()))
+}
+
+impl Backend {
+    /// The object path of `key` in `bucket`, which must exist.
+    fn path(&self, bucket: &str, key: &str) -> S3Result<Path> {
+        self.bucket(bucket)?;
+        Path::parse(format!("{bucket}/{key}")).map_err(|e| s3_error!(InvalidArgument, "{e}"))
+    }
+
+    fn bucket(&self, bucket: &str) -> S3Result<()> {
+        match self.root.join(bucket).is_dir() {
+            true => Ok(()),
+            false => Err(s3_error!(NoSuchBucket)),
+        }
+    }
+
+    /// Applies the fault planned for this request: an error to answer, or a delay.
+    async fn fault(&self) -> S3Result<Option<Fault>> {
+        match self.faults.next() {
+            Some(Fault::SlowDown) => Err(s3_error!(SlowDown, "injected")),
+            Some(Fault::Internal) => Err(s3_error!(InternalError, "injected")),
+            Some(Fault::Delay(delay)) => {
+                tokio::time::sleep(delay).await;
+                Ok(None)
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// Stores `bytes` at `path`: only if absent when `create`.
+    async fn store(&self, path: &Path, bytes: Bytes, create: bool) -> S3Result<Option<ETag>> {
+        let mode = match create {
+            true => PutMode::Create,
+            false => PutMode::Overwrite,
+        };
+        let options = PutOptions::from(mode);
+        let put = (self.store)
+            .put_opts(path, PutPayload::from(bytes), options)
+            .await
+            .map_err(object_error)?;
+        Ok(etag(put.e_tag))
+    }
+}
+
+async fn body_bytes(body: Option<StreamingBlob>) -> S3Result<Bytes> {
+    let Some(body) = body else {
+        return Ok(Bytes::new());
+    };
+    let chunks: Vec<Bytes> = body
+        .try_collect()
+        .await
+        .map_err(|e| S3Error::with_source(S3ErrorCode::InternalError, e))?;
+    Ok(chunks.concat().into())
+}
+
+fn if_none_match_any(condition: &Option<ETagCondition>) -> S3Result<bool> {
+    match condition {
+        None => Ok(false),
+        Some(c) if c.is_any() => Ok(true),
+        Some(_) => Err(s3_error!(NotImplemented, "If-None-Match takes only *")),
+    }
+}
+
+#[async_trait::async_trait]
+impl S3 for Backend {
+    async fn head_bucket(
+        &self,
+        req: S3Request<HeadBucketInput>,
+    ) -> S3Result<S3Response<HeadBucketOutput>> {
+        self.fault().await?;
+        self.bucket(&req.input.bucket)?;
+        Ok(S3Response::new(HeadBucketOutput::default()))
+    }
+
+    async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        let fault = self.fault().await?;
+        let input = req.input;
+        if input.if_match.is_some() {
+            return Err(s3_error!(NotImplemented, "If-Match"));
+        }
+        let path = self.path(&input.bucket, &input.key)?;
+        let create = if_none_match_any(&input.if_none_match)?;
+        let bytes = body_bytes(input.body).await?;
+        let e_tag = self.store(&path, bytes, create).await?;
+        if fault == Some(Fault::StoredThenFailed) {
+            return Err(s3_error!(InternalError, "injected after storing"));
+        }
+        Ok(S3Response::new(PutObjectOutput {
+            e_tag,
+            ..Default::default()
+        }))
+    }
+
+    async fn get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        self.fault().await?;
+        let input = req.input;
+        let path = self.path(&input.bucket, &input.key)?;
+        let meta = self.store.head(&path).await.map_err(object_error)?;
+        let (range, content_range) = match input.range {
+            None => (0..meta.size, None),
+            Some(range) => {
+                let range = range.check(meta.size)?;
+                let shown = format!("bytes {}-{}/{}", range.start, range.end - 1, meta.size);
+                (range, Some(shown))
+            }
+        };
+        let bytes = match range.is_empty() {
+            true => Bytes::new(),
+            false => (self.store.get_range(&path, range).await).map_err(object_error)?,
+        };
+        Ok(S3Response::new(GetObjectOutput {
+            content_length: Some(bytes.len() as i64),
+            content_range,
+            body: Some(StreamingBlob::from(s3s::Body::from(bytes))),
+            e_tag: etag(meta.e_tag),
+            last_modified: Some(Timestamp::from(std::time::SystemTime::from(
+                meta.last_modified,
+            ))),
+            ..Default::default()
+        }))
+    }
+
+    async fn head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
+        self.fault().await?;
+        let path = self.path(&req.input.bucket, &req.input.key)?;
+        let meta = self.store.head(&path).await.map_err(object_error)?;
+        Ok(S3Response::new(HeadObjectOutput {
+            content_length: Some(meta.size as i64),
+            e_tag: etag(meta.e_tag),
+            last_modified: Some(Timestamp::from(std::time::SystemTime::from(
+                meta.last_modified,
+            ))),
+            ..Default::default()
+        }))
+    }
+
+    async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        self.fault().await?;
+        let path = self.path(&req.input.bucket, &req.input.key)?;
+        match self.store.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(internal(e)),
+        }
+        Ok(S3Response::new(DeleteObjectOutput::default()))
+    }
+
+    async fn delete_objects(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        self.fault().await?;
+        let input = req.input;
+        let mut deleted = Vec::new();
+        let mut errors = Vec::new();
+        for object in input.delete.objects {
+            let path = self.path(&input.bucket, &object.key)?;
+            match self.store.delete(&path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => deleted.push(DeletedObject {
+                    key: Some(object.key),
+                    ..Default::default()
+                }),
+                Err(e) => errors.push(Error {
+                    code: Some("InternalError".into()),
+                    key: Some(object.key),
+                    message: Some(e.to_string()),
+                    ..Default::default()
+                }),
+            }
+        }
+        Ok(S3Response::new(DeleteObjectsOutput {
+            deleted: Some(deleted),
+            errors: (!errors.is_empty()).then_some(errors),
+            ..Default::default()
+        }))
+    }
+
+    async fn list_objects_v2(
+        &self,
+        req: S3Request<ListObjectsV2Input>,
+    ) -> S3Result<S3Response<ListObjectsV2Output>> {
+        self.fault().await?;
+        let input = req.input;
+        self.bucket(&input.bucket)?;
+        let prefix = input.prefix.clone().unwrap_or_default();
+        // Listed from the deepest directory the prefix names, then filtered by the prefix
+        // as a string (S3's prefixes are not path segments).
+        let directory = match prefix.rsplit_once('/') {
+            Some((directory, _)) => format!("{}/{directory}", input.bucket),
+            None => input.bucket.clone(),
+        };
+        let listed: Vec<object_store::ObjectMeta> = match Path::parse(&directory) {
+            Ok(directory) => {
+                (self.store.list(Some(&directory)).try_collect().await).map_err(internal)?
+            }
+            Err(e) => return Err(s3_error!(InvalidArgument, "{e}")),
+        };
+        let bucket_prefix = format!("{}/", input.bucket);
+        let mut keys: Vec<(String, object_store::ObjectMeta)> = listed
+            .into_iter()
+            .filter_map(|meta| {
+                let key = meta
+                    .location
+                    .as_ref()
+                    .strip_prefix(&bucket_prefix)?
+                    .to_string();
+                key.starts_with(&prefix).then_some((key, meta))
+            })
+            .collect();
+        keys.sort_by(|a, b| a.0.cmp(&b.0));
+        let after = [input.continuation_token.clone(), input.start_after.clone()]
+            .into_iter()
+            .flatten()
+            .max();
+        let max_keys = (input.max_keys.map_or(self.page, |m| m.max(0) as usize)).min(self.page);
+        let mut contents = Vec::new();
+        let mut prefixes: Vec<String> = Vec::new();
+        let mut last = None;
+        let mut truncated = false;
+        for (key, meta) in keys {
+            if after.as_ref().is_some_and(|a| key.as_str() <= a.as_str()) {
+                continue;
+            }
+            let rolled = (input.delimiter.as_deref()).and_then(|d| {
+                let rest = &key[prefix.len()..];
+                rest.find(d)
+                    .map(|at| format!("{prefix}{}", &rest[..at + d.len()]))
+            });
+            if let Some(common) = &rolled {
+                if prefixes.last() == Some(common) {
+                    continue;
+                }
+                if after
+                    .as_ref()
+                    .is_some_and(|a| common.as_str() <= a.as_str())
+                {
+                    continue;
+                }
+            }
+            if contents.len() + prefixes.len() == max_keys {
+                truncated = true;
+                break;
+            }
+            match rolled {
+                Some(common) => {
+                    // Keys under it sort after it: resuming after the prefix skips them.
+                    last = Some(format!("{common}\u{10FFFF}"));
+                    prefixes.push(common);
+                }
+                None => {
+                    last = Some(key.clone());
+                    contents.push(Object {
+                        key: Some(key),
+                        size: Some(meta.size as i64),
+                        e_tag: etag(meta.e_tag),
+                        last_modified: Some(Timestamp::from(std::time::SystemTime::from(
+                            meta.last_modified,
+                        ))),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        let count = (contents.len() + prefixes.len()) as i32;
+        Ok(S3Response::new(ListObjectsV2Output {
+            name: Some(input.bucket),
+            prefix: input.prefix,
+            delimiter: input.delimiter,
+            max_keys: Some(max_keys as i32),
+            key_count: Some(count),
+            continuation_token: input.continuation_token,
+            start_after: input.start_after,
+            is_truncated: Some(truncated),
+            next_continuation_token: truncated.then_some(last).flatten(),
+            contents: (!contents.is_empty()).then_some(contents),
+            common_prefixes: (!prefixes.is_empty()).then(|| {
+                (prefixes.into_iter())
+                    .map(|p| CommonPrefix { prefix: Some(p) })
+                    .collect()
+            }),
+            ..Default::default()
+        }))
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        self.fault().await?;
+        let input = req.input;
+        self.path(&input.bucket, &input.key)?;
+        let id = uuid::Uuid::new_v4().to_string();
+        let upload = (input.bucket.clone(), input.key.clone(), BTreeMap::new());
+        self.uploads
+            .lock()
+            .map_err(internal)?
+            .insert(id.clone(), upload);
+        Ok(S3Response::new(CreateMultipartUploadOutput {
+            bucket: Some(input.bucket),
+            key: Some(input.key),
+            upload_id: Some(id),
+            ..Default::default()
+        }))
+    }
+
+    async fn upload_part(
+        &self,
+        req: S3Request<UploadPartInput>,
+    ) -> S3Result<S3Response<UploadPartOutput>> {
+        self.fault().await?;
+        let input = req.input;
+        let bytes = body_bytes(input.body).await?;
+        let e_tag = format!("part-{}-{}", input.part_number, bytes.len());
+        let mut uploads = self.uploads.lock().map_err(internal)?;
+        let upload = uploads
+            .get_mut(&input.upload_id)
+            .ok_or_else(|| s3_error!(NoSuchUpload))?;
+        upload.2.insert(input.part_number, bytes);
+        Ok(S3Response::new(UploadPartOutput {
+            e_tag: Some(ETag::Strong(e_tag)),
+            ..Default::default()
+        }))
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        let fault = self.fault().await?;
+        let input = req.input;
+        let create = if_none_match_any(&input.if_none_match)?;
+        let (bucket, key, parts) = (self.uploads.lock().map_err(internal)?)
+            .remove(&input.upload_id)
+            .ok_or_else(|| s3_error!(NoSuchUpload))?;
+        let named: Vec<i32> = (input.multipart_upload.and_then(|m| m.parts))
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| p.part_number)
+            .collect();
+        let mut whole = Vec::new();
+        for number in named {
+            let part = parts.get(&number).ok_or_else(|| s3_error!(InvalidPart))?;
+            whole.extend_from_slice(part);
+        }
+        let path = self.path(&bucket, &key)?;
+        let e_tag = self.store(&path, whole.into(), create).await?;
+        if fault == Some(Fault::StoredThenFailed) {
+            return Err(s3_error!(InternalError, "injected after storing"));
+        }
+        Ok(S3Response::new(CompleteMultipartUploadOutput {
+            bucket: Some(bucket),
+            key: Some(key),
+            e_tag,
+            ..Default::default()
+        }))
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        self.fault().await?;
+        (self.uploads.lock().map_err(internal)?).remove(&req.input.upload_id);
+        Ok(S3Response::new(AbortMultipartUploadOutput::default()))
+    }
+}
