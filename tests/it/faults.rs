@@ -1,6 +1,8 @@
 //! Fault injection: fail the Nth object-store request of a scripted workload, for every N.
 //! After each failure the table opens at the last committed version with every committed row,
-//! and the failure surfaced as an error from the step that hit it.
+//! and the failure surfaced as an error from the step that hit it. The same loop runs over
+//! HTTP: the in-process S3 server answers 503 SlowDown from the Nth request on (an outage the
+//! client's retries do not outlast).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,6 +67,75 @@ type Step = for<'a> fn(&'a Table, usize) -> BoxFuture<'a, natal::Result<()>>;
 /// What a version holds, as text to compare.
 type Describe = for<'a> fn(&'a Snapshot) -> BoxFuture<'a, String>;
 
+/// Where the workload's requests fail: an in-memory store behind `InstrumentedStore`, or
+/// the in-process S3 server.
+enum Faulty {
+    Memory,
+    Http(crate::s3_server::S3Server),
+}
+
+/// One run's stores: the one the workload uses, whose requests fail, and a healthy view of
+/// the same objects; the table's path in both.
+struct Run {
+    faulty: Arc<dyn ObjectStore>,
+    healthy: Arc<dyn ObjectStore>,
+    table: object_store::path::Path,
+    instrumented: Option<Arc<InstrumentedStore>>,
+}
+
+impl Faulty {
+    /// Fresh stores for the run failing from request `n`.
+    fn run(&self, n: u64) -> Run {
+        match self {
+            Faulty::Memory => {
+                let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+                let instrumented = Arc::new(InstrumentedStore::new(inner.clone()));
+                Run {
+                    faulty: instrumented.clone(),
+                    healthy: inner,
+                    table: "t".into(),
+                    instrumented: Some(instrumented),
+                }
+            }
+            Faulty::Http(server) => Run {
+                faulty: Arc::new(server.client("natal").unwrap()),
+                healthy: Arc::new(server.observer("natal").unwrap()),
+                table: format!("run-{n}/t").into(),
+                instrumented: None,
+            },
+        }
+    }
+
+    /// Requests the faulty store has made.
+    fn requests(&self, run: &Run) -> u64 {
+        match (self, &run.instrumented) {
+            (Faulty::Http(server), _) => server.requests(),
+            (_, Some(instrumented)) => instrumented.tally().total(),
+            _ => 0,
+        }
+    }
+
+    /// From now, request `n` and every one after it fail.
+    fn fail_from(&self, run: &Run, n: u64) {
+        match (self, &run.instrumented) {
+            (Faulty::Http(server), _) => server.fail_from(n, crate::s3_server::Fault::SlowDown),
+            (_, Some(instrumented)) => {
+                instrumented.reset();
+                instrumented.fail_from(n);
+            }
+            _ => {}
+        }
+    }
+
+    fn heal(&self, run: &Run) {
+        match (self, &run.instrumented) {
+            (Faulty::Http(server), _) => server.clear_fault(),
+            (_, Some(instrumented)) => instrumented.heal(),
+            _ => {}
+        }
+    }
+}
+
 /// Runs `steps` steps of `step` on a table of `schema` (`options` for its handle), failing
 /// every request from the Nth on, for N = 1, 2, ... until the workload runs through. After
 /// each failure the table reopens at the last committed version, holding what `describe`
@@ -76,24 +147,47 @@ async fn fail_every_request(
     describe: Describe,
     healed: arrow::array::RecordBatch,
 ) {
+    fail_every_request_of(
+        Faulty::Memory,
+        schema,
+        options,
+        (step, steps),
+        describe,
+        healed,
+    )
+    .await
+}
+
+async fn fail_every_request_of(
+    faulty: Faulty,
+    schema: arrow::datatypes::SchemaRef,
+    options: TableOptions,
+    (step, steps): (Step, usize),
+    describe: Describe,
+    healed: arrow::array::RecordBatch,
+) {
     let mut n = 1u64;
     loop {
-        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        let instrumented = Arc::new(InstrumentedStore::new(inner.clone()));
-        let table = Table::create(instrumented.clone(), "t".into(), &schema, options.clone())
-            .await
-            .unwrap();
-        let healthy = Table::open(inner.clone(), "t".into());
+        let run = faulty.run(n);
+        let table = Table::create(
+            run.faulty.clone(),
+            run.table.clone(),
+            &schema,
+            options.clone(),
+        )
+        .await
+        .unwrap();
+        let healthy = Table::open(run.healthy.clone(), run.table.clone());
         let mut committed = describe(&healthy.latest().await.unwrap()).await;
         let mut committed_version = 1;
-        instrumented.reset();
-        instrumented.fail_from(n);
+        faulty.fail_from(&run, n);
+        let start = faulty.requests(&run);
         let mut failed = false;
         for at in 0..steps {
-            let before = instrumented.tally().total();
+            let before = faulty.requests(&run) - start;
             let result = step(&table, at).await;
             // Did this step issue the failing request?
-            let hit = before < n && instrumented.tally().total() >= n;
+            let hit = before < n && faulty.requests(&run) - start >= n;
             match result {
                 Ok(()) => {
                     assert!(!hit, "step {at} swallowed the failure of request {n}");
@@ -108,8 +202,8 @@ async fn fail_every_request(
                 }
             }
         }
-        instrumented.heal();
-        let reopened = Table::open(inner.clone(), "t".into());
+        faulty.heal(&run);
+        let reopened = Table::open(run.healthy.clone(), run.table.clone());
         let latest = reopened.latest().await.unwrap();
         assert_eq!(
             latest.version(),
@@ -129,6 +223,23 @@ async fn fail_every_request(
 
 #[tokio::test]
 async fn every_failed_request_leaves_the_last_committed_version_whole() {
+    let (options, step, describe, healed) = table_workload();
+    fail_every_request(schema(), options, (step, STEPS), describe, healed).await;
+}
+
+/// The same loop over HTTP: the S3 server is out (503 SlowDown) from request N on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_failed_over_http_leaves_the_last_committed_version_whole() {
+    let server = crate::s3_server::S3Server::start(&["natal"], 50)
+        .await
+        .unwrap();
+    let (options, step, describe, healed) = table_workload();
+    let faulty = Faulty::Http(server);
+    fail_every_request_of(faulty, schema(), options, (step, STEPS), describe, healed).await;
+}
+
+/// The workload of [`workload_step`]: its table options, steps, and how a version reads.
+fn table_workload() -> (TableOptions, Step, Describe, arrow::array::RecordBatch) {
     let options = TableOptions {
         max_rows_per_fragment: 2,
         // Every carried sequence and the fragment list get files, so failures hit
@@ -146,7 +257,7 @@ async fn every_failed_request_leaves_the_last_committed_version_whole() {
     let describe: Describe =
         |snapshot| Box::pin(async move { format!("{:?}", read_rows(snapshot).await.unwrap()) });
     let healed = batch(&[(100, 100)]);
-    fail_every_request(schema(), options, (step, STEPS), describe, healed).await;
+    (options, step, describe, healed)
 }
 
 /// Blob values under faults: appends that write packed and dedicated sidecars, an update

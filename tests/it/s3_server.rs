@@ -22,9 +22,13 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
 
-/// The credentials the server accepts.
+/// The credentials the server accepts: requests made with them are counted and may be
+/// failed ([`S3Server::fail_request`]).
 pub const ACCESS_KEY: &str = "natal-test";
 pub const SECRET_KEY: &str = "natal-test-secret";
+/// Credentials whose requests are never counted nor failed: a test's own look at the data.
+pub const OBSERVER_KEY: &str = "natal-observer";
+pub const OBSERVER_SECRET: &str = "natal-observer-secret";
 /// The region clients sign for (the server takes any).
 pub const REGION: &str = "us-east-1";
 
@@ -41,19 +45,27 @@ pub enum Fault {
     Delay(Duration),
 }
 
-/// Which request fails, counted from 1 over every request the server receives.
+/// Which requests fail, counted from 1 over the requests the server receives with
+/// [`ACCESS_KEY`].
 #[derive(Debug, Default)]
 struct Faults {
     seen: AtomicU64,
-    planned: Mutex<Option<(u64, Fault)>>,
+    /// The request that fails, how, and whether every request after it fails too.
+    planned: Mutex<Option<(u64, Fault, bool)>>,
 }
 
 impl Faults {
-    /// The fault to apply to the request arriving now, if it is the one planned.
+    /// The fault to apply to the request arriving now, if it is one planned.
     fn next(&self) -> Option<Fault> {
         let at = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
         let planned = self.planned.lock().ok()?;
-        planned.and_then(|(n, fault)| (n == at).then_some(fault))
+        planned.and_then(|(n, fault, onwards)| (n == at || onwards && at > n).then_some(fault))
+    }
+
+    fn plan(&self, planned: Option<(u64, Fault, bool)>) {
+        if let Ok(mut slot) = self.planned.lock() {
+            *slot = planned;
+        }
     }
 }
 
@@ -85,7 +97,9 @@ impl S3Server {
         };
         let service = {
             let mut builder = s3s::service::S3ServiceBuilder::new(backend);
-            builder.set_auth(s3s::auth::SimpleAuth::from_single(ACCESS_KEY, SECRET_KEY));
+            let mut auth = s3s::auth::SimpleAuth::from_single(ACCESS_KEY, SECRET_KEY);
+            auth.register(OBSERVER_KEY.into(), OBSERVER_SECRET.into());
+            builder.set_auth(auth);
             builder.build()
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -114,9 +128,23 @@ impl S3Server {
     /// Fails the `n`th request from now (1: the next) with `fault`.
     pub fn fail_request(&self, n: u64, fault: Fault) {
         let seen = self.faults.seen.load(Ordering::SeqCst);
-        if let Ok(mut planned) = self.faults.planned.lock() {
-            *planned = Some((seen + n, fault));
-        }
+        self.faults.plan(Some((seen + n, fault, false)));
+    }
+
+    /// Fails the `n`th request from now and every one after it with `fault`: an outage.
+    pub fn fail_from(&self, n: u64, fault: Fault) {
+        let seen = self.faults.seen.load(Ordering::SeqCst);
+        self.faults.plan(Some((seen + n, fault, true)));
+    }
+
+    /// Requests counted so far.
+    pub fn requests(&self) -> u64 {
+        self.faults.seen.load(Ordering::SeqCst)
+    }
+
+    /// A client of `bucket` whose requests are never counted nor failed.
+    pub fn observer(&self, bucket: &str) -> object_store::Result<AmazonS3> {
+        client(&self.endpoint, bucket, (OBSERVER_KEY, OBSERVER_SECRET))
     }
 
     /// The environment a client (the CLI, datafusion-cli, `AmazonS3Builder::from_env`)
@@ -135,11 +163,9 @@ impl S3Server {
         client(&self.endpoint, bucket, (ACCESS_KEY, SECRET_KEY))
     }
 
-    /// Clears a planned fault that no request met.
+    /// Clears the faults planned: every request succeeds again.
     pub fn clear_fault(&self) {
-        if let Ok(mut planned) = self.faults.planned.lock() {
-            *planned = None;
-        }
+        self.faults.plan(None);
     }
 }
 
@@ -219,8 +245,15 @@ impl Backend {
         }
     }
 
-    /// Applies the fault planned for this request: an error to answer, or a delay.
-    async fn fault(&self) -> S3Result<Option<Fault>> {
+    /// Applies the fault planned for a request made with `credentials`: an error to answer,
+    /// or a delay. The observer's requests are neither counted nor failed.
+    async fn fault(&self, credentials: &Option<s3s::auth::Credentials>) -> S3Result<Option<Fault>> {
+        if credentials
+            .as_ref()
+            .is_some_and(|c| c.access_key == OBSERVER_KEY)
+        {
+            return Ok(None);
+        }
         match self.faults.next() {
             Some(Fault::SlowDown) => Err(s3_error!(SlowDown, "injected")),
             Some(Fault::Internal) => Err(s3_error!(InternalError, "injected")),
@@ -272,7 +305,7 @@ impl S3 for Backend {
         &self,
         req: S3Request<HeadBucketInput>,
     ) -> S3Result<S3Response<HeadBucketOutput>> {
-        self.fault().await?;
+        self.fault(&req.credentials).await?;
         self.bucket(&req.input.bucket)?;
         Ok(S3Response::new(HeadBucketOutput::default()))
     }
@@ -281,7 +314,7 @@ impl S3 for Backend {
         &self,
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
-        let fault = self.fault().await?;
+        let fault = self.fault(&req.credentials).await?;
         let input = req.input;
         if input.if_match.is_some() {
             return Err(s3_error!(NotImplemented, "If-Match"));
@@ -303,7 +336,7 @@ impl S3 for Backend {
         &self,
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
-        self.fault().await?;
+        self.fault(&req.credentials).await?;
         let input = req.input;
         let path = self.path(&input.bucket, &input.key)?;
         let meta = self.store.head(&path).await.map_err(object_error)?;
@@ -335,7 +368,7 @@ impl S3 for Backend {
         &self,
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
-        self.fault().await?;
+        self.fault(&req.credentials).await?;
         let path = self.path(&req.input.bucket, &req.input.key)?;
         let meta = self.store.head(&path).await.map_err(object_error)?;
         Ok(S3Response::new(HeadObjectOutput {
@@ -352,7 +385,7 @@ impl S3 for Backend {
         &self,
         req: S3Request<DeleteObjectInput>,
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
-        self.fault().await?;
+        self.fault(&req.credentials).await?;
         let path = self.path(&req.input.bucket, &req.input.key)?;
         match self.store.delete(&path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
@@ -365,7 +398,7 @@ impl S3 for Backend {
         &self,
         req: S3Request<DeleteObjectsInput>,
     ) -> S3Result<S3Response<DeleteObjectsOutput>> {
-        self.fault().await?;
+        self.fault(&req.credentials).await?;
         let input = req.input;
         let mut deleted = Vec::new();
         let mut errors = Vec::new();
@@ -395,7 +428,7 @@ impl S3 for Backend {
         &self,
         req: S3Request<ListObjectsV2Input>,
     ) -> S3Result<S3Response<ListObjectsV2Output>> {
-        self.fault().await?;
+        self.fault(&req.credentials).await?;
         let input = req.input;
         self.bucket(&input.bucket)?;
         let prefix = input.prefix.clone().unwrap_or_default();
@@ -502,7 +535,7 @@ impl S3 for Backend {
         &self,
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
-        self.fault().await?;
+        self.fault(&req.credentials).await?;
         let input = req.input;
         self.path(&input.bucket, &input.key)?;
         let id = uuid::Uuid::new_v4().to_string();
@@ -523,7 +556,7 @@ impl S3 for Backend {
         &self,
         req: S3Request<UploadPartInput>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
-        self.fault().await?;
+        self.fault(&req.credentials).await?;
         let input = req.input;
         let bytes = body_bytes(input.body).await?;
         let e_tag = format!("part-{}-{}", input.part_number, bytes.len());
@@ -542,7 +575,7 @@ impl S3 for Backend {
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        let fault = self.fault().await?;
+        let fault = self.fault(&req.credentials).await?;
         let input = req.input;
         let create = if_none_match_any(&input.if_none_match)?;
         let (bucket, key, parts) = (self.uploads.lock().map_err(internal)?)
@@ -575,7 +608,7 @@ impl S3 for Backend {
         &self,
         req: S3Request<AbortMultipartUploadInput>,
     ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
-        self.fault().await?;
+        self.fault(&req.credentials).await?;
         (self.uploads.lock().map_err(internal)?).remove(&req.input.upload_id);
         Ok(S3Response::new(AbortMultipartUploadOutput::default()))
     }
