@@ -243,7 +243,18 @@ impl SchemaProvider for NatalSchemaProvider {
             .ok()
             .and_then(|r| r.get(name).cloned())
         {
-            return Ok(Some(provider));
+            // A natal table registered here is read, like those under the root, at the
+            // version this statement resolves now.
+            let Some(natal) = provider.downcast_ref::<NatalTableProvider>() else {
+                return Ok(Some(provider));
+            };
+            let (table, view) = (natal.table().clone(), natal.view());
+            let snapshot = match view.version {
+                Some(v) => table.at_version(v).await?,
+                None => table.latest().await?,
+            };
+            let statement = NatalTableProvider::from_snapshot(table, view, snapshot);
+            return Ok(Some(Arc::new(statement.for_one_statement())));
         }
         if names_a_file(name) {
             // A file path: for the session's URL tables (`SELECT * FROM 'x.parquet'`).
@@ -286,11 +297,9 @@ impl SchemaProvider for NatalSchemaProvider {
         };
         self.keep_handle(&parsed.base, &table);
         Ok(Some(match parsed.kind {
-            TableKind::Rows => Arc::new(NatalTableProvider::from_snapshot(
-                table,
-                parsed.view,
-                snapshot,
-            )),
+            TableKind::Rows => Arc::new(
+                NatalTableProvider::from_snapshot(table, parsed.view, snapshot).for_one_statement(),
+            ),
             TableKind::Versions => metadata::versions(table.version_list().await?)?,
             TableKind::Fragments => metadata::fragments(&snapshot)?,
             TableKind::Relocations => metadata::relocations(&snapshot).await?,

@@ -51,6 +51,9 @@ pub struct NatalTableProvider {
     constraints: Constraints,
     /// Which blob values scans read as references ([`Self::copying_blobs`]).
     blob_references: crate::BlobReferences,
+    /// Scans read the snapshot resolved when the provider was made, even of the latest
+    /// version ([`Self::for_one_statement`]); otherwise each scan of the latest resolves it.
+    pinned_at_planning: bool,
 }
 
 /// Columns' defaults by name, and why one no longer plans (see `declared::planned_defaults`).
@@ -90,7 +93,16 @@ impl NatalTableProvider {
             defaults: std::sync::OnceLock::new(),
             constraints,
             blob_references: crate::BlobReferences::None,
+            pinned_at_planning: false,
         }
+    }
+
+    /// This provider for one statement, made as the statement is planned: its scans read
+    /// the version resolved then, not the latest again (one LIST per statement, not one at
+    /// planning and another per scan), and every scan of the statement reads the same one.
+    pub(super) fn for_one_statement(mut self) -> Self {
+        self.pinned_at_planning = true;
+        self
     }
 
     /// This provider with its scans reading blob values as references, not bytes
@@ -128,9 +140,9 @@ impl NatalTableProvider {
     }
 
     async fn current(&self) -> Result<Arc<Snapshot>> {
-        match self.view.version {
-            Some(_) => Ok(self.snapshot.clone()),
-            None => Ok(Arc::new(self.table.latest().await?)),
+        match self.view.version.is_some() || self.pinned_at_planning {
+            true => Ok(self.snapshot.clone()),
+            false => Ok(Arc::new(self.table.latest().await?)),
         }
     }
 

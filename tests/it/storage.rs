@@ -734,3 +734,38 @@ async fn nested_field_names_read_back_exactly() {
         }
     }
 }
+
+/// A statement resolves the latest version once, when it is planned: `count(*)` of a table
+/// whose manifest the session's handle holds is one LIST and nothing else, and a filtered
+/// read of a version written meanwhile LISTs once too, reading what it planned against.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_lists_the_versions_once() {
+    use natal::internals::io::InstrumentedStore;
+    let instrumented = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
+    let ctx = datafusion::prelude::SessionContext::new();
+    let url = url::Url::parse("counted://store").unwrap();
+    ctx.register_object_store(&url, instrumented.clone());
+    natal::datafusion::register(&ctx, "counted://store/root").unwrap();
+    let sql = |q: &'static str| {
+        let ctx = ctx.clone();
+        async move { natal::datafusion::sql(&ctx, q).await?.collect().await }
+    };
+    sql("CREATE TABLE t (k BIGINT, v BIGINT)").await.unwrap();
+    sql("INSERT INTO t SELECT value, value * 2 FROM generate_series(1, 1000)")
+        .await
+        .unwrap();
+    sql("SELECT count(*) FROM t").await.unwrap();
+    for query in [
+        "SELECT count(*) FROM t",
+        "SELECT sum(v) FROM t WHERE k > 990",
+    ] {
+        instrumented.reset();
+        let batches = sql(query).await.unwrap();
+        assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+        let tally = instrumented.tally();
+        assert_eq!(tally.list, 1, "{query}: {tally:?}");
+        if query.contains("count") {
+            assert_eq!(tally.get, 0, "{query}: {tally:?}");
+        }
+    }
+}
