@@ -2,7 +2,10 @@
 //! `NATAL_LATENCY_MS` (default 20, S3 in-region) and counts them, under natal's catalog and
 //! under DataFusion's Parquet listing table over the same rows (`NATAL_BENCH_ROWS`, default
 //! 1M, `id, val, payload`, natal in fragments of 100k, Parquet in one file per 100k rows).
-//! Prints, per operation, the requests (GET / PUT / LIST / DELETE) and the wall time.
+//! Prints, per operation, the requests (GET / PUT / LIST / DELETE) and the wall time. Then
+//! the same over HTTP: the tables in a bucket of the tests' in-process S3 server
+//! (`tests/it/s3_server.rs`), read and written through `object_store`'s S3 client, no latency
+//! added (what the protocol itself costs).
 //!
 //! ```text
 //! cargo bench --bench latency
@@ -10,6 +13,9 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[allow(dead_code)]
+#[path = "../tests/it/s3_server.rs"]
+mod s3_server;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,18 +57,47 @@ async fn measured(
     (store.tally(), ms(start))
 }
 
+/// Where the tables are read from.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// A local directory, every request held this long.
+    Latency(Duration),
+    /// A bucket of the in-process S3 server, over HTTP.
+    S3,
+}
+
 #[tokio::main]
 async fn main() {
     let rows = env("NATAL_BENCH_ROWS", 1_000_000);
     let latency = Duration::from_millis(env("NATAL_LATENCY_MS", 20));
-    let dir = std::env::temp_dir().join(format!("natal-latency-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("parquet")).expect("bench directory");
-    let local: Arc<dyn ObjectStore> =
-        Arc::new(LocalFileSystem::new_with_prefix(&dir).expect("local store"));
+    for mode in [Mode::Latency(latency), Mode::S3] {
+        let figures = measure(rows, mode).await;
+        let how = match mode {
+            Mode::Latency(latency) => format!("every request held {} ms", latency.as_millis()),
+            Mode::S3 => "over HTTP: the in-process S3 server, nothing held".to_string(),
+        };
+        println!(
+            "{rows} rows, {how} (natal: fragments of 100k; Parquet: {} files)\n",
+            rows.div_ceil(100_000)
+        );
+        print(&figures);
+    }
+}
+
+/// Each operation's figures with the tables where `mode` says.
+async fn measure(rows: u64, mode: Mode) -> Vec<Figure> {
+    let name = match mode {
+        Mode::Latency(_) => "held",
+        Mode::S3 => "s3",
+    };
+    let dir = std::env::temp_dir().join(format!("natal-latency-{}-{name}", std::process::id()));
+    // The bucket the S3 server serves: the tables are written there directly.
+    let data = dir.join("bench");
+    std::fs::create_dir_all(data.join("parquet")).expect("bench directory");
 
     // The same rows both ways, written without latency.
     let setup = SessionContext::new();
-    let root = dir.to_str().expect("a UTF-8 path").to_string();
+    let root = data.to_str().expect("a UTF-8 path").to_string();
     write_table(
         &setup,
         &format!("{root}/natal/t"),
@@ -83,9 +118,26 @@ async fn main() {
         run(&setup, &sql).await;
     }
 
-    // Every request held for `latency`, and counted.
-    let store = Arc::new(InstrumentedStore::new(local));
-    store.set_latency(latency);
+    // Every request counted (and, held for `latency`).
+    let (base, _server): (Arc<dyn ObjectStore>, _) = match mode {
+        Mode::Latency(_) => {
+            let local = LocalFileSystem::new_with_prefix(&data).expect("local store");
+            (Arc::new(local), None)
+        }
+        Mode::S3 => {
+            let server = s3_server::S3Server::start_in(&dir, &["bench"], 1000)
+                .await
+                .expect("S3 server");
+            (
+                Arc::new(server.client("bench").expect("client")),
+                Some(server),
+            )
+        }
+    };
+    let store = Arc::new(InstrumentedStore::new(base));
+    if let Mode::Latency(latency) = mode {
+        store.set_latency(latency);
+    }
     let ctx = SessionContext::new();
     let url = Url::parse("slow://bench").expect("url");
     ctx.register_object_store(&url, store.clone());
@@ -176,14 +228,14 @@ async fn main() {
         });
     }
 
-    println!(
-        "{rows} rows, every request held {} ms (natal: fragments of 100k; Parquet: {} files)\n",
-        latency.as_millis(),
-        rows.div_ceil(100_000)
-    );
+    std::fs::remove_dir_all(&dir).ok();
+    figures
+}
+
+fn print(figures: &[Figure]) {
     println!("| operation | natal requests (GET / PUT / LIST / DELETE) | natal time | Parquet requests | Parquet time |");
     println!("|---|---|---|---|---|");
-    for f in &figures {
+    for f in figures {
         let (parquet_requests, parquet_time) = match &f.parquet {
             Some((t, ms)) => (requests(t), format!("{ms:.1} ms")),
             None => ("–".to_string(), "–".to_string()),
@@ -197,5 +249,5 @@ async fn main() {
             parquet_time
         );
     }
-    std::fs::remove_dir_all(&dir).ok();
+    println!();
 }

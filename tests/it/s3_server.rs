@@ -75,8 +75,9 @@ pub struct S3Server {
     /// `http://127.0.0.1:<port>`.
     pub endpoint: String,
     faults: Arc<Faults>,
-    /// The directory holding the buckets (kept while the server lives).
-    _dir: Arc<tempfile::TempDir>,
+    /// The temporary directory holding the buckets, if the server made it (kept while the
+    /// server lives).
+    _dir: Option<Arc<tempfile::TempDir>>,
 }
 
 impl S3Server {
@@ -84,13 +85,25 @@ impl S3Server {
     /// LIST response (S3's is 1,000; smaller pages make clients paginate).
     pub async fn start(buckets: &[&str], page: usize) -> std::io::Result<Self> {
         let dir = tempfile::tempdir()?;
+        let mut server = Self::start_in(dir.path(), buckets, page).await?;
+        server._dir = Some(Arc::new(dir));
+        Ok(server)
+    }
+
+    /// Starts a server whose buckets are the directories under `dir`, `buckets` among them
+    /// (made if missing): objects written there beforehand are the buckets' objects.
+    pub async fn start_in(
+        dir: &std::path::Path,
+        buckets: &[&str],
+        page: usize,
+    ) -> std::io::Result<Self> {
         for bucket in buckets {
-            std::fs::create_dir(dir.path().join(bucket))?;
+            std::fs::create_dir_all(dir.join(bucket))?;
         }
         let faults = Arc::new(Faults::default());
         let backend = Backend {
-            store: Arc::new(LocalFileSystem::new_with_prefix(dir.path())?),
-            root: dir.path().to_path_buf(),
+            store: Arc::new(LocalFileSystem::new_with_prefix(dir)?),
+            root: dir.to_path_buf(),
             page: page.max(1),
             uploads: Default::default(),
             faults: faults.clone(),
@@ -121,7 +134,7 @@ impl S3Server {
         Ok(Self {
             endpoint,
             faults,
-            _dir: Arc::new(dir),
+            _dir: None,
         })
     }
 
