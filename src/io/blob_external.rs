@@ -87,27 +87,6 @@ pub(crate) fn external_reference(value: &[u8]) -> Option<(&str, u64, u64)> {
         .then_some((uri, position, size))
 }
 
-/// Whether `column` (of any type) holds a reference (one [`external_blob`] made, or a stored
-/// value's, `blob_reference`): a value only a blob column can take.
-pub(crate) fn holds_reference(column: &dyn arrow::array::Array) -> bool {
-    use arrow::array::AsArray;
-    use arrow::datatypes::DataType;
-    let any = |mut values: Box<dyn Iterator<Item = Option<&[u8]>> + '_>| {
-        values.any(|v| {
-            v.is_some_and(|v| {
-                external_reference(v).is_some()
-                    || super::blob_reference::stored_reference(v).is_some()
-            })
-        })
-    };
-    match column.data_type() {
-        DataType::Binary => any(Box::new(column.as_binary::<i32>().iter())),
-        DataType::LargeBinary => any(Box::new(column.as_binary::<i64>().iter())),
-        DataType::BinaryView => any(Box::new(column.as_binary_view().iter())),
-        _ => false,
-    }
-}
-
 /// The bytes of each `(uri, range)` of `wanted` (`None`: the whole object), in order, read
 /// through `stores`: every range of one object in one coalesced request, a few objects at a
 /// time. A store not registered, an object missing or shorter than a range: an

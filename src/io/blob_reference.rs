@@ -139,6 +139,27 @@ pub(crate) fn stored_reference(value: &[u8]) -> Option<StoredValue<'_>> {
     (value[MARKER.len()..MARKER.len() + 16] == stored.tag()).then_some(stored)
 }
 
+/// Whether `column` (of any type) holds a reference (one [`external_blob`] made, or a stored
+/// value's, `blob_reference`): a value only a blob column can take.
+pub(crate) fn holds_reference(column: &dyn arrow::array::Array) -> bool {
+    use arrow::array::AsArray;
+    use arrow::datatypes::DataType;
+    let any = |mut values: Box<dyn Iterator<Item = Option<&[u8]>> + '_>| {
+        values.any(|v| {
+            v.is_some_and(|v| {
+                super::blob_external::external_reference(v).is_some()
+                    || stored_reference(v).is_some()
+            })
+        })
+    };
+    match column.data_type() {
+        DataType::Binary => any(Box::new(column.as_binary::<i32>().iter())),
+        DataType::LargeBinary => any(Box::new(column.as_binary::<i64>().iter())),
+        DataType::BinaryView => any(Box::new(column.as_binary_view().iter())),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

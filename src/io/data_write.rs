@@ -273,7 +273,7 @@ impl<'a> DataFileWriter<'a> {
         let batch = RecordBatch::try_new(self.user_schema.clone(), columns)
             .map_err(|e| Error::invalid(format!("cannot write batch: {e}")))?;
         for (field, column) in self.schema.fields.iter().zip(batch.columns()) {
-            if field.blob.is_none() && super::blob_external::holds_reference(column) {
+            if field.blob.is_none() && super::blob_reference::holds_reference(column) {
                 return Err(Error::invalid(format!(
                     "column {} is not a blob column: an external blob reference \
                      (natal_external_blob) can only be stored in one (declare it BLOB)",

@@ -262,7 +262,7 @@ impl Table {
                         fragments: Some(group.iter().map(|f| f.id).collect()),
                         blob_descriptors: reuse,
                         // Copied, an external value stays a reference to its object.
-                        blob_references: crate::BlobReferences::External,
+                        blob_references: crate::io::BlobReferences::External,
                         ..Default::default()
                     })
                     .await?;

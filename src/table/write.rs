@@ -40,9 +40,9 @@ pub struct RowMatch {
     pub row_id_range: Option<RangeInclusive<u64>>,
     /// The rows' blob values read as references ([`ScanRequest::blob_references`]), for an
     /// update whose filter and new values do not read blob columns: those values are
-    /// rewritten as the references they are ([`crate::BlobReferences::Stored`]: external
+    /// rewritten as the references they are ([`crate::io::BlobReferences::Stored`]: external
     /// objects never fetched, stored values never copied).
-    pub blob_references: crate::BlobReferences,
+    pub blob_references: crate::io::BlobReferences,
 }
 
 impl RowMatch {
