@@ -9,8 +9,9 @@
 //! and lineitem deleted and inserted again, every table compacted) and the same again.
 //!
 //! Before the queries, the write figure: `lineitem` held in memory, written by
-//! `CREATE TABLE ... AS SELECT` into natal and by `COPY` as Parquet (time and bytes); skip
-//! it with `NATAL_TPCH_WRITE=0`. `NATAL_TPCH_QUERIES=1,12,18` runs some queries only,
+//! `CREATE TABLE ... AS SELECT` into natal and by `COPY` as Parquet (time and bytes), on a
+//! local directory and through S3 (a bucket of the tests' in-process S3 server, over HTTP);
+//! skip it with `NATAL_TPCH_WRITE=0`. `NATAL_TPCH_QUERIES=1,12,18` runs some queries only,
 //! `NATAL_TPCH_CHURN=0` skips the churn, `NATAL_TPCH_KEEP=1` leaves the tables in place.
 //!
 //! ```text
@@ -18,6 +19,9 @@
 //! NATAL_TPCH_SF=10 NATAL_TPCH_RUNS=3 cargo bench --bench tpch
 //! ```
 
+#[allow(dead_code)]
+#[path = "../tests/it/s3_server.rs"]
+mod s3_server;
 #[path = "tpch/mod.rs"]
 mod tpch;
 
@@ -131,6 +135,55 @@ async fn write_figure(dirs: &Dirs, sf: f64) -> Result<()> {
     );
     ctx.sql("DROP TABLE lineitem_ctas").await?.collect().await?;
     std::fs::remove_dir_all(&copy_dir)?;
+    write_through_s3(&ctx, sf).await
+}
+
+/// The same writes through S3: natal's CTAS into `s3://bench/natal` and DataFusion's `COPY`
+/// to `s3://bench/parquet/`, both through one S3 client of the in-process server.
+async fn write_through_s3(ctx: &SessionContext, sf: f64) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = s3_server::S3Server::start_in(dir.path(), &["bench"], 1000).await?;
+    let client = server
+        .client("bench")
+        .map_err(|e| DataFusionError::External(Box::new(e)))?;
+    let bucket =
+        url::Url::parse("s3://bench").map_err(|e| DataFusionError::External(Box::new(e)))?;
+    let s3 = SessionContext::new();
+    s3.register_object_store(&bucket, Arc::new(client));
+    let no_memory = || DataFusionError::Internal("no lineitem in memory".into());
+    let memory = (ctx.catalog("datafusion").and_then(|c| c.schema("mem"))).ok_or_else(no_memory)?;
+    (s3.catalog("datafusion").ok_or_else(no_memory)?).register_schema("mem", memory)?;
+    natal::datafusion::register(&s3, "s3://bench/natal")?;
+    let start = Instant::now();
+    s3.sql("CREATE TABLE lineitem_s3 AS SELECT * FROM mem.lineitem")
+        .await?
+        .collect()
+        .await?;
+    let natal_s = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    s3.sql("COPY (SELECT * FROM mem.lineitem) TO 's3://bench/parquet/' STORED AS PARQUET")
+        .await?
+        .collect()
+        .await?;
+    let copy_s = start.elapsed().as_secs_f64();
+    let natal_bytes = tpch::bytes_under(&dir.path().join("bench/natal/lineitem_s3/data"));
+    let copy_bytes = tpch::bytes_under(&dir.path().join("bench/parquet"));
+    println!("lineitem from memory through S3 (SF {sf}; the in-process server, over HTTP):\n");
+    println!("| writer | time | bytes |");
+    println!("|---|---|---|");
+    println!(
+        "| natal CREATE TABLE AS | {natal_s:.2} s | {:.1} MB |",
+        natal_bytes as f64 / 1e6
+    );
+    println!(
+        "| DataFusion COPY ... STORED AS PARQUET | {copy_s:.2} s | {:.1} MB |",
+        copy_bytes as f64 / 1e6
+    );
+    println!(
+        "| natal / Parquet | {:.2}× | {:.2}× |\n",
+        natal_s / copy_s,
+        natal_bytes as f64 / copy_bytes as f64
+    );
     Ok(())
 }
 
