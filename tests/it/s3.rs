@@ -191,8 +191,8 @@ async fn the_cli_takes_an_s3_root() {
     );
 }
 
-/// A bucket that does not exist, wrong keys, an endpoint that refuses connections: errors
-/// that say so, within seconds, and no table half-created.
+/// A bucket that does not exist, an `s3://` URL with no bucket, wrong keys, an endpoint that
+/// refuses connections: errors that say so, within seconds, and no table half-created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_buckets_keys_and_endpoints_are_errors_that_say_so() {
     let target = Target::new().await;
@@ -203,6 +203,7 @@ async fn bad_buckets_keys_and_endpoints_are_errors_that_say_so() {
     // The root, the processes' environment, and what the error must say.
     type Case = (String, Vec<(&'static str, String)>, &'static str);
     let cases: Vec<Case> = vec![
+        ("s3:///x".into(), server.environment(), "bucket name"),
         (
             "s3://no-such-bucket/x".into(),
             server.environment(),
