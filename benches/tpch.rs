@@ -117,22 +117,8 @@ async fn write_figure(dirs: &Dirs, sf: f64) -> Result<()> {
     tpch::copy_to_parquet(&ctx, "mem.lineitem", &copy_dir).await?;
     let copy_s = start.elapsed().as_secs_f64();
     let copy_bytes = tpch::bytes_under(&copy_dir);
-    println!("lineitem from memory (SF {sf}):\n");
-    println!("| writer | time | bytes |");
-    println!("|---|---|---|");
-    println!(
-        "| natal CREATE TABLE AS | {natal_s:.2} s | {:.1} MB |",
-        natal_bytes as f64 / 1e6
-    );
-    println!(
-        "| DataFusion COPY ... STORED AS PARQUET | {copy_s:.2} s | {:.1} MB |",
-        copy_bytes as f64 / 1e6
-    );
-    println!(
-        "| natal / Parquet | {:.2}× | {:.2}× |\n",
-        natal_s / copy_s,
-        natal_bytes as f64 / copy_bytes as f64
-    );
+    let title = format!("lineitem from memory (SF {sf})");
+    print_writes(&title, (natal_s, natal_bytes), (copy_s, copy_bytes));
     ctx.sql("DROP TABLE lineitem_ctas").await?.collect().await?;
     std::fs::remove_dir_all(&copy_dir)?;
     write_through_s3(&ctx, sf).await
@@ -168,7 +154,15 @@ async fn write_through_s3(ctx: &SessionContext, sf: f64) -> Result<()> {
     let copy_s = start.elapsed().as_secs_f64();
     let natal_bytes = tpch::bytes_under(&dir.path().join("bench/natal/lineitem_s3/data"));
     let copy_bytes = tpch::bytes_under(&dir.path().join("bench/parquet"));
-    println!("lineitem from memory through S3 (SF {sf}; the in-process server, over HTTP):\n");
+    let title =
+        format!("lineitem from memory through S3 (SF {sf}; the in-process server, over HTTP)");
+    print_writes(&title, (natal_s, natal_bytes), (copy_s, copy_bytes));
+    Ok(())
+}
+
+/// The write figure's table: natal's CTAS and DataFusion's COPY, seconds and bytes each.
+fn print_writes(title: &str, (natal_s, natal_bytes): (f64, u64), (copy_s, copy_bytes): (f64, u64)) {
+    println!("{title}:\n");
     println!("| writer | time | bytes |");
     println!("|---|---|---|");
     println!(
@@ -184,7 +178,6 @@ async fn write_through_s3(ctx: &SessionContext, sf: f64) -> Result<()> {
         natal_s / copy_s,
         natal_bytes as f64 / copy_bytes as f64
     );
-    Ok(())
 }
 
 fn print_table(title: &str, rows: &[(usize, f64, f64)]) {

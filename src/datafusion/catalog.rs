@@ -248,12 +248,8 @@ impl SchemaProvider for NatalSchemaProvider {
             let Some(natal) = provider.downcast_ref::<NatalTableProvider>() else {
                 return Ok(Some(provider));
             };
-            let (table, view) = (natal.table().clone(), natal.view());
-            let snapshot = match view.version {
-                Some(v) => table.at_version(v).await?,
-                None => table.latest().await?,
-            };
-            let statement = NatalTableProvider::from_snapshot(table, view, snapshot);
+            let statement =
+                NatalTableProvider::try_new(natal.table().clone(), natal.view()).await?;
             return Ok(Some(Arc::new(statement.for_one_statement())));
         }
         if names_a_file(name) {

@@ -55,6 +55,8 @@ pub(super) struct BlobPlacer<'a> {
     packs: HashMap<usize, Pack>,
     /// Payload bytes written to sidecars.
     pub sidecar_bytes: u64,
+    /// The table's uuid, asked of the store once, at the first stored reference.
+    table_uuid: Option<String>,
 }
 
 /// A packed sidecar being filled.
@@ -71,6 +73,7 @@ impl<'a> BlobPlacer<'a> {
             next_id: 0,
             packs: HashMap::new(),
             sidecar_bytes: 0,
+            table_uuid: None,
         }
     }
 
@@ -187,7 +190,10 @@ impl<'a> BlobPlacer<'a> {
 
     /// The local id the file gives the sidecar `stored` is in, which must be this table's.
     fn reuse(&mut self, stored: &StoredValue, reused: &mut ReusedSidecars) -> Result<u32> {
-        if self.store.table_uuid().as_deref() != Some(stored.table) {
+        if self.table_uuid.is_none() {
+            self.table_uuid = self.store.table_uuid();
+        }
+        if self.table_uuid.as_deref() != Some(stored.table) {
             return Err(Error::invalid(format!(
                 "a blob value read as a reference to a sidecar of table {} cannot be written \
                  to {}: read values for another table as bytes (BlobReferences::External or \

@@ -50,7 +50,7 @@ pub fn blob_batch(keys: std::ops::Range<i64>) -> RecordBatch {
 }
 
 /// The batches `request` reads of `snapshot`.
-async fn scan(snapshot: &Snapshot, request: ScanRequest) -> natal::Result<Vec<RecordBatch>> {
+pub async fn scan(snapshot: &Snapshot, request: ScanRequest) -> natal::Result<Vec<RecordBatch>> {
     snapshot.scan(request).await?.try_collect().await
 }
 
@@ -71,7 +71,7 @@ pub async fn read_blobs(snapshot: &Snapshot) -> natal::Result<BTreeMap<i64, Opti
     Ok(rows)
 }
 
-async fn files_under(store: &Arc<dyn ObjectStore>, prefix: &str) -> Vec<String> {
+pub async fn files_under(store: &Arc<dyn ObjectStore>, prefix: &str) -> Vec<String> {
     let mut files: Vec<String> = store
         .list(Some(&Path::from(prefix)))
         .map_ok(|m| m.location.to_string())

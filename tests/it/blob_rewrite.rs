@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
-use futures::TryStreamExt;
 use natal::{BlobReferences, CompactOptions, RowMatch, ScanRequest, Snapshot};
 use object_store::ObjectStore;
 
@@ -47,15 +46,9 @@ fn stems_and_sources(snapshot: &Snapshot) -> (BTreeSet<String>, BTreeSet<String>
     (stems, sources)
 }
 
+/// Every file of the table `t` the tests make.
 async fn all_files(store: &Arc<dyn ObjectStore>) -> Vec<String> {
-    let mut files: Vec<String> = store
-        .list(None)
-        .map_ok(|m| m.location.to_string())
-        .try_collect()
-        .await
-        .unwrap();
-    files.sort();
-    files
+    crate::blob::files_under(store, "t").await
 }
 
 #[tokio::test]
@@ -134,14 +127,7 @@ async fn a_stored_reference_written_to_another_table_is_refused() {
                 blob_references: references,
                 ..Default::default()
             };
-            let batches: Vec<RecordBatch> = snapshot
-                .scan(request)
-                .await
-                .unwrap()
-                .try_collect()
-                .await
-                .unwrap();
-            batches
+            crate::blob::scan(&snapshot, request).await.unwrap()
         }
     };
     let version = other.latest().await.unwrap().version();

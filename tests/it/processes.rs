@@ -58,50 +58,22 @@ impl Warehouse {
         }
     }
 
-    /// A root in a bucket of an S3 server: the external endpoint the environment names
-    /// (`NATAL_TEST_S3_ENDPOINT`, as `tests/it/s3.rs` reads it), or bucket `natal` of a new
-    /// in-process server.
+    /// A root in a bucket of an S3 server: the external endpoint the environment names,
+    /// or a new in-process server (`s3_server::Endpoint`).
     fn on_s3() -> Self {
         let runtime = tokio::runtime::Runtime::new().unwrap();
+        let endpoint = runtime
+            .block_on(crate::s3_server::Endpoint::from_env_or_start())
+            .unwrap();
         let prefix = format!("warehouse-{}", uuid::Uuid::new_v4().simple());
-        let (server, endpoint, bucket, keys) = match std::env::var("NATAL_TEST_S3_ENDPOINT") {
-            Ok(endpoint) => (
-                None,
-                endpoint,
-                std::env::var("NATAL_TEST_S3_BUCKET").unwrap_or("natal".into()),
-                (
-                    std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_default(),
-                    std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_default(),
-                ),
-            ),
-            Err(_) => {
-                let server = runtime
-                    .block_on(crate::s3_server::S3Server::start(&["natal"], 50))
-                    .unwrap();
-                let endpoint = server.endpoint.clone();
-                let keys = (
-                    crate::s3_server::ACCESS_KEY.to_string(),
-                    crate::s3_server::SECRET_KEY.to_string(),
-                );
-                (Some(server), endpoint, "natal".to_string(), keys)
-            }
-        };
-        let store = crate::s3_server::client(&endpoint, &bucket, (&keys.0, &keys.1)).unwrap();
-        let environment = vec![
-            ("AWS_ENDPOINT_URL", endpoint),
-            ("AWS_ALLOW_HTTP", "true".into()),
-            ("AWS_ACCESS_KEY_ID", keys.0),
-            ("AWS_SECRET_ACCESS_KEY", keys.1),
-            ("AWS_EC2_METADATA_DISABLED", "true".into()),
-        ];
         Self {
-            root: format!("s3://{bucket}/{prefix}"),
-            environment,
-            store: Arc::new(store),
+            root: format!("s3://{}/{prefix}", endpoint.bucket),
+            environment: endpoint.environment(),
+            store: Arc::new(endpoint.client().unwrap()),
             prefix: object_store::path::Path::from(prefix),
             runtime,
             dir: None,
-            _server: server,
+            _server: endpoint.server,
         }
     }
 
@@ -112,13 +84,8 @@ impl Warehouse {
 
     fn command(&self, sql: &[String], pause: Option<&Pause>) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_natal"));
-        for (key, _) in std::env::vars() {
-            if key.starts_with("AWS_") {
-                command.env_remove(key);
-            }
-        }
+        crate::s3_server::with_environment(&mut command, &self.environment);
         command
-            .envs(self.environment.iter().map(|(k, v)| (*k, v.as_str())))
             .arg("--root")
             .arg(&self.root)
             .args(["-q", "--format", "csv", "-c"])

@@ -13,75 +13,41 @@ use datafusion::prelude::SessionContext;
 use futures::TryStreamExt;
 use object_store::ObjectStore;
 
-use crate::s3_server::{Fault, S3Server};
+use crate::s3_server::{Endpoint, Fault};
 
-/// Where the tests' objects go: a bucket of a server, and a prefix no other test uses.
+/// Where the tests' objects go: a bucket of an S3 endpoint, and a prefix no other test uses.
 struct Target {
-    /// The in-process server, when no external endpoint is given.
-    server: Option<S3Server>,
-    endpoint: String,
-    bucket: String,
+    endpoint: Endpoint,
     prefix: String,
-    /// Access key and secret key.
-    keys: (String, String),
+    /// What the CLI is started with (the endpoint's environment, unless a test changes it).
     environment: Vec<(&'static str, String)>,
 }
 
 impl Target {
     /// The external endpoint the environment names, or a fresh in-process server.
     async fn new() -> Self {
-        let prefix = format!("natal-test-{}", uuid::Uuid::new_v4().simple());
-        if let Ok(endpoint) = std::env::var("NATAL_TEST_S3_ENDPOINT") {
-            let bucket = std::env::var("NATAL_TEST_S3_BUCKET").unwrap_or("natal".into());
-            let keys = (
-                std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_default(),
-                std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_default(),
-            );
-            let environment = vec![
-                ("AWS_ENDPOINT_URL", endpoint.clone()),
-                ("AWS_ALLOW_HTTP", "true".to_string()),
-                ("AWS_ACCESS_KEY_ID", keys.0.clone()),
-                ("AWS_SECRET_ACCESS_KEY", keys.1.clone()),
-            ];
-            return Self {
-                server: None,
-                endpoint,
-                bucket,
-                prefix,
-                keys,
-                environment,
-            };
-        }
-        let server = S3Server::start(&["natal"], 50).await.expect("S3 server");
+        let endpoint = Endpoint::from_env_or_start().await.expect("S3 endpoint");
         Self {
-            endpoint: server.endpoint.clone(),
-            environment: server.environment(),
-            server: Some(server),
-            bucket: "natal".into(),
-            prefix,
-            keys: (
-                crate::s3_server::ACCESS_KEY.into(),
-                crate::s3_server::SECRET_KEY.into(),
-            ),
+            environment: endpoint.environment(),
+            endpoint,
+            prefix: format!("natal-test-{}", uuid::Uuid::new_v4().simple()),
         }
     }
 
     /// A client of the bucket, with quick retries.
     fn client(&self) -> Arc<dyn ObjectStore> {
-        let keys = (self.keys.0.as_str(), self.keys.1.as_str());
-        let client = crate::s3_server::client(&self.endpoint, &self.bucket, keys);
-        Arc::new(client.expect("S3 client"))
+        Arc::new(self.endpoint.client().expect("S3 client"))
     }
 
     /// `s3://<bucket>/<prefix>/<name>`.
     fn url(&self, name: &str) -> String {
-        format!("s3://{}/{}/{name}", self.bucket, self.prefix)
+        format!("s3://{}/{}/{name}", self.endpoint.bucket, self.prefix)
     }
 
     /// A session whose natal root is `<url>/root`, the bucket's store registered.
     fn session(&self) -> SessionContext {
         let ctx = SessionContext::new();
-        let bucket = url::Url::parse(&format!("s3://{}", self.bucket)).unwrap();
+        let bucket = url::Url::parse(&format!("s3://{}", self.endpoint.bucket)).unwrap();
         ctx.register_object_store(&bucket, self.client());
         natal::datafusion::register(&ctx, &self.url("root")).unwrap();
         ctx
@@ -104,17 +70,8 @@ impl Target {
     /// The `natal` CLI with this server's environment (and no AWS settings of the machine).
     fn natal(&self, args: &[&str]) -> Output {
         let mut command = Command::new(env!("CARGO_BIN_EXE_natal"));
-        for (key, _) in std::env::vars() {
-            if key.starts_with("AWS_") {
-                command.env_remove(key);
-            }
-        }
-        command
-            .envs(self.environment.iter().map(|(k, v)| (*k, v.as_str())))
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .args(args)
-            .output()
-            .expect("run natal")
+        crate::s3_server::with_environment(&mut command, &self.environment);
+        command.args(args).output().expect("run natal")
     }
 }
 
@@ -196,7 +153,7 @@ async fn the_cli_takes_an_s3_root() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_buckets_keys_and_endpoints_are_errors_that_say_so() {
     let target = Target::new().await;
-    let Some(server) = target.server.clone() else {
+    let Some(server) = target.endpoint.server.clone() else {
         return; // An external endpoint's refusals are its own.
     };
     let create = "CREATE TABLE t (a BIGINT)".to_string();
@@ -228,11 +185,8 @@ async fn bad_buckets_keys_and_endpoints_are_errors_that_say_so() {
         let started = Instant::now();
         let probe = Target {
             environment,
-            server: None,
-            endpoint: String::new(),
-            bucket: target.bucket.clone(),
+            endpoint: target.endpoint.clone(),
             prefix: target.prefix.clone(),
-            keys: target.keys.clone(),
         };
         let args = ["--root", root.as_str(), "-q", "-c", create.as_str()];
         let out = tokio::task::block_in_place(|| probe.natal(&args));
@@ -269,7 +223,7 @@ fn with(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_failed_over_http_leave_the_table_whole() {
     let target = Target::new().await;
-    let Some(server) = target.server.clone() else {
+    let Some(server) = target.endpoint.server.clone() else {
         return;
     };
     let table = natal::Table::create(

@@ -163,12 +163,7 @@ impl S3Server {
     /// The environment a client (the CLI, datafusion-cli, `AmazonS3Builder::from_env`)
     /// reaches this server with.
     pub fn environment(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
-            ("AWS_ALLOW_HTTP", "true".into()),
-            ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),
-            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.into()),
-        ]
+        environment(&self.endpoint, (ACCESS_KEY, SECRET_KEY))
     }
 
     /// A client of `bucket` as a user configures one (see [`client`]).
@@ -179,6 +174,76 @@ impl S3Server {
     /// Clears the faults planned: every request succeeds again.
     pub fn clear_fault(&self) {
         self.faults.plan(None);
+    }
+}
+
+/// The environment that reaches `endpoint` with `keys`.
+pub fn environment(endpoint: &str, keys: (&str, &str)) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ENDPOINT_URL", endpoint.to_string()),
+        ("AWS_ALLOW_HTTP", "true".into()),
+        ("AWS_ACCESS_KEY_ID", keys.0.to_string()),
+        ("AWS_SECRET_ACCESS_KEY", keys.1.to_string()),
+    ]
+}
+
+/// `command` (a process the tests start) with none of the machine's AWS settings, no
+/// instance-metadata lookups, and `environment` instead.
+pub fn with_environment(
+    command: &mut std::process::Command,
+    environment: &[(&'static str, String)],
+) {
+    for (key, _) in std::env::vars() {
+        if key.starts_with("AWS_") {
+            command.env_remove(key);
+        }
+    }
+    command
+        .envs(environment.iter().map(|(k, v)| (*k, v.as_str())))
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+}
+
+/// The S3 endpoint the tests use: the external one the environment names
+/// (`NATAL_TEST_S3_ENDPOINT`, `NATAL_TEST_S3_BUCKET`, default `natal`, with `AWS_ACCESS_KEY_ID`
+/// and `AWS_SECRET_ACCESS_KEY`), or bucket `natal` of a new in-process server.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// The in-process server, when no external endpoint is given.
+    pub server: Option<S3Server>,
+    pub url: String,
+    pub bucket: String,
+    /// Access key and secret key.
+    pub keys: (String, String),
+}
+
+impl Endpoint {
+    pub async fn from_env_or_start() -> std::io::Result<Self> {
+        if let Ok(url) = std::env::var("NATAL_TEST_S3_ENDPOINT") {
+            let key = |name| std::env::var(name).unwrap_or_default();
+            return Ok(Self {
+                server: None,
+                url,
+                bucket: std::env::var("NATAL_TEST_S3_BUCKET").unwrap_or("natal".into()),
+                keys: (key("AWS_ACCESS_KEY_ID"), key("AWS_SECRET_ACCESS_KEY")),
+            });
+        }
+        let server = S3Server::start(&["natal"], 50).await?;
+        Ok(Self {
+            url: server.endpoint.clone(),
+            server: Some(server),
+            bucket: "natal".into(),
+            keys: (ACCESS_KEY.into(), SECRET_KEY.into()),
+        })
+    }
+
+    /// The environment that reaches it.
+    pub fn environment(&self) -> Vec<(&'static str, String)> {
+        environment(&self.url, (&self.keys.0, &self.keys.1))
+    }
+
+    /// A client of its bucket (see [`client`]).
+    pub fn client(&self) -> object_store::Result<AmazonS3> {
+        client(&self.url, &self.bucket, (&self.keys.0, &self.keys.1))
     }
 }
 

@@ -10,7 +10,19 @@ use std::collections::HashSet;
 
 use super::action::Action;
 use crate::error::{Error, Result};
-use crate::format::{Manifest, TablePath};
+use crate::format::{DataFile, Manifest, TablePath};
+
+/// The sidecars `files`' reuse indexes name: (directory, physical id).
+fn indexed_sidecars<'a>(
+    files: impl Iterator<Item = &'a DataFile>,
+) -> impl Iterator<Item = (&'a TablePath, u32)> {
+    files
+        .filter_map(|file| file.blob_reuse_index.as_ref())
+        .flat_map(|index| index.sources())
+        .flat_map(|source| {
+            (source.physical_ids.iter()).map(move |&physical| (&source.directory, physical))
+        })
+}
 
 /// Checks that every sidecar `action`'s new files reuse is referenced by `base`: under the
 /// directory of one of its data files, or named by one of their reuse indexes (what cleanup
@@ -24,13 +36,7 @@ pub(super) fn check_reused_sidecars(
     let Some(fragments) = action.new_fragments_mut() else {
         return Ok(());
     };
-    let mut reused = (fragments.iter())
-        .filter_map(|f| f.file.blob_reuse_index.as_ref())
-        .flat_map(|index| index.sources())
-        .flat_map(|source| {
-            (source.physical_ids.iter()).map(move |&physical| (&source.directory, physical))
-        })
-        .peekable();
+    let mut reused = indexed_sidecars(fragments.iter().map(|f| &f.file)).peekable();
     if reused.peek().is_none() {
         return Ok(());
     }
@@ -39,13 +45,7 @@ pub(super) fn check_reused_sidecars(
         .clone()
         .map(|file| TablePath::sidecar_dir(&file.path))
         .collect();
-    let indexed: HashSet<(&TablePath, u32)> = files
-        .filter_map(|file| file.blob_reuse_index.as_ref())
-        .flat_map(|index| index.sources())
-        .flat_map(|source| {
-            (source.physical_ids.iter()).map(move |&physical| (&source.directory, physical))
-        })
-        .collect();
+    let indexed: HashSet<(&TablePath, u32)> = indexed_sidecars(files).collect();
     for (directory, physical) in reused {
         if directories.contains(directory) || indexed.contains(&(directory, physical)) {
             continue;
