@@ -151,6 +151,8 @@ pub struct NatalSchemaProvider {
     progress: ProgressHandle,
     /// The stores its tables read external blob values through (the session's).
     external_stores: Option<Arc<dyn object_store::registry::ObjectStoreRegistry>>,
+    /// How old a table's latest version a statement may read ([`Table::latest_within`]).
+    staleness_limit: std::time::Duration,
 }
 
 impl NatalSchemaProvider {
@@ -163,7 +165,16 @@ impl NatalSchemaProvider {
             handles: RwLock::new(BTreeMap::new()),
             progress: ProgressHandle::default(),
             external_stores: None,
+            staleness_limit: std::time::Duration::ZERO,
         }
+    }
+
+    /// This schema, its statements reading a table's latest version as listed up to
+    /// `limit` ago when this session listed it then ([`Table::latest_within`]); zero (the
+    /// default): every statement lists the table's versions.
+    pub fn with_staleness_limit(mut self, limit: std::time::Duration) -> Self {
+        self.staleness_limit = limit;
+        self
     }
 
     /// This schema, its tables reading external blob values through `stores`.
@@ -248,8 +259,12 @@ impl SchemaProvider for NatalSchemaProvider {
             let Some(natal) = provider.downcast_ref::<NatalTableProvider>() else {
                 return Ok(Some(provider));
             };
-            let statement =
-                NatalTableProvider::try_new(natal.table().clone(), natal.view()).await?;
+            let (table, view) = (natal.table().clone(), natal.view());
+            let snapshot = match view.version {
+                Some(v) => table.at_version(v).await?,
+                None => table.latest_within(self.staleness_limit).await?,
+            };
+            let statement = NatalTableProvider::from_snapshot(table, view, snapshot);
             return Ok(Some(Arc::new(statement.for_one_statement())));
         }
         if names_a_file(name) {
@@ -269,7 +284,7 @@ impl SchemaProvider for NatalSchemaProvider {
         }
         let snapshot = match parsed.view.version {
             Some(v) => table.at_version(v).await,
-            None => table.latest().await,
+            None => table.latest_within(self.staleness_limit).await,
         };
         let snapshot = match snapshot {
             Ok(snapshot) => snapshot,

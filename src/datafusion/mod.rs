@@ -122,12 +122,29 @@ pub fn open_table(ctx: &SessionContext, location: &str) -> Result<crate::table::
 /// or object-store URL) as the default schema, so `SELECT * FROM t` finds `<root>/t`, the
 /// [`DmlGuard`], the [`FoldRowIdLists`] rewrite and the `natal.*` options ([`NatalOptions`]).
 pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
+    register_with(ctx, root, CatalogOptions::default())
+}
+
+/// How the tables [`register_with`] names are read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CatalogOptions {
+    /// How old a table's latest version a statement may read, when this session listed
+    /// the table's versions that recently: such statements send no request to find the
+    /// latest (a LIST otherwise), and another writer's commit may go unseen for up to this
+    /// long; this session's own commits are always seen. Zero (the default): every
+    /// statement lists. DataFusion's listing tables cache their file lists for
+    /// `datafusion.runtime.list_files_cache_ttl` (by default, forever).
+    pub staleness_limit: std::time::Duration,
+}
+
+/// [`register`], with `options`.
+pub fn register_with(ctx: &SessionContext, root: &str, options: CatalogOptions) -> Result<()> {
     url_creating_directory(root)?;
     let (store, path) = resolve_location(&ctx.runtime_env(), root)?;
     let state = ctx.state();
-    let options = state.config_options();
-    let catalog_name = options.catalog.default_catalog.clone();
-    let schema_name = options.catalog.default_schema.clone();
+    let config = state.config_options();
+    let catalog_name = config.catalog.default_catalog.clone();
+    let schema_name = config.catalog.default_schema.clone();
     let session_progress = crate::table::ProgressHandle(
         state
             .config()
@@ -149,6 +166,7 @@ pub fn register(ctx: &SessionContext, root: &str) -> Result<()> {
     };
     let tables = Arc::new(
         NatalSchemaProvider::new(store, path)
+            .with_staleness_limit(options.staleness_limit)
             .with_progress(session_progress)
             .with_external_stores(SessionStores::of(&ctx.runtime_env())),
     );

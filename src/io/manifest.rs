@@ -133,6 +133,18 @@ impl TableStore {
         manifest: &mut Manifest,
         layout: &ManifestLayout,
     ) -> Result<bool> {
+        // Before and after: a listing this handle began meanwhile may miss the version.
+        self.recent_latest.forget();
+        let published = self.publish_manifest_once(manifest, layout).await;
+        self.recent_latest.forget();
+        published
+    }
+
+    async fn publish_manifest_once(
+        &self,
+        manifest: &mut Manifest,
+        layout: &ManifestLayout,
+    ) -> Result<bool> {
         self.store_row_ids(manifest, layout.row_ids_inline_limit)
             .await?;
         self.store_fragment_segments(manifest, layout.fragments_per_segment)

@@ -23,6 +23,7 @@ mod manifest;
 mod pages;
 mod panics;
 mod reader;
+mod recent_latest;
 mod rowids;
 mod segments;
 mod staged;

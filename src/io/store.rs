@@ -92,6 +92,8 @@ pub struct TableStore {
     pub(crate) external: Option<Arc<dyn object_store::registry::ObjectStoreRegistry>>,
     /// Which blob values reads return as references, not bytes (for rows written back).
     pub(crate) blob_references: super::BlobReferences,
+    /// The newest manifest a listing found, for reads that accept some staleness.
+    pub(crate) recent_latest: Arc<super::recent_latest::RecentLatest>,
 }
 
 impl TableStore {
@@ -131,6 +133,7 @@ impl TableStore {
             bytes_read: None,
             external: None,
             blob_references: super::BlobReferences::None,
+            recent_latest: Arc::default(),
         }
     }
 

@@ -313,6 +313,7 @@ impl Table {
     /// The newest version: one LIST, and one GET unless this handle read that manifest
     /// before (see `TableStore::read_listed_manifest`).
     pub async fn latest(&self) -> Result<Snapshot> {
+        let listing = self.store.recent_latest.listing_starts();
         let (version, listed) =
             self.store
                 .latest_listed()
@@ -334,7 +335,20 @@ impl Table {
             }
             Err(e) => return Err(e),
         };
-        Ok(Snapshot::new(self.store.clone(), manifest))
+        let manifest = Arc::new(manifest);
+        self.store.recent_latest.keep(listing, &manifest);
+        Ok(Snapshot::shared(self.store.clone(), manifest))
+    }
+
+    /// The newest version this handle (or a clone of it) listed no longer than `limit`
+    /// ago, with no request; else [`Self::latest`]. Another writer's commit may then go
+    /// unseen for up to `limit` (Delta's `stalenessLimit`, DataFusion's listing cache
+    /// TTL); this handle's own commits are always seen. A zero limit always lists.
+    pub async fn latest_within(&self, limit: std::time::Duration) -> Result<Snapshot> {
+        match self.store.recent_latest.within(limit) {
+            Some(manifest) => Ok(Snapshot::shared(self.store.clone(), manifest)),
+            None => self.latest().await,
+        }
     }
 
     /// A pinned version (time travel): one GET.

@@ -50,9 +50,13 @@ pub struct Snapshot {
 
 impl Snapshot {
     pub(crate) fn new(store: TableStore, manifest: Manifest) -> Self {
+        Self::shared(store, Arc::new(manifest))
+    }
+
+    pub(crate) fn shared(store: TableStore, manifest: Arc<Manifest>) -> Self {
         Self {
             store,
-            manifest: Arc::new(manifest),
+            manifest,
             view: OnceCell::new(),
             partial_view_rows: AtomicU64::new(0),
         }

@@ -55,6 +55,42 @@ fn an_unsupported_root_scheme_is_a_clear_error() {
     assert!(stderr.contains("unsupported scheme 'ftp'"), "{stderr}");
 }
 
+/// `--staleness-limit` takes a duration (its own commits are still seen at once); anything
+/// else is refused before a statement runs.
+#[test]
+fn the_staleness_limit_is_a_duration() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let out = natal(&[
+        "--root",
+        root,
+        "--staleness-limit",
+        "1h",
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        "CREATE TABLE t (a BIGINT)",
+        "SELECT count(*) AS n FROM t",
+        "INSERT INTO t VALUES (1), (2)",
+        "SELECT count(*) AS n FROM t",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.lines().any(|l| l.trim() == "2"), "{stdout}");
+    let out = natal(&[
+        "--root",
+        root,
+        "--staleness-limit",
+        "soon",
+        "-c",
+        "SELECT 1",
+    ]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("--staleness-limit"), "{stderr}");
+}
+
 /// `natal` in directory `cwd` (where the REPL keeps its `.history`) with `stdin` as its
 /// input (the REPL reads piped lines).
 fn natal_with_input(cwd: &std::path::Path, args: &[&str], stdin: &str) -> Output {

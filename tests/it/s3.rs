@@ -216,8 +216,8 @@ fn with(
     environment
 }
 
-/// A request the server fails (throttled, failed after storing, delayed past the client's
-/// timeout) fails the operation that made it or is retried by the client; nothing is
+/// A request the server fails (throttled, failed or its connection dropped after storing,
+/// delayed past the client's timeout) fails the operation that made it or is retried by the client; nothing is
 /// half-committed: the table reads its last committed version, and a write that stored
 /// its manifest before the failure is found committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,11 +239,12 @@ async fn requests_failed_over_http_leave_the_table_whole() {
         Fault::SlowDown,
         Fault::Internal,
         Fault::StoredThenFailed,
+        Fault::StoredThenDropped,
         Fault::Delay(Duration::from_secs(4)),
     ]
     .into_iter()
     .cycle()
-    .take(8)
+    .take(10)
     .enumerate()
     {
         // An append makes a few requests (its data file, its manifest, the listing of
@@ -263,4 +264,26 @@ async fn requests_failed_over_http_leave_the_table_whole() {
         committed = count;
     }
     assert!(committed > 0);
+    // Each request of an append in turn stored and then left unanswered, the connection
+    // closed: the listing, the data file's PUT, the manifest's (which the client then
+    // retries, or natal reads back).
+    let dropped = server.connections_dropped();
+    for n in 1..=4 {
+        server.fail_request(n, Fault::StoredThenDropped);
+        let result = table
+            .append(vec![crate::common::batch(&[(100 + n as i64, 0)])])
+            .await;
+        server.clear_fault();
+        let count = table.latest().await.unwrap().count_rows();
+        match result {
+            Ok(_) => assert_eq!(count, committed + 1, "dropped request {n}"),
+            Err(_) => assert!(count == committed || count == committed + 1, "{count}"),
+        }
+        committed = count;
+    }
+    assert_eq!(
+        server.connections_dropped(),
+        dropped + 2,
+        "both PUTs dropped"
+    );
 }

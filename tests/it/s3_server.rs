@@ -41,6 +41,8 @@ pub enum Fault {
     Internal,
     /// Stores a PUT's object, then answers 500: the client cannot tell it landed.
     StoredThenFailed,
+    /// Stores a PUT's object, then closes the connection with no answer at all.
+    StoredThenDropped,
     /// Waits this long before handling it (past a client's timeout).
     Delay(Duration),
 }
@@ -52,6 +54,8 @@ struct Faults {
     seen: AtomicU64,
     /// The request that fails, how, and whether every request after it fails too.
     planned: Mutex<Option<(u64, Fault, bool)>>,
+    /// Connections closed unanswered ([`Fault::StoredThenDropped`]).
+    dropped: AtomicU64,
 }
 
 impl Faults {
@@ -67,6 +71,24 @@ impl Faults {
             *slot = planned;
         }
     }
+}
+
+tokio::task_local! {
+    /// Wakes the task serving the connection a request came on, to close it unanswered
+    /// (hyper runs an HTTP/1 connection's handlers inside that task).
+    static DROP_CONNECTION: Arc<tokio::sync::Notify>;
+}
+
+/// Closes the connection the current request came on, never answering it.
+async fn drop_connection() -> S3Error {
+    if let Ok(dropped) = DROP_CONNECTION.try_with(|d| d.clone()) {
+        dropped.notify_one();
+        std::future::pending::<()>().await;
+    }
+    s3_error!(
+        InternalError,
+        "injected: the connection could not be dropped"
+    )
 }
 
 /// A running server.
@@ -125,9 +147,18 @@ impl S3Server {
                 let service = service.clone();
                 tokio::spawn(async move {
                     let io = hyper_util::rt::TokioIo::new(socket);
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(io, service)
-                        .await;
+                    let connection =
+                        hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+                    // A handler that drops its connection wakes this; dropping the
+                    // connection's future closes the socket with the answer unsent.
+                    let dropped = Arc::new(tokio::sync::Notify::new());
+                    let served = DROP_CONNECTION.scope(dropped.clone(), async move {
+                        tokio::select! {
+                            _ = connection => {}
+                            _ = dropped.notified() => {}
+                        }
+                    });
+                    served.await;
                 });
             }
         });
@@ -148,6 +179,11 @@ impl S3Server {
     pub fn fail_from(&self, n: u64, fault: Fault) {
         let seen = self.faults.seen.load(Ordering::SeqCst);
         self.faults.plan(Some((seen + n, fault, true)));
+    }
+
+    /// Connections closed unanswered so far.
+    pub fn connections_dropped(&self) -> u64 {
+        self.faults.dropped.load(Ordering::SeqCst)
     }
 
     /// Requests counted so far.
@@ -403,6 +439,10 @@ impl S3 for Backend {
         let e_tag = self.store(&path, bytes, create).await?;
         if fault == Some(Fault::StoredThenFailed) {
             return Err(s3_error!(InternalError, "injected after storing"));
+        }
+        if fault == Some(Fault::StoredThenDropped) {
+            self.faults.dropped.fetch_add(1, Ordering::SeqCst);
+            return Err(drop_connection().await);
         }
         Ok(S3Response::new(PutObjectOutput {
             e_tag,
@@ -673,6 +713,10 @@ impl S3 for Backend {
         let e_tag = self.store(&path, whole.into(), create).await?;
         if fault == Some(Fault::StoredThenFailed) {
             return Err(s3_error!(InternalError, "injected after storing"));
+        }
+        if fault == Some(Fault::StoredThenDropped) {
+            self.faults.dropped.fetch_add(1, Ordering::SeqCst);
+            return Err(drop_connection().await);
         }
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(bucket),

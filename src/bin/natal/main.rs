@@ -66,6 +66,12 @@ struct Args {
     /// Partitions per scan (default: the number of cores).
     #[clap(long)]
     target_partitions: Option<usize>,
+
+    /// Let a statement read a table's latest version as this session listed it up to this
+    /// long ago (e.g. `5s`, `500ms`), sending no request to find it; another writer's
+    /// commit may then go unseen that long. Default `0s`: every statement lists.
+    #[clap(long, value_parser = humantime::parse_duration, default_value = "0s")]
+    staleness_limit: std::time::Duration,
 }
 
 #[tokio::main]
@@ -115,7 +121,10 @@ async fn run(args: Args) -> Result<()> {
         Arc::new(ListFilesCacheFunc::new(caches)),
     );
     register_root_store(&ctx, &args.root).await?;
-    natal::datafusion::register(&ctx, &args.root)?;
+    let catalog = natal::datafusion::CatalogOptions {
+        staleness_limit: args.staleness_limit,
+    };
+    natal::datafusion::register_with(&ctx, &args.root, catalog)?;
     if !args.quiet {
         println!(
             "natal {} (DataFusion {}) — tables under {}",
