@@ -56,7 +56,7 @@ pub use io::{external_blob, BlobPlace, BlobReader, BlobReferences, IndexLookup, 
 pub use operation::Operation;
 pub use rowid::{FragmentId, RowAddress, RowId, RowIdSet};
 pub use table::{
-    BatchUpdate, CleanupPolicy, CleanupReport, ColumnDefault, ColumnValues, Committed,
+    BatchUpdate, CleanupPolicy, CleanupReport, CloneTarget, ColumnDefault, ColumnValues, Committed,
     CompactOptions, Compaction, Declarations, IndexBuild, IndexOptions, IndexProbe, NewColumn,
     Progress, RowChangeSet, RowChanges, RowMatch, RowPredicate, ScanMetrics, ScanRequest,
     SidecarUsage, Snapshot, Table, TableConstraint, TableOptions, TieredMerge, ROW_ADDR, ROW_ID,

@@ -29,6 +29,9 @@ pub enum Operation {
     /// The schema changed (a column added, dropped, renamed, widened or made nullable);
     /// no data file was written.
     AlterSchema,
+    /// The first version of a clone: another table's version, its files referenced in
+    /// place (shallow) or copied (deep).
+    Clone,
 }
 
 impl std::fmt::Display for Operation {
@@ -45,6 +48,7 @@ impl std::fmt::Display for Operation {
             Operation::CreateIndex => "create index",
             Operation::DropIndex => "drop index",
             Operation::AlterSchema => "schema change",
+            Operation::Clone => "clone",
         })
     }
 }

@@ -153,6 +153,8 @@ pub struct NatalSchemaProvider {
     external_stores: Option<Arc<dyn object_store::registry::ObjectStoreRegistry>>,
     /// How old a table's latest version a statement may read ([`Table::latest_within`]).
     staleness_limit: std::time::Duration,
+    /// The URL of the store `root` is in, when known (what clones elsewhere record).
+    store_url: Option<String>,
 }
 
 impl NatalSchemaProvider {
@@ -166,7 +168,47 @@ impl NatalSchemaProvider {
             progress: ProgressHandle::default(),
             external_stores: None,
             staleness_limit: std::time::Duration::ZERO,
+            store_url: None,
         }
+    }
+
+    /// This schema, knowing the URL of the store its root is in (`s3://bucket`, `file://`).
+    pub fn with_store_url(mut self, store_url: String) -> Self {
+        self.store_url = Some(store_url);
+        self
+    }
+
+    /// The options of the handles it opens.
+    pub(super) fn table_options(&self) -> TableOptions {
+        TableOptions {
+            external_stores: self.external_stores.clone(),
+            store_url: self.store_url.clone(),
+            ..TableOptions::default()
+        }
+    }
+
+    /// A handle on the table at `location` (a URL or a path) or, for a plain name, on
+    /// `<root>/<name>`, wherever or not a table is there.
+    pub(super) fn handle_at(&self, runtime: &RuntimeEnv, location: &str) -> Result<Table> {
+        if !location.contains("://") && !location.starts_with('/') {
+            let parsed = TableName::parse(location)?;
+            if parsed.base != location {
+                return Err(DataFusionError::Plan(format!(
+                    "'{location}' is not a table name ('@' and '$' name faces of a table)"
+                )));
+            }
+            return Ok(Table::open_with(
+                self.store.clone(),
+                self.root.clone().join(location),
+                self.table_options(),
+            ));
+        }
+        let (store, root) = resolve_location(runtime, location)?;
+        let options = TableOptions {
+            store_url: Some(store_url_of(location)?),
+            ..self.table_options()
+        };
+        Ok(Table::open_with(store, root, options))
     }
 
     /// This schema, its statements reading a table's latest version as listed up to
@@ -209,10 +251,7 @@ impl NatalSchemaProvider {
             None => Table::open_with(
                 self.store.clone(),
                 self.root.clone().join(base),
-                TableOptions {
-                    external_stores: self.external_stores.clone(),
-                    ..TableOptions::default()
-                },
+                self.table_options(),
             ),
         }
     }
@@ -478,6 +517,7 @@ impl TableProviderFactory for NatalTableFactory {
         let (store, root) = resolve_location(state.runtime_env(), location)?;
         let options = TableOptions {
             external_stores: Some(super::SessionStores::of(state.runtime_env())),
+            store_url: Some(store_url_of(location)?),
             ..TableOptions::default()
         };
         let table = Table::open_with(store.clone(), root.clone(), options);
@@ -652,6 +692,13 @@ pub fn resolve_location(
     let path = Path::from_url_path(url.path())
         .map_err(|e| DataFusionError::Plan(format!("bad location '{location}': {e}")))?;
     Ok((store, path))
+}
+
+/// The URL of the store `location` is in: its scheme and authority (`s3://bucket`,
+/// `file://`).
+pub fn store_url_of(location: &str) -> Result<String> {
+    let url = location_url(location)?;
+    Ok(url[..url::Position::BeforePath].to_string())
 }
 
 /// A local file-system failure at `path`, as natal reports one.

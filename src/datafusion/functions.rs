@@ -1,7 +1,8 @@
 //! Maintenance as table functions — `natal_compact('t')`, `natal_checkpoint('t')`,
 //! `natal_cleanup('t', keep_versions [, keep_newer_than_seconds [, min_file_age_seconds]])`,
 //! `natal_restore('t', version)`, `natal_create_index('t', 'column' [, 'name'])`,
-//! `natal_drop_index('t', 'name')` — schema changes as functions (`natal_add_column`,
+//! `natal_drop_index('t', 'name')`, `natal_clone('t', 'clone' [, version])` (a shallow clone,
+//! the clone named as a table under the root or by a location) — schema changes as functions (`natal_add_column`,
 //! `natal_drop_column`, `natal_rename_column`, `natal_alter_column`, for engines that do not
 //! route `ALTER TABLE`; `natal_blob_options('t', 'col', inline_limit, dedicated_threshold,
 //! pack_file_size)` for a blob column's later values) — DML as functions: `natal_delete`, `natal_update` — and reads a
@@ -35,7 +36,7 @@ use crate::format::{FieldPath, Position, SchemaChange};
 use crate::table::{CleanupPolicy, CompactOptions, IndexOptions, ProgressHandle, Table};
 
 /// What a function does when executed.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 enum Operation {
     Compact,
     Checkpoint,
@@ -58,6 +59,12 @@ enum Operation {
     /// A schema change (`natal_add_column` and its kin), as `ALTER TABLE` makes it.
     Alter {
         change: SchemaChange,
+    },
+    /// A shallow clone of the table's `version` (the latest if `None`) at `target`.
+    Clone {
+        target: Box<Table>,
+        version: Option<u64>,
+        source_name: String,
     },
 }
 
@@ -84,6 +91,7 @@ impl Operation {
                 "bytes_written",
             ],
             Operation::DropIndex { .. } | Operation::Alter { .. } => &["version"],
+            Operation::Clone { .. } => &["version", "live_rows", "bytes_written"],
         }
     }
 
@@ -169,6 +177,31 @@ impl Operation {
                 // NULL: the change changed nothing, nothing published.
                 vec![committed.published.then_some(committed.version)]
             }
+            Operation::Clone {
+                target,
+                version,
+                source_name,
+            } => {
+                let version = match version {
+                    Some(v) => v,
+                    None => table.latest().await?.version(),
+                };
+                let clone_target = crate::table::CloneTarget {
+                    store: target.store().underlying().clone(),
+                    root: target.store().root().clone(),
+                    options: target.options().clone(),
+                    source_name,
+                };
+                let (clone, committed) = table.shallow_clone(version, clone_target).await?;
+                let written = clone.store().list_table_files().await?;
+                let bytes = written.iter().map(|(_, meta)| meta.size).sum::<u64>();
+                let manifest = clone.at_version(committed.version).await?;
+                vec![
+                    Some(committed.version),
+                    Some(manifest.count_rows()),
+                    Some(bytes),
+                ]
+            }
         })
     }
 }
@@ -200,6 +233,7 @@ impl NatalFunction {
             "natal_segment_placement",
             "natal_blob_read",
             "natal_blob_options",
+            "natal_clone",
         ]
         .into_iter()
         .map(|name| {
@@ -298,6 +332,30 @@ impl TableFunctionImpl for NatalFunction {
                 column,
                 row_id,
                 range,
+            }));
+        }
+        if name == "natal_clone" {
+            let location = literal_string(name, exprs, 1, "the clone's name or location")?;
+            let version = literal_u64(name, exprs, 2, "version")?;
+            if exprs.len() > 3 {
+                return Err(DataFusionError::Plan(format!(
+                    "{name} takes a table, the clone's name or location and optionally a \
+                     version; got {} arguments",
+                    exprs.len()
+                )));
+            }
+            let target = self
+                .tables
+                .handle_at(args.session().runtime_env(), &location)?;
+            let operation = Operation::Clone {
+                target: Box::new(target),
+                version,
+                source_name: table_name.clone(),
+            };
+            return Ok(Arc::new(OperationProvider {
+                table,
+                operation,
+                name,
             }));
         }
         if name == "natal_segment_placement" {

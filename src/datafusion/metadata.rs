@@ -49,6 +49,8 @@ pub(crate) fn versions(
             Field::new("fragments", DataType::UInt64, true),
             // Why a damaged version does not read; NULL for every other.
             Field::new("damage", DataType::Utf8, true),
+            // A clone's first version: what it was cloned from (`shallow clone of t@v7`).
+            Field::new("origin", DataType::Utf8, true),
         ],
         vec![
             Arc::new(UInt64Array::from_iter_values(
@@ -78,6 +80,14 @@ pub(crate) fn versions(
                     .iter()
                     .map(|(_, read)| read.as_ref().err().map(ToString::to_string)),
             )),
+            Arc::new(StringArray::from_iter(manifests.iter().map(|m| {
+                let origin = (*m)?.transaction.origin.as_ref()?;
+                let kind = if origin.deep { "deep" } else { "shallow" };
+                Some(format!(
+                    "{kind} clone of {}@v{}",
+                    origin.table, origin.version
+                ))
+            }))),
         ],
     )
 }

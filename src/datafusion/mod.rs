@@ -139,7 +139,7 @@ pub struct CatalogOptions {
 
 /// [`register`], with `options`.
 pub fn register_with(ctx: &SessionContext, root: &str, options: CatalogOptions) -> Result<()> {
-    url_creating_directory(root)?;
+    let root_url = url_creating_directory(root)?;
     let (store, path) = resolve_location(&ctx.runtime_env(), root)?;
     let state = ctx.state();
     let config = state.config_options();
@@ -166,6 +166,7 @@ pub fn register_with(ctx: &SessionContext, root: &str, options: CatalogOptions) 
     };
     let tables = Arc::new(
         NatalSchemaProvider::new(store, path)
+            .with_store_url(root_url[..url::Position::BeforePath].to_string())
             .with_staleness_limit(options.staleness_limit)
             .with_progress(session_progress)
             .with_external_stores(SessionStores::of(&ctx.runtime_env())),

@@ -1,6 +1,6 @@
 //! The Blob Reuse Index (seed 003, DESIGN.md §6): a data file's map from its local blob ids
 //! to sidecars written for other data files, so a rewrite that keeps a value writes its
-//! descriptor, not its bytes. Sources are grouped by (base, directory), each with its local
+//! descriptor, not its bytes. Sources are grouped by directory (in its storage base), each with its local
 //! and physical ids positionally paired and stored as encoded sequences (as row-id sequences
 //! are). A local id found in the index resolves to `<directory>/<physical id>.blob` in the
 //! source's base; one not found resolves under the data file's own stem, as without an index.
@@ -15,9 +15,6 @@ use super::proto;
 use crate::error::{Error, Result};
 use crate::rowid::RowIdSequence;
 
-/// The storage base of the table's own root: the only one until storage bases land.
-pub const TABLE_ROOT_BASE: u32 = 0;
-
 /// One data file's Blob Reuse Index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlobReuseIndex {
@@ -30,9 +27,8 @@ pub struct BlobReuseIndex {
 /// The sidecars of one directory that a data file's local ids resolve to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlobReuseSource {
-    /// The storage base holding `directory` ([`TABLE_ROOT_BASE`]: the table's root).
-    pub base: u32,
-    /// The stem directory of the data file the sidecars were written for (`data/<stem>`).
+    /// The stem directory of the data file the sidecars were written for (`data/<stem>`),
+    /// under the storage base that holds it ([`TablePath::in_base`]).
     pub directory: TablePath,
     /// Local blob ids, positionally paired with `physical_ids`.
     pub local_ids: Vec<u32>,
@@ -42,16 +38,10 @@ pub struct BlobReuseSource {
 
 impl BlobReuseIndex {
     /// The index of `sources`, refused (naming what is wrong) if a source's id lists differ
-    /// in length, a local id is mapped twice, or a source's base is not one this table has.
+    /// in length or a local id is mapped twice (the manifest checks the bases it names).
     pub fn new(sources: Vec<BlobReuseSource>) -> std::result::Result<Self, String> {
         let mut by_local = Vec::new();
         for (at, source) in sources.iter().enumerate() {
-            if source.base != TABLE_ROOT_BASE {
-                return Err(format!(
-                    "its blob reuse index names storage base {}, which the table does not have",
-                    source.base
-                ));
-            }
             if source.local_ids.len() != source.physical_ids.len() {
                 return Err(format!(
                     "its blob reuse index pairs {} local ids with {} physical ids in {}",
@@ -78,6 +68,11 @@ impl BlobReuseIndex {
         &self.sources
     }
 
+    /// Its sources' directories, to move them to another storage base.
+    pub(crate) fn directories_mut(&mut self) -> impl Iterator<Item = &mut TablePath> {
+        self.sources.iter_mut().map(|s| &mut s.directory)
+    }
+
     /// Where the local id `local` resolves: its source and the sidecar's physical id.
     pub fn resolve(&self, local: u32) -> Option<(&BlobReuseSource, u32)> {
         let at = self.by_local.binary_search_by_key(&local, |e| e.0).ok()?;
@@ -99,11 +94,14 @@ pub(super) fn to_proto(index: &BlobReuseIndex) -> proto::BlobReuseIndex {
     };
     proto::BlobReuseIndex {
         sources: (index.sources.iter())
-            .map(|s| proto::BlobReuseSource {
-                base: s.base,
-                directory: s.directory.as_str().to_string(),
-                local_ids: ids(&s.local_ids),
-                physical_ids: ids(&s.physical_ids),
+            .map(|s| {
+                let (base, directory) = s.directory.split_base();
+                proto::BlobReuseSource {
+                    base,
+                    directory: directory.to_string(),
+                    local_ids: ids(&s.local_ids),
+                    physical_ids: ids(&s.physical_ids),
+                }
             })
             .collect(),
     }
@@ -136,8 +134,7 @@ pub(super) fn from_proto(raw: proto::BlobReuseIndex, data_file: &str) -> Result<
                 ))
             })?;
             Ok(BlobReuseSource {
-                base: s.base,
-                directory,
+                directory: TablePath::in_base(s.base, directory),
                 local_ids: ids(s.local_ids)?,
                 physical_ids: ids(s.physical_ids)?,
             })
@@ -153,7 +150,6 @@ mod tests {
 
     fn source(directory: &str, local: &[u32], physical: &[u32]) -> BlobReuseSource {
         BlobReuseSource {
-            base: TABLE_ROOT_BASE,
             directory: TablePath::parse(directory).unwrap(),
             local_ids: local.to_vec(),
             physical_ids: physical.to_vec(),
@@ -198,9 +194,12 @@ mod tests {
         let uneven = BlobReuseIndex::new(vec![source("data/a", &[1, 2], &[1])]);
         assert!(uneven.unwrap_err().contains("pairs 2 local ids with 1"));
         let mut based = source("data/a", &[1], &[1]);
-        based.base = 3;
-        let error = BlobReuseIndex::new(vec![based]).unwrap_err();
-        assert!(error.contains("storage base 3"), "{error}");
+        based.directory = TablePath::in_base(3, based.directory);
+        let index = BlobReuseIndex::new(vec![based]).unwrap();
+        let stored = to_proto(&index);
+        assert_eq!(stored.sources[0].base, 3);
+        assert_eq!(stored.sources[0].directory, "data/a");
+        assert_eq!(from_proto(stored, "data/c.parquet").unwrap(), index);
         let escaping = proto::BlobReuseIndex {
             sources: vec![proto::BlobReuseSource {
                 base: 0,

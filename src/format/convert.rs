@@ -51,12 +51,14 @@ impl Manifest {
             });
         }
         let files = row_id_files_of(&raw.fragments, path)?;
+        let bases = raw.bases.iter().map(base_from_proto).collect();
         let path = path.to_string();
-        Ok(Unresolved::new(files, move |read| {
+        let unresolved = Unresolved::new(files, move |read| {
             let manifest = manifest_from_proto(raw, &path, read)?;
             manifest.validate(&path)?;
             Ok(manifest)
-        }))
+        });
+        Ok(unresolved.with_bases(bases))
     }
 
     /// Refuses to write on top of a manifest whose writer flags this client does not know.
@@ -82,6 +84,7 @@ impl Manifest {
                 return corrupt(e.to_string());
             }
         }
+        self.validate_bases(path)?;
         for pair in self.fragments.windows(2) {
             if pair[0].id >= pair[1].id {
                 return corrupt(format!(
@@ -198,6 +201,7 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> R
         Ok(proto::transaction::Operation::CreateIndex) => Operation::CreateIndex,
         Ok(proto::transaction::Operation::DropIndex) => Operation::DropIndex,
         Ok(proto::transaction::Operation::AlterSchema) => Operation::AlterSchema,
+        Ok(proto::transaction::Operation::Clone) => Operation::Clone,
         _ => return Err(corrupt("unknown transaction operation")),
     };
     Ok(Manifest {
@@ -220,12 +224,17 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> R
             fragments_removed: transaction.fragments_removed,
             fragments_added: transaction.fragments_added,
             uuid: transaction.uuid,
+            origin: transaction.origin.map(|o| CloneOrigin {
+                table: o.table,
+                version: o.version,
+                deep: o.deep,
+            }),
         },
         relocation_checkpoint: raw
             .relocation_checkpoint
             .map(|c| {
                 Ok::<_, Error>(CheckpointRef {
-                    path: TablePath::parse(&c.path)?,
+                    path: TablePath::in_base(c.base, TablePath::parse(&c.path)?),
                     covers_fragments_through: c.covers_fragments_through,
                     entry_count: c.entry_count,
                     file_size_bytes: c.file_size_bytes,
@@ -242,7 +251,16 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> R
                 ))
             })?,
         indexes: indexes_from_proto(raw.indexes.unwrap_or_default(), path)?,
+        bases: raw.bases.iter().map(base_from_proto).collect(),
     })
+}
+
+fn base_from_proto(raw: &proto::StorageBase) -> StorageBase {
+    StorageBase {
+        id: raw.id,
+        path: raw.path.clone(),
+        store_url: raw.store_url.clone(),
+    }
 }
 
 fn indexes_from_proto(raw: proto::IndexSection, path: &str) -> Result<IndexSection> {
@@ -258,7 +276,7 @@ fn indexes_from_proto(raw: proto::IndexSection, path: &str) -> Result<IndexSecti
                     )
                 })?;
             Ok(IndexSegment {
-                path: TablePath::parse(&s.path)?,
+                path: TablePath::in_base(s.base, TablePath::parse(&s.path)?),
                 uuid: s.uuid,
                 name: s.name,
                 field_id: s.field_id,
@@ -294,11 +312,13 @@ fn indexes_to_proto(section: &IndexSection) -> proto::IndexSection {
                 let mut fragment_bitmap = Vec::with_capacity(s.fragments.serialized_size());
                 // Writing into a Vec cannot fail.
                 let _ = s.fragments.serialize_into(&mut fragment_bitmap);
+                let (base, path) = s.path.split_base();
                 proto::IndexSegment {
                     uuid: s.uuid.clone(),
                     name: s.name.clone(),
                     field_id: s.field_id,
-                    path: s.path.as_str().to_string(),
+                    path: path.to_string(),
+                    base,
                     fragment_bitmap,
                     segment_seq: s.segment_seq,
                     dataset_version: s.dataset_version,
@@ -329,7 +349,7 @@ pub(super) fn row_id_files_of(
         .map(|(f, file)| {
             Ok(RowIdsToRead {
                 file: RowIdFile {
-                    path: TablePath::parse(&file.path)?,
+                    path: TablePath::in_base(file.base, TablePath::parse(&file.path)?),
                     size_bytes: file.size_bytes,
                 },
                 rows: physical_rows_of(f, path)?,
@@ -356,7 +376,7 @@ pub(super) fn fragment_from_proto(
         .into_iter()
         .map(|f| {
             Ok(DataFile {
-                path: TablePath::parse(&f.path)?,
+                path: TablePath::in_base(f.base, TablePath::parse(&f.path)?),
                 field_ids: f.field_ids,
                 row_count: f.row_count,
                 file_size_bytes: f.file_size_bytes,
@@ -393,7 +413,7 @@ pub(super) fn fragment_from_proto(
     let row_ids_file = raw
         .row_id_file
         .map(|f| {
-            let path = TablePath::parse(&f.path)?;
+            let path = TablePath::in_base(f.base, TablePath::parse(&f.path)?);
             let sequence = read.get(&path).cloned().ok_or_else(|| {
                 Error::internal(format!(
                     "row-id file {path} was not read before its fragment"
@@ -455,7 +475,8 @@ pub(super) fn fragment_to_proto(f: &Fragment) -> proto::Fragment {
             .files
             .iter()
             .map(|d| proto::DataFile {
-                path: d.path.as_str().to_string(),
+                path: d.path.split_base().1.to_string(),
+                base: d.path.split_base().0,
                 field_ids: d.field_ids.clone(),
                 row_count: d.row_count,
                 file_size_bytes: d.file_size_bytes,
@@ -495,8 +516,9 @@ pub(super) fn fragment_to_proto(f: &Fragment) -> proto::Fragment {
             _ => None,
         },
         row_id_file: f.row_ids.file().map(|r| proto::RowIdFile {
-            path: r.path.as_str().to_string(),
+            path: r.path.split_base().1.to_string(),
             size_bytes: r.size_bytes,
+            base: r.path.split_base().0,
         }),
     }
 }
@@ -519,14 +541,15 @@ pub(super) fn deletion_from_proto(
                     ),
                 ));
             }
+            let within = named_path(
+                DerivedName::DELETION,
+                fragment,
+                d.path,
+                (d.version, d.attempt),
+                (path, &format!("a deletion file of fragment {fragment}")),
+            )?;
             Ok(DeletionFile {
-                path: named_path(
-                    DerivedName::DELETION,
-                    fragment,
-                    d.path,
-                    (d.version, d.attempt),
-                    (path, &format!("a deletion file of fragment {fragment}")),
-                )?,
+                path: TablePath::in_base(d.base, within),
                 deleted_rows: d.deleted_rows,
                 moved_rows: d.moved_rows,
             })
@@ -571,7 +594,7 @@ fn named_path(
 fn name_to_proto(name: DerivedName, owner: u32, path: &TablePath) -> (String, Option<u64>, u32) {
     match name.parse(path, owner) {
         Some((version, attempt)) => (String::new(), Some(version), attempt),
-        None => (path.as_str().to_string(), None, 0),
+        None => (path.split_base().1.to_string(), None, 0),
     }
 }
 
@@ -583,6 +606,7 @@ fn deletion_file_to_proto(fragment: FragmentId, file: &DeletionFile) -> proto::D
         moved_rows: file.moved_rows,
         version,
         attempt,
+        base: file.path.split_base().0,
     }
 }
 
@@ -662,6 +686,7 @@ impl From<&Manifest> for proto::Manifest {
                     Operation::CreateIndex => Op::CreateIndex,
                     Operation::DropIndex => Op::DropIndex,
                     Operation::AlterSchema => Op::AlterSchema,
+                    Operation::Clone => Op::Clone,
                 } as i32,
                 read_version: m.transaction.read_version,
                 rows_added: m.transaction.rows_added,
@@ -669,10 +694,16 @@ impl From<&Manifest> for proto::Manifest {
                 fragments_removed: m.transaction.fragments_removed.clone(),
                 fragments_added: m.transaction.fragments_added.clone(),
                 uuid: m.transaction.uuid.clone(),
+                origin: m.transaction.origin.as_ref().map(|o| proto::CloneOrigin {
+                    table: o.table.clone(),
+                    version: o.version,
+                    deep: o.deep,
+                }),
             }),
             relocation_checkpoint: m.relocation_checkpoint.as_ref().map(|c| {
                 proto::RelocationCheckpoint {
-                    path: c.path.as_str().to_string(),
+                    path: c.path.split_base().1.to_string(),
+                    base: c.path.split_base().0,
                     covers_fragments_through: c.covers_fragments_through,
                     entry_count: c.entry_count,
                     file_size_bytes: c.file_size_bytes,
@@ -680,6 +711,13 @@ impl From<&Manifest> for proto::Manifest {
             }),
             max_rows_per_fragment: u64::from(m.max_rows_per_fragment.get()),
             indexes: (m.indexes != IndexSection::default()).then(|| indexes_to_proto(&m.indexes)),
+            bases: (m.bases.iter())
+                .map(|b| proto::StorageBase {
+                    id: b.id,
+                    path: b.path.clone(),
+                    store_url: b.store_url.clone(),
+                })
+                .collect(),
         }
     }
 }
@@ -695,6 +733,7 @@ mod tests {
             moved_rows: 0,
             version,
             attempt,
+            base: 0,
         }
     }
 

@@ -6,7 +6,9 @@ use crate::error::{Error, Result};
 use crate::rowid::{FragmentId, RowIdSequence};
 
 use super::type_text::names_apart;
-use super::{ColumnStats, DerivedName, FieldId, IndexSection, Schema, TablePath};
+use super::{
+    CloneOrigin, ColumnStats, DerivedName, FieldId, IndexSection, Schema, StorageBase, TablePath,
+};
 
 /// natal's on-disk format version. A manifest with another version is refused.
 pub const FORMAT_VERSION: u32 = 1;
@@ -73,6 +75,10 @@ pub mod flags {
     /// files' sidecars, which readers must resolve through it, and writers and cleanup keep
     /// while it lives (compaction writes them: rows move, payloads stay).
     pub const BLOB_REUSE_INDEX: u64 = 1 << 17;
+    /// The manifest names other storage bases (a shallow clone's sources) and some file
+    /// references are under them: readers must resolve them there; writers must never
+    /// write or delete there (cleanup keeps to the table's own root).
+    pub const STORAGE_BASES: u64 = 1 << 18;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -87,7 +93,8 @@ pub mod flags {
         | NESTED_FIELD_IDS
         | STORED_TYPES
         | BLOB_COLUMNS
-        | BLOB_REUSE_INDEX;
+        | BLOB_REUSE_INDEX
+        | STORAGE_BASES;
     /// Every writer flag this client implements.
     pub const KNOWN_WRITER: u64 =
         KNOWN_READER | INDEX_SEGMENT_SEQ | MOVE_TALLIES | COLUMN_DEFAULTS | SCHEMA_DECLARATIONS;
@@ -129,6 +136,9 @@ pub struct Manifest {
     pub max_rows_per_fragment: std::num::NonZeroU32,
     /// Index segments and their per-name sequence marks.
     pub indexes: IndexSection,
+    /// Other tables' roots whose files this version references in place (a shallow
+    /// clone's sources), by id; paths under them are [`TablePath::in_base`] paths.
+    pub bases: Vec<StorageBase>,
 }
 
 impl Manifest {
@@ -267,6 +277,9 @@ impl Manifest {
         if self.fragments.iter().any(reuses) {
             used |= flags::BLOB_REUSE_INDEX;
         }
+        if !self.bases.is_empty() {
+            used |= flags::STORAGE_BASES;
+        }
         let reader = used;
         let mut writer = used;
         if self.indexes.uses_segment_seq() {
@@ -334,6 +347,14 @@ impl FragmentRowIds {
 
     /// The file the ids are stored in, if they have one.
     pub fn file(&self) -> Option<&RowIdFile> {
+        match self {
+            Self::Stored { file, .. } => Some(file),
+            Self::Native | Self::Inline(_) => None,
+        }
+    }
+
+    /// The file holding them, to move it to another storage base.
+    pub(crate) fn file_mut(&mut self) -> Option<&mut RowIdFile> {
         match self {
             Self::Stored { file, .. } => Some(file),
             Self::Native | Self::Inline(_) => None,
@@ -605,4 +626,6 @@ pub struct TransactionSummary {
     /// A random id of the attempt that published the version (set as it is published; empty
     /// in versions written before natal kept one).
     pub uuid: String,
+    /// For [`Operation::Clone`]: what was cloned.
+    pub origin: Option<CloneOrigin>,
 }

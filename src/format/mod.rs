@@ -3,6 +3,7 @@
 //! and never leave `format/`; [`Manifest::encode`] and [`Manifest::decode`] are the only doors.
 //! A decoded fragment list is [`Unresolved`] until `io` has read the row-id files it names.
 
+mod bases;
 mod blob;
 mod blob_reuse;
 mod convert;
@@ -28,12 +29,13 @@ mod proto {
     include!(concat!(env!("OUT_DIR"), "/natal.format.rs"));
 }
 
+pub use bases::{CloneOrigin, StorageBase};
 pub use blob::{
     descriptor as blob_descriptor, descriptor_fields, descriptor_type, lean_descriptor_type,
     sidecar_owner, sidecar_path, BlobColumn, BlobKind, BLOB_DEDICATED_THRESHOLD_META_KEY,
     BLOB_INLINE_LIMIT_META_KEY, BLOB_META_KEY, BLOB_PACK_FILE_SIZE_META_KEY,
 };
-pub use blob_reuse::{sidecar_in, BlobReuseIndex, BlobReuseSource, TABLE_ROOT_BASE};
+pub use blob_reuse::{sidecar_in, BlobReuseIndex, BlobReuseSource};
 pub use deletion::{decode_deletions, encode_deletions};
 pub use envelope::{seal, unseal};
 pub use index::{cache_node, IndexSection, IndexSegment, LogicalIndex};
@@ -43,7 +45,7 @@ pub use manifest::{
     FORMAT_VERSION,
 };
 
-pub use path::{DerivedName, TablePath, TABLE_FILE_DIRS};
+pub use path::{DerivedName, TablePath, BASES_DIR, OWN_ROOT, TABLE_FILE_DIRS};
 pub use schema::{
     field_id_of, Constraint, ConstraintKind, Field, FieldId, NestedField, Schema,
     PARQUET_FIELD_ID_META_KEY, RESERVED_COLUMNS,

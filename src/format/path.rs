@@ -78,7 +78,69 @@ impl TablePath {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// `path` under storage base `base` (the manifest's [`super::StorageBase`] of that id;
+    /// [`OWN_ROOT`]: the table's own root, `path` itself). In memory such a path is
+    /// `_bases/<id>/<path>`, which no stored path can spell ([`TablePath::parse`] refuses
+    /// it), so every reader resolves it through the base and nothing writes or deletes there.
+    pub fn in_base(base: u32, path: TablePath) -> TablePath {
+        match base {
+            OWN_ROOT => path,
+            base => TablePath(format!("{BASES_DIR}/{base}/{}", path.0)),
+        }
+    }
+
+    /// The storage base this path is under ([`OWN_ROOT`] for the table's own files) and the
+    /// path within that base: what a manifest stores.
+    pub fn split_base(&self) -> (u32, &str) {
+        let Some(rest) = self
+            .0
+            .strip_prefix(BASES_DIR)
+            .and_then(|r| r.strip_prefix('/'))
+        else {
+            return (OWN_ROOT, &self.0);
+        };
+        // Only `in_base` spells these: a number, then a valid path.
+        match rest.split_once('/') {
+            Some((base, path)) => (base.parse().unwrap_or(OWN_ROOT), path),
+            None => (OWN_ROOT, &self.0),
+        }
+    }
+
+    /// The same file in `base`'s id space moved by `remap` (a clone naming its source's
+    /// bases anew): `remap(current base)` is the new base.
+    pub fn rebased(&self, remap: impl Fn(u32) -> u32) -> TablePath {
+        let (base, path) = self.split_base();
+        TablePath::in_base(remap(base), TablePath(path.to_string()))
+    }
+
+    /// A path as [`TablePath::parse`] accepts it, or one under a storage base as
+    /// [`TablePath::in_base`] spells it (references a process made itself).
+    pub(crate) fn parse_based(path: &str) -> Result<Self> {
+        let Some(rest) = path
+            .strip_prefix(BASES_DIR)
+            .and_then(|r| r.strip_prefix('/'))
+        else {
+            return Self::parse(path);
+        };
+        let escapes = || Error::PathEscapesTable {
+            path: path.to_string(),
+        };
+        let (spelled, inner) = rest.split_once('/').ok_or_else(escapes)?;
+        let base: u32 = spelled.parse().map_err(|_| escapes())?;
+        if base == OWN_ROOT || base.to_string() != spelled {
+            return Err(escapes());
+        }
+        Ok(Self::in_base(base, Self::parse(inner)?))
+    }
 }
+
+/// The storage base id of the table's own root.
+pub const OWN_ROOT: u32 = 0;
+
+/// Where, under a table's root, paths of files in other storage bases live in memory (never
+/// on disk): `_bases/<id>/<path in that base>`.
+pub const BASES_DIR: &str = "_bases";
 
 /// How a writer names a file from what the manifest already records beside it: its owner (a
 /// fragment, or a segment's first fragment), the version that wrote it and an attempt
@@ -121,8 +183,8 @@ impl DerivedName {
     /// The version and attempt `path` was derived from for `owner`, if it is spelled exactly
     /// as [`DerivedName::path`] spells it.
     pub fn parse(self, path: &TablePath, owner: u32) -> Option<(u64, u32)> {
-        let name = path
-            .as_str()
+        let (_, within) = path.split_base();
+        let name = within
             .strip_prefix(self.dir)?
             .strip_prefix(&format!("/{owner}-"))?
             .strip_suffix(self.ext)?
@@ -131,7 +193,7 @@ impl DerivedName {
             Some((version, attempt)) => (version.parse().ok()?, attempt.parse().ok()?),
             None => (name.parse().ok()?, 0),
         };
-        (self.path(owner, version, attempt) == *path).then_some((version, attempt))
+        (self.path(owner, version, attempt).as_str() == within).then_some((version, attempt))
     }
 }
 
@@ -167,6 +229,31 @@ mod tests {
         let patch = DerivedName::PATCH.path(8, 5, 1);
         assert_eq!(DerivedName::PATCH.parse(&patch, 8), Some((5, 1)));
         assert_eq!(DerivedName::SEGMENT.parse(&patch, 8), None);
+    }
+
+    #[test]
+    fn paths_in_other_bases_are_spelled_apart_and_parse_back() {
+        let path = TablePath::parse("data/x.parquet").unwrap();
+        assert_eq!(TablePath::in_base(OWN_ROOT, path.clone()), path);
+        let based = TablePath::in_base(3, path.clone());
+        assert_eq!(based.as_str(), "_bases/3/data/x.parquet");
+        assert_eq!(based.split_base(), (3, "data/x.parquet"));
+        assert_eq!(path.split_base(), (OWN_ROOT, "data/x.parquet"));
+        assert_eq!(TablePath::parse_based(based.as_str()).unwrap(), based);
+        assert_eq!(based.rebased(|b| b + 1).as_str(), "_bases/4/data/x.parquet");
+        assert_eq!(TablePath::sidecar_dir(&based).as_str(), "_bases/3/data/x");
+        let deletion = TablePath::in_base(2, DerivedName::DELETION.path(5, 9, 0));
+        assert_eq!(DerivedName::DELETION.parse(&deletion, 5), Some((9, 0)));
+        for bad in [
+            "_bases/3/x",
+            "_bases/0/data/x",
+            "_bases/03/data/x",
+            "_bases/x/data/x",
+            "_bases/3",
+        ] {
+            assert!(TablePath::parse_based(bad).is_err(), "{bad}");
+        }
+        assert!(TablePath::parse("_bases/3/data/x").is_err(), "never stored");
     }
 
     #[test]

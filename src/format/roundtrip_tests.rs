@@ -170,6 +170,7 @@ fn operation() -> impl Strategy<Value = Operation> {
         Just(Operation::Restore),
         Just(Operation::CreateIndex),
         Just(Operation::DropIndex),
+        Just(Operation::Clone),
     ]
 }
 
@@ -182,12 +183,13 @@ fn manifest() -> impl Strategy<Value = Manifest> {
         option::of((1u32..100, 0u64..1000, 1u64..1 << 30)),
         1u32..=u32::MAX,
         0u32..20,
+        0u32..3,
     )
         .prop_map(
-            |(fragments, version, operation, counts, checkpoint, max_rows, headroom)| {
+            |(fragments, version, operation, counts, checkpoint, max_rows, headroom, based)| {
                 let max_fragment_id = fragments.last().map(|f| f.id + headroom);
                 let (rows_added, rows_removed, fragments_added) = counts;
-                Manifest {
+                let mut manifest = Manifest {
                     version,
                     parent_version: version.checked_sub(1),
                     timestamp_micros: 1_700_000_000_000_000 + version as i64,
@@ -206,6 +208,7 @@ fn manifest() -> impl Strategy<Value = Manifest> {
                         fragments_removed: Vec::new(),
                         fragments_added,
                         uuid: format!("{version:x}"),
+                        origin: None,
                     },
                     relocation_checkpoint: checkpoint.map(|(through, entries, size)| {
                         CheckpointRef {
@@ -217,7 +220,33 @@ fn manifest() -> impl Strategy<Value = Manifest> {
                     }),
                     max_rows_per_fragment: std::num::NonZeroU32::new(max_rows).expect("not 0"),
                     indexes: IndexSection::default(),
+                    bases: Vec::new(),
+                };
+                if operation == Operation::Clone {
+                    manifest.transaction.origin = Some(CloneOrigin {
+                        table: "s3://bucket/source".into(),
+                        version: version / 2,
+                        deep: based == 0,
+                    });
                 }
+                // Some manifests reference every file under another table's root, in the
+                // same store (base 1) or another (base 2).
+                if based > 0 {
+                    manifest.bases = vec![
+                        StorageBase {
+                            id: 1,
+                            path: "warehouse/source".into(),
+                            store_url: None,
+                        },
+                        StorageBase {
+                            id: 2,
+                            path: "elsewhere/t".into(),
+                            store_url: Some("s3://bucket".into()),
+                        },
+                    ];
+                    manifest.rebase_file_references(|_| based);
+                }
+                manifest
             },
         )
 }

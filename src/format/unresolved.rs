@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use super::{Fragment, FragmentRowIds, RowIdFile, TablePath};
+use super::{Fragment, FragmentRowIds, RowIdFile, StorageBase, TablePath};
 use crate::error::Result;
 use crate::rowid::RowIdSequence;
 
@@ -42,6 +42,8 @@ pub struct RowIdsToRead {
 /// read: [`Unresolved::row_id_files`] lists them, [`Unresolved::resolve`] builds the value.
 pub struct Unresolved<T> {
     files: Vec<RowIdsToRead>,
+    /// The storage bases a manifest names, which some of `files` may be under.
+    bases: Vec<StorageBase>,
     build: Build<T>,
 }
 
@@ -55,8 +57,20 @@ impl<T> Unresolved<T> {
     ) -> Self {
         Self {
             files,
+            bases: Vec::new(),
             build: Box::new(build),
         }
+    }
+
+    /// This value, its row-id files possibly under `bases`.
+    pub(super) fn with_bases(mut self, bases: Vec<StorageBase>) -> Self {
+        self.bases = bases;
+        self
+    }
+
+    /// The storage bases [`Unresolved::row_id_files`] may be under (a manifest's).
+    pub fn bases(&self) -> &[StorageBase] {
+        &self.bases
     }
 
     /// The row-id files to read before [`Unresolved::resolve`] (none for lists whose ids are

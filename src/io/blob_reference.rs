@@ -100,7 +100,7 @@ impl StoredValue<'_> {
 
     /// The sidecar's directory, as a table path.
     pub(crate) fn directory(&self) -> Result<TablePath> {
-        TablePath::parse(self.directory)
+        TablePath::parse_based(self.directory)
     }
 }
 

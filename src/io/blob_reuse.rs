@@ -14,7 +14,6 @@ use arrow::datatypes::{UInt32Type, UInt64Type, UInt8Type};
 use crate::error::{Error, Result};
 use crate::format::{
     blob_descriptor, BlobKind, BlobReuseIndex, BlobReuseSource, DataFile, TablePath,
-    TABLE_ROOT_BASE,
 };
 
 /// Packed sidecars a compaction copies the live values out of instead of reusing them, by
@@ -117,7 +116,6 @@ impl ReusedSidecars {
         for ((directory, physical), &local) in &self.local {
             if sources.last().is_none_or(|s| s.directory != *directory) {
                 sources.push(BlobReuseSource {
-                    base: TABLE_ROOT_BASE,
                     directory: directory.clone(),
                     local_ids: Vec::new(),
                     physical_ids: Vec::new(),

@@ -97,6 +97,7 @@ impl TableStore {
         }
         // Before anything it names is looked up in the caches.
         self.note_table_uuid(&manifest.table_uuid);
+        self.note_bases(&manifest);
         self.load_fragment_segments(&mut manifest, path.as_ref())
             .await?;
         Ok(manifest)
@@ -135,6 +136,7 @@ impl TableStore {
     ) -> Result<bool> {
         // Before and after: a listing this handle began meanwhile may miss the version.
         self.recent_latest.forget();
+        self.note_bases(manifest);
         let published = self.publish_manifest_once(manifest, layout).await;
         self.recent_latest.forget();
         published

@@ -2,6 +2,7 @@
 //! relocation checkpoints and index segment files. Everything here speaks domain types from
 //! `format/` and `rowid/`.
 
+mod bases;
 mod blob;
 mod blob_external;
 mod blob_ranges;

@@ -29,6 +29,7 @@ impl TableStore {
         // Owned, not borrowed: a stream over borrowed items makes the futures above it
         // lose `Send` (a higher-ranked lifetime the compiler cannot prove general).
         let wanted = unresolved.row_id_files().to_vec();
+        self.note_storage_bases(unresolved.bases());
         let read: RowIdsRead = futures::stream::iter(wanted)
             .map(|wanted| async move {
                 let sequence = self.read_row_ids(&wanted.file, wanted.rows).await?;

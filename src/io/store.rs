@@ -94,6 +94,8 @@ pub struct TableStore {
     pub(crate) blob_references: super::BlobReferences,
     /// The newest manifest a listing found, for reads that accept some staleness.
     pub(crate) recent_latest: Arc<super::recent_latest::RecentLatest>,
+    /// `store`, seen through: where the storage bases its manifests name are.
+    bases: Arc<super::bases::BasedStore>,
 }
 
 impl TableStore {
@@ -120,9 +122,11 @@ impl TableStore {
     /// The table at `root` of `store`, with empty caches.
     pub fn new(store: Arc<dyn ObjectStore>, root: Path) -> Self {
         let local_directory = super::staged::local_directory(store.as_ref(), &root).map(Arc::new);
+        let bases = Arc::new(super::bases::BasedStore::new(store, &root));
         Self {
             local_directory,
-            store,
+            store: bases.clone(),
+            bases,
             root,
             footers: FileCache::new(CACHED_FILES),
             deletions: FileCache::new(CACHED_FILES),
@@ -166,6 +170,17 @@ impl TableStore {
         Self {
             bytes_read: Some(counter),
             ..self.clone()
+        }
+    }
+
+    /// Notes the storage bases `manifest` names, so its files under them can be read.
+    pub(crate) fn note_bases(&self, manifest: &crate::format::Manifest) {
+        self.note_storage_bases(&manifest.bases);
+    }
+
+    pub(crate) fn note_storage_bases(&self, bases: &[crate::format::StorageBase]) {
+        if !bases.is_empty() {
+            self.bases.note(bases, self.external.as_ref());
         }
     }
 
@@ -235,6 +250,11 @@ impl TableStore {
     /// The object store the table is in.
     pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
         &self.store
+    }
+
+    /// The store the table is in, beneath the routing of its storage bases.
+    pub fn underlying(&self) -> &Arc<dyn ObjectStore> {
+        self.bases.underlying()
     }
 
     /// The table's root in the store.

@@ -23,6 +23,7 @@ mod blob_reads;
 pub use blob_reads::SidecarUsage;
 mod blob_sizes;
 mod changes;
+mod clone;
 mod commit;
 mod declared;
 mod deferred_blobs;
@@ -53,6 +54,7 @@ use write::{delete_written, write_native_fragments};
 
 pub use alter::{ColumnValues, NewColumn};
 pub use changes::RowChangeSet;
+pub use clone::CloneTarget;
 pub use declared::{ColumnDefault, Declarations, TableConstraint};
 pub use filter::{predicate_layout, RowPredicate};
 pub use index::{IndexBuild, IndexOptions, IndexProbe};
@@ -83,6 +85,9 @@ pub struct TableOptions {
     /// The stores external blob values are read through (by their URIs); `None`: reading
     /// one is an [`Error::ExternalBlob`] naming its URI. A DataFusion session gives its own.
     pub external_stores: Option<Arc<dyn object_store::registry::ObjectStoreRegistry>>,
+    /// The URL of the store the table is in (`s3://bucket`, `file://`), when known: what a
+    /// shallow clone in another store records to reach this table's files.
+    pub store_url: Option<String>,
 }
 
 impl Default for TableOptions {
@@ -94,6 +99,7 @@ impl Default for TableOptions {
             merge: Some(TieredMerge::default()),
             progress: ProgressHandle::default(),
             external_stores: None,
+            store_url: None,
         }
     }
 }
@@ -254,10 +260,12 @@ impl Table {
                 fragments_removed: Vec::new(),
                 fragments_added: Vec::new(),
                 uuid: String::new(),
+                origin: None,
             },
             relocation_checkpoint: None,
             max_rows_per_fragment,
             indexes: Default::default(),
+            bases: Vec::new(),
         };
         let fragments = write_native_fragments(
             &store,

@@ -69,6 +69,7 @@ impl Table {
             fragments_removed: Vec::new(),
             fragments_added: Vec::new(),
             uuid: String::new(),
+            origin: None,
         };
         if !self
             .store

@@ -54,6 +54,7 @@ impl Snapshot {
     }
 
     pub(crate) fn shared(store: TableStore, manifest: Arc<Manifest>) -> Self {
+        store.note_bases(&manifest);
         Self {
             store,
             manifest,

@@ -8,9 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
-use natal::internals::format::{
-    BlobReuseIndex, BlobReuseSource, Manifest, TablePath, TABLE_ROOT_BASE,
-};
+use natal::internals::format::{BlobReuseIndex, BlobReuseSource, Manifest, TablePath};
 use natal::{Error, ScanRequest, Table};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload};
@@ -60,7 +58,6 @@ async fn reusing_table(remap: impl Fn(u32) -> u32) -> (Table, Arc<dyn ObjectStor
     file.path = TablePath::parse(moved).unwrap();
     file.blob_reuse_index = Some(
         BlobReuseIndex::new(vec![BlobReuseSource {
-            base: TABLE_ROOT_BASE,
             directory: TablePath::parse(&stem).unwrap(),
             local_ids: sidecars.clone(),
             physical_ids: sidecars.iter().map(|&id| remap(id)).collect(),

@@ -8,6 +8,7 @@ mod blob_inline;
 mod blob_reuse;
 mod blob_rewrite;
 mod cli;
+mod clone;
 mod commit_outcome;
 mod common;
 mod concurrency;

@@ -32,6 +32,7 @@ pub(super) async fn apply(
         fragments_removed: Vec::new(),
         fragments_added: Vec::new(),
         uuid: String::new(),
+        origin: None,
     };
     let add = add_fragments;
     match action {
