@@ -40,7 +40,7 @@ use std::time::Instant;
 
 use arrow::array::{Int64Array, LargeBinaryArray, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use common::{env, ms, Rng};
+use common::{env, median, ms, Rng};
 use futures::{StreamExt, TryStreamExt};
 use natal::internals::io::InstrumentedStore;
 use natal::{BlobColumn, BlobReferences, RowId, ScanMetrics, ScanRequest, Table, TableOptions};
@@ -158,11 +158,6 @@ fn seconds(v: &Option<Value>) -> Option<f64> {
 
 /// Runs of each read figure (natal's in this process; Lance's each in a fresh one).
 const RUNS: usize = 5;
-
-fn median(mut times: Vec<f64>) -> f64 {
-    times.sort_by(f64::total_cmp);
-    times.get(times.len() / 2).copied().unwrap_or(f64::NAN)
-}
 
 /// The median of [`RUNS`] runs of `lance_blobs.py` with `args`, in ms.
 fn lance_median(python: Option<&str>, args: &[&str]) -> Option<f64> {

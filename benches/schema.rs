@@ -20,35 +20,17 @@ mod common;
 use std::path::Path;
 use std::time::Instant;
 
-use common::{bytes_under, env, ms, write_table, Rng};
+use common::{bytes_under, env, files_under, median, ms, write_table, Rng};
 use datafusion::prelude::SessionContext;
 
 /// Runs per measurement in alternation; the reported figure is their median.
 const RUNS: usize = 11;
 
 /// Files under `dir`.
-fn files_under(dir: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .filter_map(Result::ok)
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => files_under(&e.path()),
-            _ => 1,
-        })
-        .sum()
-}
-
 async fn run(ctx: &SessionContext, sql: &str) -> datafusion::error::Result<f64> {
     let start = Instant::now();
     natal::datafusion::sql(ctx, sql).await?.collect().await?;
     Ok(ms(start))
-}
-
-fn median(mut times: Vec<f64>) -> f64 {
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
 }
 
 /// Medians of `a` and `b`, run in alternation [`RUNS`] times.

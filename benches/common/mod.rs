@@ -134,6 +134,28 @@ pub async fn write_table(
     Ok(())
 }
 
+/// The median of `times` (NaN for none).
+#[allow(dead_code)] // not every bench takes medians
+pub fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(f64::total_cmp);
+    times.get(times.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// How many files are under `dir`.
+#[allow(dead_code)] // not every bench counts what it wrote
+pub fn files_under(dir: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => files_under(&e.path()),
+            _ => 1,
+        })
+        .sum()
+}
+
 /// Bytes of every file under `dir`.
 #[allow(dead_code)] // not every bench measures what it wrote
 pub fn bytes_under(dir: &std::path::Path) -> u64 {

@@ -1,8 +1,8 @@
 //! Maintenance as table functions — `natal_compact('t')`, `natal_checkpoint('t')`,
 //! `natal_cleanup('t', keep_versions [, keep_newer_than_seconds [, min_file_age_seconds]])`,
 //! `natal_restore('t', version)`, `natal_create_index('t', 'column' [, 'name'])`,
-//! `natal_drop_index('t', 'name')`, `natal_clone('t', 'clone' [, version])` (a shallow clone,
-//! the clone named as a table under the root or by a location) — schema changes as functions (`natal_add_column`,
+//! `natal_drop_index('t', 'name')`, `natal_clone('t', 'clone' [, version [, 'deep']])` (the
+//! clone named as a table under the root or by a location) — schema changes as functions (`natal_add_column`,
 //! `natal_drop_column`, `natal_rename_column`, `natal_alter_column`, for engines that do not
 //! route `ALTER TABLE`; `natal_blob_options('t', 'col', inline_limit, dedicated_threshold,
 //! pack_file_size)` for a blob column's later values) — DML as functions: `natal_delete`, `natal_update` — and reads a
@@ -60,11 +60,13 @@ enum Operation {
     Alter {
         change: SchemaChange,
     },
-    /// A shallow clone of the table's `version` (the latest if `None`) at `target`.
+    /// A clone of the table's `version` (the latest if `None`) at `target`, shallow or
+    /// deep.
     Clone {
         target: Box<Table>,
         version: Option<u64>,
         source_name: String,
+        deep: bool,
     },
 }
 
@@ -91,7 +93,7 @@ impl Operation {
                 "bytes_written",
             ],
             Operation::DropIndex { .. } | Operation::Alter { .. } => &["version"],
-            Operation::Clone { .. } => &["version", "live_rows", "bytes_written"],
+            Operation::Clone { .. } => &["version", "live_rows", "files_copied", "bytes_copied"],
         }
     }
 
@@ -181,6 +183,7 @@ impl Operation {
                 target,
                 version,
                 source_name,
+                deep,
             } => {
                 let version = match version {
                     Some(v) => v,
@@ -189,17 +192,22 @@ impl Operation {
                 let clone_target = crate::table::CloneTarget {
                     store: target.store().underlying().clone(),
                     root: target.store().root().clone(),
-                    options: target.options().clone(),
+                    options: crate::table::TableOptions {
+                        progress,
+                        ..target.options().clone()
+                    },
                     source_name,
                 };
-                let (clone, committed) = table.shallow_clone(version, clone_target).await?;
-                let written = clone.store().list_table_files().await?;
-                let bytes = written.iter().map(|(_, meta)| meta.size).sum::<u64>();
-                let manifest = clone.at_version(committed.version).await?;
+                let (_, committed) = match deep {
+                    true => table.deep_clone(version, clone_target).await?,
+                    false => table.shallow_clone(version, clone_target).await?,
+                };
+                let figures = committed.figures;
                 vec![
                     Some(committed.version),
-                    Some(manifest.count_rows()),
-                    Some(bytes),
+                    Some(figures.live_rows),
+                    Some(figures.files_copied),
+                    Some(figures.bytes_copied),
                 ]
             }
         })
@@ -337,10 +345,22 @@ impl TableFunctionImpl for NatalFunction {
         if name == "natal_clone" {
             let location = literal_string(name, exprs, 1, "the clone's name or location")?;
             let version = literal_u64(name, exprs, 2, "version")?;
-            if exprs.len() > 3 {
+            let deep = match exprs.get(3) {
+                None => false,
+                Some(_) => match literal_string(name, exprs, 3, "'shallow' or 'deep'")?.as_str() {
+                    "shallow" => false,
+                    "deep" => true,
+                    other => {
+                        return Err(DataFusionError::Plan(format!(
+                            "{name}: argument 4 is 'shallow' or 'deep', not '{other}'"
+                        )))
+                    }
+                },
+            };
+            if exprs.len() > 4 {
                 return Err(DataFusionError::Plan(format!(
                     "{name} takes a table, the clone's name or location and optionally a \
-                     version; got {} arguments",
+                     version and 'shallow' or 'deep'; got {} arguments",
                     exprs.len()
                 )));
             }
@@ -351,6 +371,7 @@ impl TableFunctionImpl for NatalFunction {
                 target: Box::new(target),
                 version,
                 source_name: table_name.clone(),
+                deep,
             };
             return Ok(Arc::new(OperationProvider {
                 table,

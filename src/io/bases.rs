@@ -72,7 +72,7 @@ impl BasedStore {
                 Some(Resolved::At { base, .. } | Resolved::Unreachable { base, .. }) if base == b)
         };
         for base in bases.iter().filter(|b| !known(b)) {
-            let resolved = match self.locate(base, registry) {
+            let resolved = match self.reach(base, registry) {
                 Ok((store, root)) => Resolved::At {
                     store,
                     root,
@@ -89,7 +89,7 @@ impl BasedStore {
         }
     }
 
-    fn locate(
+    fn reach(
         &self,
         base: &StorageBase,
         registry: Option<&Arc<dyn ObjectStoreRegistry>>,
@@ -106,6 +106,13 @@ impl BasedStore {
         .map_err(|e| format!("not a URL: {e}"))?;
         let registry = registry.ok_or("this handle has no object stores to reach it by")?;
         registry.resolve(&url).map_err(|e| e.to_string())
+    }
+
+    /// The store and path `location` is read from: its base's, or the table's own.
+    pub(crate) fn locate(&self, location: &Path) -> Result<(Arc<dyn ObjectStore>, Path)> {
+        Ok(self
+            .route(location)?
+            .unwrap_or_else(|| (self.own.clone(), location.clone())))
     }
 
     /// The base holding `location` and the path within it, if it is under one.

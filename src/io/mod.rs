@@ -13,6 +13,7 @@ mod cache;
 mod checkpoint;
 mod column_files;
 mod conform;
+mod copy;
 mod data;
 mod data_write;
 mod deletion;

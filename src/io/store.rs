@@ -95,7 +95,7 @@ pub struct TableStore {
     /// The newest manifest a listing found, for reads that accept some staleness.
     pub(crate) recent_latest: Arc<super::recent_latest::RecentLatest>,
     /// `store`, seen through: where the storage bases its manifests name are.
-    bases: Arc<super::bases::BasedStore>,
+    pub(super) bases: Arc<super::bases::BasedStore>,
 }
 
 impl TableStore {

@@ -54,7 +54,7 @@ use write::{delete_written, write_native_fragments};
 
 pub use alter::{ColumnValues, NewColumn};
 pub use changes::RowChangeSet;
-pub use clone::CloneTarget;
+pub use clone::{CloneTarget, Cloned};
 pub use declared::{ColumnDefault, Declarations, TableConstraint};
 pub use filter::{predicate_layout, RowPredicate};
 pub use index::{IndexBuild, IndexOptions, IndexProbe};

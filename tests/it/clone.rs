@@ -344,3 +344,90 @@ async fn bad_clones_are_refused_and_write_nothing() {
     assert!(matches!(error, Error::Corrupt { .. }), "{error}");
     assert!(error.to_string().contains("storage base 9"), "{error}");
 }
+
+/// Every file path the latest version of `table` references, all under its own root.
+async fn own_references(table: &Table) -> Vec<String> {
+    let latest = table.latest().await.unwrap();
+    let manifest = latest.manifest();
+    assert!(manifest.bases.is_empty(), "a deep clone names no base");
+    let paths: Vec<String> = (manifest.file_references().iter())
+        .map(|p| p.as_str().to_string())
+        .collect();
+    assert!(paths.iter().all(|p| !p.starts_with("_bases/")), "{paths:?}");
+    paths
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deep_clone_copies_what_the_version_reads_and_outlives_its_source() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let (table, version) = source(&store).await;
+    let expected = rows_of(&table, Some(version)).await.unwrap();
+    // From a shallow clone, so the copies come from a base too.
+    let (shallow, _) = table
+        .shallow_clone(version, target(&store, "shallow"))
+        .await
+        .unwrap();
+    shallow.append(vec![batch(&[(8000, 8)])]).await.unwrap();
+    let expected_shallow = rows_of(&shallow, None).await.unwrap();
+
+    let (deep, committed) = table
+        .deep_clone(version, target(&store, "deep"))
+        .await
+        .unwrap();
+    assert_eq!(committed.version, version);
+    assert!(committed.figures.files_copied > 0);
+    assert_eq!(committed.figures.live_rows, expected.len() as u64);
+    let copied = files(&store, "deep").await;
+    for reference in own_references(&deep).await {
+        assert!(copied.contains(&format!("deep/{reference}")), "{reference}");
+    }
+    let latest = deep.latest().await.unwrap();
+    let origin = latest.manifest().transaction.origin.clone().unwrap();
+    assert!(origin.deep);
+
+    // A deep clone of the shallow one, into another store: streamed, not copied in place.
+    let other: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let latest_shallow = shallow.latest().await.unwrap().version();
+    let (elsewhere, _) = shallow
+        .deep_clone(latest_shallow, target(&other, "deep2"))
+        .await
+        .unwrap();
+    own_references(&elsewhere).await;
+
+    // The source and the shallow clone go away entirely: both deep clones still read.
+    for root in ["t", "shallow"] {
+        for file in files(&store, root).await {
+            store.delete(&Path::from(file)).await.unwrap();
+        }
+    }
+    assert_eq!(rows_of(&deep, None).await.unwrap(), expected);
+    assert_eq!(rows_of(&elsewhere, None).await.unwrap(), expected_shallow);
+    // And change on their own.
+    deep.delete_where(key_matches(|k| k % 2 == 0))
+        .await
+        .unwrap();
+    deep.compact(CompactOptions::default()).await.unwrap();
+    deep.cleanup(EAGER).await.unwrap();
+    let mut halved = expected;
+    halved.retain(|_, (key, _)| *key % 2 != 0);
+    assert_eq!(rows_of(&deep, None).await.unwrap(), halved);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deep_clone_of_a_damaged_version_copies_nothing() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let (table, version) = source(&store).await;
+    let snapshot = table.at_version(version).await.unwrap();
+    let data_file = snapshot.manifest().fragments[0].files[0].path.clone();
+    store.delete(&table.store().path(&data_file)).await.unwrap();
+    let error = table
+        .deep_clone(version, target(&store, "c"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::Corrupt { .. }), "{error}");
+    assert!(error.to_string().contains("not there to copy"), "{error}");
+    assert!(
+        files(&store, "c").await.is_empty(),
+        "nothing copied, nothing published"
+    );
+}

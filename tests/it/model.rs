@@ -79,6 +79,9 @@ enum Op {
     Index,
     Overwrite(u8),
     Restore(Index),
+    /// A clone (deep if true) of a retained version into a new table, which later
+    /// operations may pick instead of the source (each checked against its own model).
+    Clone(Index, bool),
     Cleanup {
         keep: u8,
     },
@@ -142,6 +145,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1u8..8).prop_map(Op::Overwrite),
         1 => any::<Index>().prop_map(Op::Restore),
         1 => (1u8..4).prop_map(|keep| Op::Cleanup { keep }),
+        1 => (any::<Index>(), any::<bool>()).prop_map(|(at, deep)| Op::Clone(at, deep)),
         3 => (row_op(), row_op()).prop_map(|(a, b)| Op::Concurrent(Box::new(a), Box::new(b))),
     ]
 }
@@ -363,7 +367,9 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
                 ),
             }
         }
-        Op::Cleanup { .. } | Op::Concurrent(..) => unreachable!("handled by the runner"),
+        Op::Cleanup { .. } | Op::Concurrent(..) | Op::Clone(..) => {
+            unreachable!("handled by the runner")
+        }
     }
 }
 
@@ -709,11 +715,72 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
     }
 }
 
+/// A clone of `table` (deep, or shallow) at one of `model`'s retained versions, at `root`,
+/// with its own model: that version's rows, ids and columns.
+async fn clone_branch(
+    (at, deep): (&Index, bool),
+    model: &Model,
+    table: &Table,
+    (store, root): (&Arc<dyn object_store::ObjectStore>, &str),
+) -> (Table, Model) {
+    let (version, state) = model.versions[at.index(model.versions.len())].clone();
+    let target = natal::CloneTarget {
+        store: store.clone(),
+        root: root.into(),
+        options: table.options().clone(),
+        source_name: "t".into(),
+    };
+    let (clone, committed) = match deep {
+        true => table.deep_clone(version, target).await.unwrap(),
+        false => table.shallow_clone(version, target).await.unwrap(),
+    };
+    assert_eq!(committed.version, version);
+    // Ids the clone's lineage held (those born in the source after `version` may be born
+    // again in the clone: another table).
+    let ever = (model.versions.iter())
+        .filter(|(v, _)| *v <= version)
+        .flat_map(|(_, s)| s.keys().copied())
+        .collect();
+    let extras = model.schemas[&version].clone();
+    let branch = Model {
+        live: state.clone(),
+        ever,
+        moved: model.moved.clone(),
+        versions: vec![(version, state)],
+        next_key: model.next_key,
+        extras: extras.clone(),
+        schemas: HashMap::from([(version, extras)]),
+        names: model.names,
+    };
+    (clone, branch)
+}
+
+/// The model check of `table` (every retained version, takes, resolves, index probes),
+/// with every retained version's relocation view and index probes too (what a restore
+/// of it would read), or why a read in it failed: a panic's message.
+async fn readable(model: &Model, table: &Table) -> Result<(), String> {
+    use futures::FutureExt;
+    let every_version = async {
+        check(model, table).await;
+        for (version, state) in &model.versions {
+            let snapshot = table.at_version(*version).await.unwrap();
+            snapshot.relocation_view().await.unwrap();
+            crate::model_index::check_index(state, &snapshot).await;
+        }
+    };
+    let checked = std::panic::AssertUnwindSafe(every_version).catch_unwind();
+    checked.await.map_err(|panic| {
+        (panic.downcast_ref::<String>().cloned())
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    })
+}
+
 /// `files`: every carried sequence goes to a `_rowids/` file and the fragment list to
 /// `_fragments/` segments of two; otherwise everything rides inline in the manifest.
 /// `merge`: the fan-in of the handle's tiered merging of small fragments, if on.
-async fn run_case(ops: Vec<Op>, fragment_rows: u64, files: bool, merge: Option<u32>) {
-    let (table, _) = memory_table_with(TableOptions {
+async fn run_case(ops: Vec<(Index, Op)>, fragment_rows: u64, files: bool, merge: Option<u32>) {
+    let (table, store) = memory_table_with(TableOptions {
         external_stores: Some(crate::common::model_blob_stores()),
         max_rows_per_fragment: fragment_rows,
         layout: if files {
@@ -731,7 +798,7 @@ async fn run_case(ops: Vec<Op>, fragment_rows: u64, files: bool, merge: Option<u
         ..Default::default()
     })
     .await;
-    let mut model = Model {
+    let model = Model {
         live: State::new(),
         ever: HashSet::new(),
         moved: HashSet::new(),
@@ -741,9 +808,52 @@ async fn run_case(ops: Vec<Op>, fragment_rows: u64, files: bool, merge: Option<u
         schemas: HashMap::from([(1, Extras::new())]),
         names: 0,
     };
-    for op in &ops {
-        step(op, &mut model, &table).await;
-        check(&model, &table).await;
+    // The table and its clones, each with its model and whether it is a shallow clone
+    // (which may read its source's files); an operation picks one.
+    let mut branches = vec![(table, model, false)];
+    let mut clones = 0;
+    for (at, op) in &ops {
+        let picked = at.index(branches.len());
+        match op {
+            // At most two clones a case: each is checked after every step it takes.
+            Op::Clone(version, deep) if clones < 2 => {
+                clones += 1;
+                let (table, model, _) = &branches[picked];
+                let root = format!("c{clones}");
+                let (clone, branch) =
+                    clone_branch((version, *deep), model, table, (&store, &root)).await;
+                check(&branch, &clone).await;
+                branches.push((clone, branch, !*deep));
+            }
+            Op::Clone(..) => {}
+            op => {
+                let (table, model, _) = &mut branches[picked];
+                step(op, model, table).await;
+                check(model, table).await;
+            }
+        }
+        if matches!(op, Op::Cleanup { .. }) {
+            // The documented rule: a shallow clone reads its source's files while the
+            // source keeps them. Every other branch still reads each version it keeps,
+            // or says a file of its source is gone; such a clone is left alone from here.
+            let mut kept = Vec::new();
+            for (table, model, shallow) in branches {
+                match readable(&model, &table).await {
+                    Ok(()) => kept.push((table, model, shallow)),
+                    Err(e) => {
+                        assert!(
+                            shallow,
+                            "a table that is no shallow clone does not read: {e}"
+                        );
+                        assert!(e.contains("shallow-cloned"), "{e}");
+                    }
+                }
+            }
+            branches = kept;
+        }
+    }
+    for (table, model, _) in &branches {
+        check(model, table).await;
     }
 }
 
@@ -759,7 +869,7 @@ proptest! {
 
     #[test]
     fn table_matches_model(
-        ops in prop::collection::vec(op(), 1..24),
+        ops in prop::collection::vec((any::<Index>(), op()), 1..24),
         fragment_rows in 2u64..9,
         files in any::<bool>(),
         merge in prop::option::weighted(0.6, 2u32..4),

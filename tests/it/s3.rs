@@ -287,3 +287,65 @@ async fn requests_failed_over_http_leave_the_table_whole() {
         "both PUTs dropped"
     );
 }
+
+/// Clones between a local root and S3: a shallow clone in the bucket reads the local
+/// table's files by their store's URL; a deep one copies them into the bucket (streamed
+/// across stores) and outlives the source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clones_cross_from_a_local_root_into_s3() {
+    let target = Target::new().await;
+    let (root, ctx) = crate::common::catalog_session();
+    let bucket = url::Url::parse(&format!("s3://{}", target.endpoint.bucket)).unwrap();
+    ctx.register_object_store(&bucket, target.client());
+    let answer = |sql: String| {
+        let ctx = ctx.clone();
+        async move {
+            let batches = natal::datafusion::sql(&ctx, &sql).await?.collect().await?;
+            let text = arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
+            Ok::<_, datafusion::error::DataFusionError>(text)
+        }
+    };
+    answer("CREATE TABLE t (k BIGINT, v VARCHAR)".into())
+        .await
+        .unwrap();
+    answer("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')".into())
+        .await
+        .unwrap();
+    answer("UPDATE t SET v = 'B' WHERE k = 2".into())
+        .await
+        .unwrap();
+    let rows = "SELECT _rowid, k, v FROM \"{}$rows\" ORDER BY k";
+    let expected = answer(rows.replace("{}", "t")).await.unwrap();
+    for (name, kind) in [("shallow", "shallow"), ("deep", "deep")] {
+        let location = target.url(name);
+        answer(format!(
+            "SELECT * FROM natal_clone('t', '{location}', 3, '{kind}')"
+        ))
+        .await
+        .unwrap();
+        answer(format!(
+            "CREATE EXTERNAL TABLE {name} STORED AS NATAL LOCATION '{location}'"
+        ))
+        .await
+        .unwrap();
+        assert_eq!(
+            answer(rows.replace("{}", name)).await.unwrap(),
+            expected,
+            "{name}"
+        );
+    }
+    let keys = target.keys().await;
+    let copied = format!("{}/deep/data/", target.prefix);
+    assert!(keys.iter().any(|k| k.starts_with(&copied)), "{keys:?}");
+    let referenced = format!("{}/shallow/data/", target.prefix);
+    assert!(!keys.iter().any(|k| k.starts_with(&referenced)), "{keys:?}");
+
+    // The local table goes away: the deep clone reads on, the shallow one says why not.
+    std::fs::remove_dir_all(root.path().join("t")).unwrap();
+    assert_eq!(answer(rows.replace("{}", "deep")).await.unwrap(), expected);
+    let error = answer(rows.replace("{}", "shallow"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("shallow-cloned"), "{error}");
+}
