@@ -17,10 +17,10 @@ pub(crate) struct TerminalProgress {
 
 /// The unit `operation` counts in.
 fn unit(operation: &str) -> &'static str {
-    if operation == "cleaning up" {
-        "files"
-    } else {
-        "rows"
+    match operation {
+        "cleaning up" => "files",
+        "cloning" => "bytes",
+        _ => "rows",
     }
 }
 
@@ -28,11 +28,14 @@ fn unit(operation: &str) -> &'static str {
 /// since the operation began), set as the message.
 fn bar(operation: &'static str, total: Option<u64>, done: u64, since: Duration) -> ProgressBar {
     let unit = unit(operation);
-    let template = match total {
-        Some(_) => {
+    let template = match (total, unit) {
+        (Some(_), "bytes") => {
+            format!("{operation} {{bar:20}} {{bytes}}/{{total_bytes}} {{elapsed}}")
+        }
+        (Some(_), _) => {
             format!("{operation} {{bar:20}} {{human_pos}}/{{human_len}} {unit} {{msg}} {{elapsed}}")
         }
-        None => format!("{{spinner}} {operation} {{human_pos}} {unit} {{msg}} {{elapsed}}"),
+        (None, _) => format!("{{spinner}} {operation} {{human_pos}} {unit} {{msg}} {{elapsed}}"),
     };
     let style =
         ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar());
