@@ -34,11 +34,9 @@ impl TableStore {
                 .try_collect()
                 .await?;
             for meta in listed {
-                let Some(parts) = meta.location.prefix_match(self.root()) else {
-                    continue;
-                };
-                let relative: Vec<String> = parts.map(|p| p.as_ref().to_string()).collect();
-                sizes.insert(relative.join("/"), meta.size);
+                if let Some(relative) = self.relative(&meta.location) {
+                    sizes.insert(relative, meta.size);
+                }
             }
         }
         Ok(sizes)

@@ -136,7 +136,6 @@ impl TableStore {
     ) -> Result<bool> {
         // Before and after: a listing this handle began meanwhile may miss the version.
         self.recent_latest.forget();
-        self.note_bases(manifest);
         let published = self.publish_manifest_once(manifest, layout).await;
         self.recent_latest.forget();
         published

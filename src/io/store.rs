@@ -211,12 +211,15 @@ impl TableStore {
         Ok(listing
             .into_iter()
             .filter(|meta| self.is_table_file(&meta.location))
-            .filter_map(|meta| {
-                let parts = meta.location.prefix_match(&self.root)?;
-                let relative: Vec<String> = parts.map(|p| p.as_ref().to_string()).collect();
-                Some((relative.join("/"), meta))
-            })
+            .filter_map(|meta| Some((self.relative(&meta.location)?, meta)))
             .collect())
+    }
+
+    /// `location`'s path under the table's root, if it is under it.
+    pub(crate) fn relative(&self, location: &Path) -> Option<String> {
+        let parts = location.prefix_match(&self.root)?;
+        let relative: Vec<String> = parts.map(|p| p.as_ref().to_string()).collect();
+        Some(relative.join("/"))
     }
 
     /// Every blob sidecar under the table's `data/` directory: its table-relative path and

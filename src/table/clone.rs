@@ -98,8 +98,7 @@ impl Table {
         target: CloneTarget,
     ) -> Result<(Table, Committed<Cloned>)> {
         let (mut manifest, store) = self.clone_start(version, &target).await?;
-        let source = self.at_version(version).await?;
-        let files = files_to_copy(&self.store, source.manifest()).await?;
+        let files = files_to_copy(&self.store, &manifest).await?;
         let total: u64 = files.iter().map(|(_, size)| size).sum();
         let progress = target.options.progress.clone();
         let copied = |bytes| progress.update("cloning", bytes, Some(total));

@@ -74,6 +74,17 @@ async fn source(store: &Arc<dyn ObjectStore>) -> (Table, u64) {
     (table, version)
 }
 
+/// A [`source`] table in a new store, and a shallow clone of its version at `root`.
+async fn source_and_shallow_clone(root: &str) -> (Arc<dyn ObjectStore>, Table, u64, Table) {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let (table, version) = source(&store).await;
+    let (clone, _) = table
+        .shallow_clone(version, target(&store, root))
+        .await
+        .unwrap();
+    (store, table, version, clone)
+}
+
 fn target(store: &Arc<dyn ObjectStore>, root: &str) -> CloneTarget {
     CloneTarget {
         store: store.clone(),
@@ -129,12 +140,7 @@ async fn a_shallow_clone_reads_the_source_version_and_writes_only_metadata() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clone_and_its_source_change_and_clean_up_apart() {
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let (table, version) = source(&store).await;
-    let (clone, _) = table
-        .shallow_clone(version, target(&store, "c"))
-        .await
-        .unwrap();
+    let (store, table, version, clone) = source_and_shallow_clone("c").await;
     let mut expected_clone = rows_of(&table, Some(version)).await.unwrap();
 
     clone
@@ -204,12 +210,7 @@ async fn a_clone_and_its_source_change_and_clean_up_apart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clone_of_a_clone_names_the_original_files_directly() {
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let (table, version) = source(&store).await;
-    let (first, _) = table
-        .shallow_clone(version, target(&store, "a"))
-        .await
-        .unwrap();
+    let (store, _, _, first) = source_and_shallow_clone("a").await;
     let appended = first.append(vec![batch(&[(7000, 7)])]).await.unwrap();
     let (second, _) = first
         .shallow_clone(appended.version, target(&store, "b"))
@@ -246,12 +247,7 @@ async fn a_clone_of_a_clone_names_the_original_files_directly() {
 /// whose file is gone and what to do; nothing else of the clone is harmed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clone_whose_source_cleaned_up_its_files_says_so() {
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let (table, version) = source(&store).await;
-    let (clone, _) = table
-        .shallow_clone(version, target(&store, "c"))
-        .await
-        .unwrap();
+    let (_, table, version, clone) = source_and_shallow_clone("c").await;
     table.compact(CompactOptions::default()).await.unwrap();
     table.cleanup(EAGER).await.unwrap();
     let error = rows_of(&clone, None).await.unwrap_err().to_string();

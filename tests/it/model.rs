@@ -23,6 +23,7 @@ use proptest::sample::Index;
 
 use crate::common::*;
 use crate::model_actions::{run, Action, Ran};
+use crate::model_clone::Branches;
 use crate::model_schema::{
     check_extras, forget, plan_schema, schema_changed, schema_op, Extras, SchemaOp,
 };
@@ -38,7 +39,7 @@ fn system<'a>(batch: &'a arrow::array::RecordBatch, name: &str) -> &'a arrow::ar
 pub type State = BTreeMap<u64, (i64, i64)>;
 
 #[derive(Debug, Clone)]
-enum Op {
+pub(crate) enum Op {
     Append(u8),
     DeleteWhere {
         modulus: u8,
@@ -150,18 +151,18 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-struct Model {
-    live: State,
-    ever: HashSet<u64>,
+pub(crate) struct Model {
+    pub(crate) live: State,
+    pub(crate) ever: HashSet<u64>,
     /// Ids whose rows were ever rewritten; all others must sit at their birth address.
-    moved: HashSet<u64>,
-    versions: Vec<(u64, State)>,
-    next_key: i64,
+    pub(crate) moved: HashSet<u64>,
+    pub(crate) versions: Vec<(u64, State)>,
+    pub(crate) next_key: i64,
     /// The extra columns now, and of every version.
-    extras: Extras,
-    schemas: HashMap<u64, Extras>,
+    pub(crate) extras: Extras,
+    pub(crate) schemas: HashMap<u64, Extras>,
     /// Names handed to extras so far (never reused).
-    names: u32,
+    pub(crate) names: u32,
 }
 
 /// What an operation is expected to do to the model, computed against the state it read.
@@ -483,7 +484,7 @@ async fn apply(model: &mut Model, expect: Expect, ran: Ran, table: &Table) {
     model.schemas.insert(version, model.extras.clone());
 }
 
-async fn check(model: &Model, table: &Table) {
+pub(crate) async fn check(model: &Model, table: &Table) {
     let snapshot = table.latest().await.unwrap();
     assert_eq!(snapshot.version(), model.versions.last().unwrap().0);
     let actual = read_rows(&snapshot).await.unwrap();
@@ -596,7 +597,7 @@ fn touched(before: &State, after: &State) -> HashSet<u64> {
         .collect()
 }
 
-async fn step(op: &Op, model: &mut Model, table: &Table) {
+pub(crate) async fn step(op: &Op, model: &mut Model, table: &Table) {
     match op {
         Op::Cleanup { keep } => {
             let policy = CleanupPolicy {
@@ -715,67 +716,6 @@ async fn step(op: &Op, model: &mut Model, table: &Table) {
     }
 }
 
-/// A clone of `table` (deep, or shallow) at one of `model`'s retained versions, at `root`,
-/// with its own model: that version's rows, ids and columns.
-async fn clone_branch(
-    (at, deep): (&Index, bool),
-    model: &Model,
-    table: &Table,
-    (store, root): (&Arc<dyn object_store::ObjectStore>, &str),
-) -> (Table, Model) {
-    let (version, state) = model.versions[at.index(model.versions.len())].clone();
-    let target = natal::CloneTarget {
-        store: store.clone(),
-        root: root.into(),
-        options: table.options().clone(),
-        source_name: "t".into(),
-    };
-    let (clone, committed) = match deep {
-        true => table.deep_clone(version, target).await.unwrap(),
-        false => table.shallow_clone(version, target).await.unwrap(),
-    };
-    assert_eq!(committed.version, version);
-    // Ids the clone's lineage held (those born in the source after `version` may be born
-    // again in the clone: another table).
-    let ever = (model.versions.iter())
-        .filter(|(v, _)| *v <= version)
-        .flat_map(|(_, s)| s.keys().copied())
-        .collect();
-    let extras = model.schemas[&version].clone();
-    let branch = Model {
-        live: state.clone(),
-        ever,
-        moved: model.moved.clone(),
-        versions: vec![(version, state)],
-        next_key: model.next_key,
-        extras: extras.clone(),
-        schemas: HashMap::from([(version, extras)]),
-        names: model.names,
-    };
-    (clone, branch)
-}
-
-/// The model check of `table` (every retained version, takes, resolves, index probes),
-/// with every retained version's relocation view and index probes too (what a restore
-/// of it would read), or why a read in it failed: a panic's message.
-async fn readable(model: &Model, table: &Table) -> Result<(), String> {
-    use futures::FutureExt;
-    let every_version = async {
-        check(model, table).await;
-        for (version, state) in &model.versions {
-            let snapshot = table.at_version(*version).await.unwrap();
-            snapshot.relocation_view().await.unwrap();
-            crate::model_index::check_index(state, &snapshot).await;
-        }
-    };
-    let checked = std::panic::AssertUnwindSafe(every_version).catch_unwind();
-    checked.await.map_err(|panic| {
-        (panic.downcast_ref::<String>().cloned())
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default()
-    })
-}
-
 /// `files`: every carried sequence goes to a `_rowids/` file and the fragment list to
 /// `_fragments/` segments of two; otherwise everything rides inline in the manifest.
 /// `merge`: the fan-in of the handle's tiered merging of small fragments, if on.
@@ -808,53 +748,11 @@ async fn run_case(ops: Vec<(Index, Op)>, fragment_rows: u64, files: bool, merge:
         schemas: HashMap::from([(1, Extras::new())]),
         names: 0,
     };
-    // The table and its clones, each with its model and whether it is a shallow clone
-    // (which may read its source's files); an operation picks one.
-    let mut branches = vec![(table, model, false)];
-    let mut clones = 0;
+    let mut branches = Branches::new(table, model, store);
     for (at, op) in &ops {
-        let picked = at.index(branches.len());
-        match op {
-            // At most two clones a case: each is checked after every step it takes.
-            Op::Clone(version, deep) if clones < 2 => {
-                clones += 1;
-                let (table, model, _) = &branches[picked];
-                let root = format!("c{clones}");
-                let (clone, branch) =
-                    clone_branch((version, *deep), model, table, (&store, &root)).await;
-                check(&branch, &clone).await;
-                branches.push((clone, branch, !*deep));
-            }
-            Op::Clone(..) => {}
-            op => {
-                let (table, model, _) = &mut branches[picked];
-                step(op, model, table).await;
-                check(model, table).await;
-            }
-        }
-        if matches!(op, Op::Cleanup { .. }) {
-            // The documented rule: a shallow clone reads its source's files while the
-            // source keeps them. Every other branch still reads each version it keeps,
-            // or says a file of its source is gone; such a clone is left alone from here.
-            let mut kept = Vec::new();
-            for (table, model, shallow) in branches {
-                match readable(&model, &table).await {
-                    Ok(()) => kept.push((table, model, shallow)),
-                    Err(e) => {
-                        assert!(
-                            shallow,
-                            "a table that is no shallow clone does not read: {e}"
-                        );
-                        assert!(e.contains("shallow-cloned"), "{e}");
-                    }
-                }
-            }
-            branches = kept;
-        }
+        branches.step(at, op).await;
     }
-    for (table, model, _) in &branches {
-        check(model, table).await;
-    }
+    branches.check_all().await;
 }
 
 fn cases() -> u32 {
