@@ -3,8 +3,12 @@
 //! default 1,000), on a local directory. For each: a shallow clone's time, bytes and files
 //! written; a deep clone's time against copying the table's directory file by file with the
 //! store's own copy (as many at once as the deep clone runs); reads of a shallow clone
-//! against the source. Lance 14 (`benches/lance_clone.py`, interpreter `NATAL_BENCH_PYTHON`)
-//! beside, on the same rows.
+//! against the source. Then over S3 (the tests' in-process S3 server, `tests/it/s3_server.rs`):
+//! a deep clone from the local root into a bucket against uploading the table's files with
+//! `object_store` (a GET and a PUT, or a multipart upload, each), and a deep clone within the
+//! bucket against copying the files with the server's own copy (CopyObject), 8 at once
+//! each. Lance 14 (`benches/lance_clone.py`, interpreter `NATAL_BENCH_PYTHON`) beside, on
+//! the same rows.
 //!
 //! ```text
 //! NATAL_BENCH_PYTHON=/path/to/venv/bin/python cargo bench --bench clone
@@ -12,6 +16,9 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[allow(dead_code)]
+#[path = "../tests/it/s3_server.rs"]
+mod s3_server;
 
 use std::path::Path;
 use std::process::Command;
@@ -35,10 +42,31 @@ async fn run(ctx: &SessionContext, sql: &str) -> Vec<arrow::array::RecordBatch> 
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
-/// Copies every file under `from` to the same place under `to`, as many at once as a deep
-/// clone copies: what a user would do with the store alone.
-async fn copy_directory(store: &Arc<LocalFileSystem>, from: &str, to: &str) {
-    let listed: Vec<_> = store
+/// `table`'s latest version, through `ctx`.
+async fn latest_version(ctx: &SessionContext, table: &str) -> u64 {
+    let batches = run(
+        ctx,
+        &format!("SELECT max(version) FROM \"{table}$versions\""),
+    )
+    .await;
+    let column = batches[0].column(0);
+    column
+        .as_any()
+        .downcast_ref::<arrow::array::UInt64Array>()
+        .expect("versions")
+        .value(0)
+}
+
+/// Copies every file under `from` in `source` to the same place under `to` in `target`, 8
+/// at once: the store's own copy when they are one store, else a GET and a PUT (a
+/// streamed multipart upload past 8 MiB), as a user's upload with `object_store` would.
+async fn copy_files(
+    source: &Arc<dyn ObjectStore>,
+    from: &str,
+    target: &Arc<dyn ObjectStore>,
+    to: &str,
+) {
+    let listed: Vec<_> = source
         .list(Some(&from.into()))
         .try_collect()
         .await
@@ -46,13 +74,94 @@ async fn copy_directory(store: &Arc<LocalFileSystem>, from: &str, to: &str) {
     futures::stream::iter(listed)
         .map(|meta| async move {
             let rest = meta.location.as_ref().strip_prefix(from).expect("under");
-            let target = object_store::path::Path::from(format!("{to}{rest}"));
-            store.copy(&meta.location, &target).await
+            let destination = object_store::path::Path::from(format!("{to}{rest}"));
+            if Arc::ptr_eq(source, target) {
+                return source.copy(&meta.location, &destination).await;
+            }
+            let got = source.get(&meta.location).await?;
+            if meta.size <= 8 << 20 {
+                return target
+                    .put(&destination, got.bytes().await?.into())
+                    .await
+                    .map(drop);
+            }
+            let mut body = got.into_stream();
+            let upload = target.put_multipart(&destination).await?;
+            let mut upload = object_store::WriteMultipart::new(upload);
+            while let Some(chunk) = body.try_next().await? {
+                upload.wait_for_capacity(4).await?;
+                upload.put(chunk);
+            }
+            upload.finish().await.map(drop)
         })
         .buffer_unordered(8)
         .try_collect::<()>()
         .await
         .expect("copy");
+}
+
+/// Deep clones over S3, each against copying the same files without natal: from the
+/// local root into the bucket, then within the bucket.
+struct S3Figures {
+    table: String,
+    bytes: u64,
+    into_ms: f64,
+    upload_ms: f64,
+    within_ms: f64,
+    server_copy_ms: f64,
+}
+
+async fn measure_s3(ctx: &SessionContext, root: &Path, s3_dir: &Path, table: &str) -> S3Figures {
+    let server = s3_server::S3Server::start_in(s3_dir, &["bench"], 1000)
+        .await
+        .expect("S3 server");
+    let bucket: Arc<dyn ObjectStore> = Arc::new(server.client("bench").expect("client"));
+    let bucket_url = url::Url::parse("s3://bench").expect("url");
+    ctx.register_object_store(&bucket_url, bucket.clone());
+    let in_bucket = SessionContext::new();
+    in_bucket.register_object_store(&bucket_url, bucket.clone());
+    natal::datafusion::register(&in_bucket, "s3://bench/natal").expect("catalog");
+    let local: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new());
+    let version = latest_version(ctx, table).await;
+    let from = format!(
+        "{}/{table}",
+        root.to_str().expect("utf-8").trim_start_matches('/')
+    );
+    let (mut into, mut upload, mut within, mut server_copy) = (vec![], vec![], vec![], vec![]);
+    for run_no in 0..RUNS {
+        let start = Instant::now();
+        let clone = format!("s3://bench/natal/{table}_into{run_no}");
+        run(
+            ctx,
+            &format!("SELECT * FROM natal_clone('{table}', '{clone}', {version}, 'deep')"),
+        )
+        .await;
+        into.push(ms(start));
+        let start = Instant::now();
+        copy_files(&local, &from, &bucket, &format!("upload/{table}{run_no}")).await;
+        upload.push(ms(start));
+        let start = Instant::now();
+        run(
+            &in_bucket,
+            &format!(
+                "SELECT * FROM natal_clone('{table}_into0', '{table}_within{run_no}', {version}, 'deep')"
+            ),
+        )
+        .await;
+        within.push(ms(start));
+        let start = Instant::now();
+        let copied = format!("natal/{table}_into0");
+        copy_files(&bucket, &copied, &bucket, &format!("copy/{table}{run_no}")).await;
+        server_copy.push(ms(start));
+    }
+    S3Figures {
+        table: table.to_string(),
+        bytes: bytes_under(&s3_dir.join(format!("bench/natal/{table}_into0"))),
+        into_ms: median(into),
+        upload_ms: median(upload),
+        within_ms: median(within),
+        server_copy_ms: median(server_copy),
+    }
 }
 
 struct Figures {
@@ -72,20 +181,8 @@ async fn measure(
     table: &str,
     reads: &[(&str, String)],
 ) -> Figures {
-    let store = Arc::new(LocalFileSystem::new());
-    let version: u64 = {
-        let batches = run(
-            ctx,
-            &format!("SELECT max(version) FROM \"{table}$versions\""),
-        )
-        .await;
-        let column = batches[0].column(0);
-        column
-            .as_any()
-            .downcast_ref::<arrow::array::UInt64Array>()
-            .expect("versions")
-            .value(0)
-    };
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new());
+    let version = latest_version(ctx, table).await;
     let mut shallow = Vec::new();
     let mut deep = Vec::new();
     let mut copy = Vec::new();
@@ -115,7 +212,7 @@ async fn measure(
             root.to_str().expect("utf-8").trim_start_matches('/')
         );
         let start = Instant::now();
-        copy_directory(&store, &from, &to).await;
+        copy_files(&store, &from, &store, &to).await;
         copy.push(ms(start));
     }
     let clone_dir = root.join(format!("{table}_shallow0"));
@@ -243,6 +340,28 @@ async fn main() {
                 cloned / source
             );
         }
+    }
+
+    let s3_dir = dir.join("s3");
+    let mut over_s3 = Vec::new();
+    for table in ["t", "b"] {
+        over_s3.push(measure_s3(&ctx, &root, &s3_dir, table).await);
+    }
+    println!("\nDeep clones over S3 (the in-process S3 server on loopback), 8 files at once:\n");
+    println!("| table | bytes | local → bucket: deep clone | upload | clone / upload | within the bucket: deep clone | server copy | clone / copy |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for f in &over_s3 {
+        println!(
+            "| {} | {:.1} MiB | {:.0} ms | {:.0} ms | {:.2}× | {:.0} ms | {:.0} ms | {:.2}× |",
+            f.table,
+            f.bytes as f64 / (1 << 20) as f64,
+            f.into_ms,
+            f.upload_ms,
+            f.into_ms / f.upload_ms,
+            f.within_ms,
+            f.server_copy_ms,
+            f.within_ms / f.server_copy_ms
+        );
     }
 
     let python = std::env::var("NATAL_BENCH_PYTHON").unwrap_or("python3".into());

@@ -57,7 +57,7 @@ impl TableStore {
                 async move {
                     let (store, from) = self.bases.locate(&self.path(&file))?;
                     let to = target.child(file.split_base().1);
-                    copy_one(&store, &from, target.underlying(), &to).await?;
+                    copy_one(&store, &from, target.underlying(), &to, size).await?;
                     copied(done.fetch_add(size, Ordering::Relaxed) + size);
                     Ok::<_, Error>(())
                 }
@@ -69,15 +69,27 @@ impl TableStore {
     }
 }
 
-/// `from` in `source` to `to` in `target`: by the store itself when they are one store.
+/// Files up to this size cross stores in one GET and one PUT; larger ones stream into a
+/// multipart upload (three requests at least, so not worth it for the many small files
+/// a table has: manifests' segments, deletion vectors, row ids).
+const SINGLE_PUT_LIMIT: u64 = 8 << 20;
+
+/// `from` in `source` (`size` bytes) to `to` in `target`: by the store itself when they
+/// are one store.
 async fn copy_one(
     source: &Arc<dyn ObjectStore>,
     from: &Path,
     target: &Arc<dyn ObjectStore>,
     to: &Path,
+    size: u64,
 ) -> Result<()> {
     if Arc::ptr_eq(source, target) {
         return Ok(source.copy(from, to).await?);
+    }
+    if size <= SINGLE_PUT_LIMIT {
+        let bytes = source.get(from).await?.bytes().await?;
+        target.put(to, bytes.into()).await?;
+        return Ok(());
     }
     let mut body = source.get(from).await?.into_stream();
     let mut upload = WriteMultipart::new(target.put_multipart(to).await?);

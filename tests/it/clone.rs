@@ -427,3 +427,166 @@ async fn a_deep_clone_of_a_damaged_version_copies_nothing() {
         "nothing copied, nothing published"
     );
 }
+
+/// A shallow clone plans a filtered scan as its source does: the same fragments pruned by
+/// their statistics, the same index probed, the same pieces read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shallow_clone_plans_scans_as_its_source() {
+    let (_dir, ctx) = catalog_session();
+    let mut statements = vec!["CREATE TABLE t (k BIGINT, v BIGINT)".to_string()];
+    for part in 0..5 {
+        statements.push(format!(
+            "INSERT INTO t SELECT value, value % 7 FROM generate_series({}, {})",
+            part * 1000,
+            part * 1000 + 999
+        ));
+    }
+    statements.push("UPDATE t SET v = v + 1 WHERE k % 10 = 0".into());
+    statements.push("SELECT * FROM natal_create_index('t', 'v', 'by_v')".into());
+    statements.push("SELECT * FROM natal_clone('t', 'c')".into());
+    for sql in statements {
+        answer_of(&ctx, sql).await;
+    }
+    for query in [
+        "SELECT count(*) AS n, sum(v) AS s FROM {} WHERE k < 1500",
+        "SELECT k FROM {} WHERE v = 3 AND k > 4000 ORDER BY k",
+        "SELECT count(*) AS n FROM \"{}$rows\" WHERE _rowid IN (1, 4097, 12000)",
+    ] {
+        let explain = |table: &str| {
+            let ctx = ctx.clone();
+            let sql = format!("EXPLAIN {}", query.replace("{}", table));
+            async move {
+                let batches = natal::datafusion::sql(&ctx, &sql).await.unwrap();
+                let batches = batches.collect().await.unwrap();
+                let text = arrow::util::pretty::pretty_format_batches(&batches)
+                    .unwrap()
+                    .to_string();
+                let scan = text.lines().find(|l| l.contains("NatalScanExec"));
+                scan.map(str::to_string).unwrap_or(text)
+            }
+        };
+        let source = explain("t").await;
+        assert!(source.contains("NatalScanExec"), "{source}");
+        assert_eq!(explain("c").await, source, "{query}");
+        let answer = |table: &str| answer_of(&ctx, query.replace("{}", table));
+        assert_eq!(answer("c").await, answer("t").await, "{query}");
+    }
+}
+
+/// `sql`'s answer, as text.
+async fn answer_of(ctx: &datafusion::prelude::SessionContext, sql: String) -> String {
+    let batches = natal::datafusion::sql(ctx, &sql).await.unwrap();
+    let batches = batches.collect().await.unwrap();
+    arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string()
+}
+
+/// Tables of the fixtures since 2026-12-04-clones, beside `t` and `b` in `dir`: `c`, a
+/// shallow clone of `t`'s latest version that then changed (appended to, updated, deleted
+/// from, compacted); `cc`, a shallow clone of `c`'s latest (naming `t`'s root and `c`'s as
+/// bases); and `bc`, a shallow clone of the blob table `b` (its sidecars and the ones its
+/// reuse index names read through a base). Base paths are the store's (relative to the
+/// fixture's directory), so the fixture reads wherever it is copied.
+pub async fn write_fixture_tables(dir: &std::path::Path) {
+    let store = crate::fixtures::local_store(dir);
+    let t = Table::open(store.clone(), "t".into());
+    let c = shallow_clone_latest(&store, &t, "t", "c").await;
+    let schema = Arc::new(c.latest().await.expect("latest").schema().clone());
+    let added = crate::model_schema::pad(batch(&[(500, 5), (501, 6), (502, 7)]), &schema);
+    c.append(vec![added]).await.expect("append");
+    let update = crate::model_schema::padded_update(100, schema);
+    c.update_where(key_matches(|k| k % 3 == 0), &update)
+        .await
+        .expect("update");
+    c.delete_where(key_matches(|k| k % 8 == 1))
+        .await
+        .expect("delete");
+    c.compact(CompactOptions {
+        max_deleted_fraction: 0.05,
+        ..Default::default()
+    })
+    .await
+    .expect("compact");
+    shallow_clone_latest(&store, &c, "c", "cc").await;
+    let b = Table::open(store.clone(), "b".into());
+    shallow_clone_latest(&store, &b, "b", "bc").await;
+}
+
+/// A shallow clone of `table`'s latest version at `root` of `store` (the table's own).
+async fn shallow_clone_latest(
+    store: &Arc<dyn ObjectStore>,
+    table: &Table,
+    source: &str,
+    root: &str,
+) -> Table {
+    let target = CloneTarget {
+        store: store.clone(),
+        root: root.into(),
+        options: TableOptions::default(),
+        source_name: source.into(),
+    };
+    let version = table.latest().await.expect("latest").version();
+    table.shallow_clone(version, target).await.expect("clone").0
+}
+
+/// The clone tables of [`write_fixture_tables`], every version of each.
+pub async fn describe_fixture_tables(dir: &std::path::Path) -> String {
+    let store = crate::fixtures::local_store(dir);
+    let mut out = String::new();
+    for name in ["c", "cc"] {
+        let table = Table::open(store.clone(), name.into());
+        out.push_str(&format!("table {name}\n"));
+        out.push_str(&crate::fixtures::describe(&table).await.expect("describe"));
+    }
+    out.push_str("table bc\n");
+    let blobs = Table::open(store, "bc".into());
+    out.push_str(&crate::blob::describe_fixture_table(&blobs).await);
+    out
+}
+
+/// Today's natal writes to the fixture's clones and cleans them up: `cc` holds what was
+/// written, and every version of `c` (its base) and `b` (`bc`'s) still reads as before.
+pub async fn write_to_fixture_clones(dir: &std::path::Path) {
+    let store = crate::fixtures::local_store(dir);
+    let by_key =
+        |rows: BTreeMap<u64, (i64, i64)>| -> BTreeMap<i64, i64> { rows.into_values().collect() };
+    let c = Table::open(store.clone(), "c".into());
+    let b = Table::open(store.clone(), "b".into());
+    let c_before = crate::fixtures::describe(&c).await.expect("describe c");
+    let b_before = crate::blob::describe_fixture_table(&b).await;
+
+    let cc = Table::open(store.clone(), "cc".into());
+    let mut expected = by_key(rows_of(&cc, None).await.expect("cc"));
+    let schema = cc.latest().await.expect("latest").schema().clone();
+    let added = crate::model_schema::pad(batch(&[(900, 9)]), &schema);
+    cc.append(vec![added]).await.expect("append");
+    expected.insert(900, 9);
+    cc.delete_where(key_matches(|k| k % 5 == 2))
+        .await
+        .expect("delete");
+    expected.retain(|k, _| k % 5 != 2);
+    cc.compact(CompactOptions::default())
+        .await
+        .expect("compact");
+    cc.cleanup(EAGER).await.expect("cleanup");
+    assert_eq!(by_key(rows_of(&cc, None).await.expect("cc")), expected);
+
+    let bc = Table::open(store.clone(), "bc".into());
+    bc.append(vec![crate::blob::blob_batch(200..210)])
+        .await
+        .expect("append");
+    bc.compact(CompactOptions::default())
+        .await
+        .expect("compact");
+    bc.cleanup(EAGER).await.expect("cleanup");
+    let blobs = crate::blob::read_blobs(&bc.latest().await.expect("bc"))
+        .await
+        .expect("blobs");
+    assert!(blobs.contains_key(&209) && blobs.contains_key(&0));
+
+    let c_after = crate::fixtures::describe(&c).await.expect("describe c");
+    assert!(c_after == c_before, "c changed under its clone's cleanup");
+    let b_after = crate::blob::describe_fixture_table(&b).await;
+    assert!(b_after == b_before, "b changed under its clone's cleanup");
+}

@@ -17,7 +17,8 @@
 //! dedicated values in sidecars); since 2026-12-03-external, a fifth table `e` with external
 //! blob values beside the other kinds and Arrow metadata on nested fields; since
 //! 2026-12-03-reuse, `b` compacted with a Blob Reuse Index (its files name the sidecars of
-//! the files they replaced).
+//! the files they replaced); since 2026-12-04-clones, shallow clones `c` (of `t`, then
+//! changed), `cc` (of `c`) and `bc` (of `b`), whose manifests name storage bases.
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -51,6 +52,7 @@ const FIXTURES: &[&str] = &[
     "2026-12-03-blobs",
     "2026-12-03-external",
     "2026-12-03-reuse",
+    "2026-12-04-clones",
 ];
 
 /// Where the fixtures live.
@@ -151,7 +153,7 @@ pub fn local_store(root: &Path) -> Arc<dyn ObjectStore> {
 }
 
 /// Every version's operation and rows (id, address, key, val), one line each.
-async fn describe(table: &Table) -> natal::Result<String> {
+pub async fn describe(table: &Table) -> natal::Result<String> {
     let mut out = String::new();
     for manifest in table.versions().await? {
         let snapshot = table.at_version(manifest.version).await?;
@@ -201,6 +203,10 @@ async fn write_fixture(dir: &Path) {
     let external = open_external_fixture(dir).await;
     let expected = crate::blob_external::describe_fixture_table(&external).await;
     std::fs::write(dir.join("expected-e.txt"), expected).expect("expected-e.txt");
+    // Shallow clones (since 2026-12-04-clones).
+    crate::clone::write_fixture_tables(dir).await;
+    let expected = crate::clone::describe_fixture_tables(dir).await;
+    std::fs::write(dir.join("expected-c.txt"), expected).expect("expected-c.txt");
 }
 
 /// Table `e` of the fixture at `dir`, reading its external values from the fixture's stores.
@@ -418,6 +424,19 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
                 "{fixture:?} reads e differently:\n{}",
                 first_difference(&expected, &found)
             );
+        }
+
+        // Shallow clones, where the fixture has them: every version of each reads as it
+        // did through its storage bases; today's natal writes to and cleans up the clones,
+        // and their sources' versions still read.
+        if let Ok(expected) = std::fs::read_to_string(fixture.join("expected-c.txt")) {
+            let found = crate::clone::describe_fixture_tables(scratch.path()).await;
+            assert!(
+                found == expected,
+                "{fixture:?} reads its clones differently:\n{}",
+                first_difference(&expected, &found)
+            );
+            crate::clone::write_to_fixture_clones(scratch.path()).await;
         }
     }
 }

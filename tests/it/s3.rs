@@ -349,3 +349,55 @@ async fn clones_cross_from_a_local_root_into_s3() {
         .to_string();
     assert!(error.contains("shallow-cloned"), "{error}");
 }
+
+/// Clones within a bucket: a deep clone copies each file with the server's own copy (no
+/// byte through the client), a shallow one references the files in place, and the deep
+/// one outlives its source's files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clones_within_a_bucket_copy_on_the_server() {
+    let target = Target::new().await;
+    let ctx = target.session();
+    let answer = |sql: String| {
+        let ctx = ctx.clone();
+        async move {
+            let batches = natal::datafusion::sql(&ctx, &sql).await?.collect().await?;
+            let text = arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
+            Ok::<_, datafusion::error::DataFusionError>(text)
+        }
+    };
+    for sql in [
+        "CREATE TABLE t (k BIGINT, v VARCHAR)",
+        "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+        "UPDATE t SET v = 'B' WHERE k = 2",
+        "SELECT * FROM natal_clone('t', 'd', 3, 'deep')",
+        "SELECT * FROM natal_clone('t', 's', 3, 'shallow')",
+    ] {
+        answer(sql.into()).await.unwrap();
+    }
+    let rows = "SELECT _rowid, k, v FROM \"{}$rows\" ORDER BY k";
+    let expected = answer(rows.replace("{}", "t")).await.unwrap();
+    for name in ["d", "s"] {
+        assert_eq!(answer(rows.replace("{}", name)).await.unwrap(), expected);
+    }
+    let keys = target.keys().await;
+    let under = |table: &str| {
+        let prefix = format!("{}/root/{table}/data/", target.prefix);
+        keys.iter().filter(|k| k.starts_with(&prefix)).count()
+    };
+    assert!(under("d") > 0 && under("d") == under("t"), "{keys:?}");
+    assert_eq!(under("s"), 0, "{keys:?}");
+
+    use object_store::ObjectStoreExt;
+    let source = object_store::path::Path::from(format!("{}/root/t", target.prefix));
+    let store = target.client();
+    let listed: Vec<_> = store.list(Some(&source)).try_collect().await.unwrap();
+    for meta in listed {
+        store.delete(&meta.location).await.unwrap();
+    }
+    assert_eq!(answer(rows.replace("{}", "d")).await.unwrap(), expected);
+    let error = answer(rows.replace("{}", "s"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("shallow-cloned"), "{error}");
+}

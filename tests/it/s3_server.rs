@@ -1,5 +1,5 @@
 //! An S3-compatible server in the test process: `s3s` (the S3 protocol: SigV4, XML, ranged
-//! GETs, LIST pagination, multipart, conditional PUT) over a local directory through
+//! GETs, LIST pagination, multipart, conditional PUT, server-side copy) over a local directory through
 //! `object_store`'s `LocalFileSystem`, whose create-if-absent is a hard link — atomic, so a
 //! put with `If-None-Match: *` has one winner however many race. Each top-level directory is
 //! a bucket. Bound to 127.0.0.1 on an ephemeral port; it stops with the runtime it runs on.
@@ -495,6 +495,33 @@ impl S3 for Backend {
             last_modified: Some(Timestamp::from(std::time::SystemTime::from(
                 meta.last_modified,
             ))),
+            ..Default::default()
+        }))
+    }
+
+    async fn copy_object(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
+        self.fault(&req.credentials).await?;
+        let input = req.input;
+        let CopySource::Bucket { bucket, key, .. } = &input.copy_source else {
+            return Err(s3_error!(NotImplemented, "copies from access points"));
+        };
+        let from = self.path(bucket, key)?;
+        let to = self.path(&input.bucket, &input.key)?;
+        // The store's own copy: a hard link, as a server copies without moving the bytes
+        // through a client.
+        self.store.copy(&from, &to).await.map_err(object_error)?;
+        let meta = self.store.head(&to).await.map_err(object_error)?;
+        Ok(S3Response::new(CopyObjectOutput {
+            copy_object_result: Some(CopyObjectResult {
+                e_tag: etag(meta.e_tag),
+                last_modified: Some(Timestamp::from(std::time::SystemTime::from(
+                    meta.last_modified,
+                ))),
+                ..Default::default()
+            }),
             ..Default::default()
         }))
     }
