@@ -223,9 +223,15 @@ async fn measure(
         let on_clone = sql.replace(&format!("FROM {table}"), &format!("FROM {table}_shallow0"));
         timed_sql(ctx, sql).await;
         timed_sql(ctx, &on_clone).await;
-        for _ in 0..5 {
-            source.push(timed_sql(ctx, sql).await.0);
-            cloned.push(timed_sql(ctx, &on_clone).await.0);
+        // Nine of each, the order alternating (a read warms the page cache for the other).
+        for round in 0..9 {
+            if round % 2 == 0 {
+                source.push(timed_sql(ctx, sql).await.0);
+                cloned.push(timed_sql(ctx, &on_clone).await.0);
+            } else {
+                cloned.push(timed_sql(ctx, &on_clone).await.0);
+                source.push(timed_sql(ctx, sql).await.0);
+            }
         }
         figures.push((what.to_string(), median(source), median(cloned)));
     }

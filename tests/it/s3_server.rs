@@ -510,16 +510,15 @@ impl S3 for Backend {
         };
         let from = self.path(bucket, key)?;
         let to = self.path(&input.bucket, &input.key)?;
-        // The store's own copy: a hard link, as a server copies without moving the bytes
-        // through a client.
-        self.store.copy(&from, &to).await.map_err(object_error)?;
-        let meta = self.store.head(&to).await.map_err(object_error)?;
+        // The bytes are copied within the server, none through the client, as S3 servers
+        // copy (not `LocalFileSystem::copy`'s hard link, which would make a copy free).
+        let got = self.store.get(&from).await.map_err(object_error)?;
+        let bytes = got.bytes().await.map_err(object_error)?;
+        let e_tag = self.store(&to, bytes, false).await?;
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
-                e_tag: etag(meta.e_tag),
-                last_modified: Some(Timestamp::from(std::time::SystemTime::from(
-                    meta.last_modified,
-                ))),
+                e_tag,
+                last_modified: Some(Timestamp::from(std::time::SystemTime::now())),
                 ..Default::default()
             }),
             ..Default::default()
