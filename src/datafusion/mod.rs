@@ -20,6 +20,7 @@ mod damaged;
 mod declared;
 mod dml;
 mod external_blob;
+mod file_source;
 mod filter;
 mod functions;
 mod guard;
@@ -52,6 +53,7 @@ pub use catalog::{
 pub use damaged::DamagedTable;
 pub use dml::{DmlExec, DmlKind, NatalSink};
 pub use external_blob::{ExternalBlobFunction, SessionStores};
+pub use file_source::NatalFileSource;
 pub use functions::NatalFunction;
 pub use guard::DmlGuard;
 pub use merge::MergeExec;

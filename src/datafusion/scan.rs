@@ -29,6 +29,7 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Pla
 use futures::{StreamExt, TryStreamExt};
 
 use super::leaf::{leaf_exec_methods, leaf_properties};
+use super::partitions::Piece;
 use super::scan_plan::ScanPlan;
 use super::statistics::scan_statistics;
 use crate::rowid::FragmentId;
@@ -57,6 +58,11 @@ impl NatalScanExec {
 }
 
 impl NatalScanExec {
+    /// What it reads.
+    pub(super) fn plan(&self) -> &ScanPlan {
+        &self.plan
+    }
+
     /// The blob columns of its output (by position) that read as bytes and that its own
     /// filter does not read (it needs their bytes).
     pub(crate) fn blob_columns(&self) -> Vec<usize> {
@@ -215,79 +221,21 @@ impl ExecutionPlan for NatalScanExec {
             .get(partition)
             .cloned()
             .unwrap_or_default();
-        let fragments: Vec<FragmentId> = pieces.iter().map(|p| p.fragment).collect();
-        let fragment_rows: std::collections::BTreeMap<FragmentId, std::ops::Range<u32>> = pieces
-            .into_iter()
-            .filter_map(|p| Some((p.fragment, p.rows?)))
-            .collect();
         let rows_out = MetricBuilder::new(&self.metrics).output_rows(partition);
-        MetricBuilder::new(&self.metrics)
-            .counter("fragments_scanned", partition)
-            .add(fragments.len());
-        if partition == 0 {
-            MetricBuilder::new(&self.metrics)
-                .counter("fragments_pruned", partition)
-                .add(self.plan.fragments_pruned);
-        }
-        let counters = Arc::new(ScanMetrics::default());
-        // The scan's counters reach DataFusion's metrics with each batch it yields, at its
-        // end, and when it is dropped before its end: a LIMIT above it may stop polling and
-        // EXPLAIN ANALYZE read the metrics before the stream is dropped, so what produced
-        // the batches it took is counted by then.
-        let reporter = Arc::new(MetricsReporter {
-            counters: counters.clone(),
-            reported: Default::default(),
-            bytes_read: MetricBuilder::new(&self.metrics).counter("bytes_read", partition),
-            rows_masked: MetricBuilder::new(&self.metrics).counter("rows_masked", partition),
-            rows_filtered: MetricBuilder::new(&self.metrics).counter("rows_filtered", partition),
-            rows_page_pruned: MetricBuilder::new(&self.metrics)
-                .counter("rows_page_pruned", partition),
-        });
-        let on_batch = reporter.clone();
-        let report = futures::stream::once(async move { reporter.report() })
-            .filter_map(|()| futures::future::ready(None::<Result<RecordBatch>>));
-        let request = ScanRequest {
-            columns: Some(self.plan.columns.clone()),
-            with_row_id: self.plan.with_row_id,
-            with_row_addr: self.plan.with_row_addr,
-            row_ids: self.plan.row_ids.clone(),
-            row_id_range: self.plan.row_id_range.clone(),
-            fragments: Some(fragments),
-            fragment_rows: (!fragment_rows.is_empty()).then_some(fragment_rows),
-            metrics: Some(counters.clone()),
-            filter: self.plan.filter.clone().map(|f| f as Arc<dyn RowPredicate>),
-            index: self.plan.index.clone(),
-            blob_descriptors: false,
-            lean_blob_descriptors: false,
-            blob_references: self.plan.blob_references,
-            blob_sizes: self.plan.blob_sizes.clone(),
-            // Exact (the planner may drop its own limit for it, `with_fetch`): the snapshot
-            // scan cuts the last batch, and fetches no blob payload past it.
+        let read = PartitionRead {
+            plan: &self.plan,
+            schema: &self.schema,
+            metrics: &self.metrics,
+            partition,
             limit: self.plan.limit,
         };
-        let snapshot = self.plan.snapshot.clone();
-        let order = self.plan.output_order.clone();
-        let schema = self.schema.clone();
-        let stream = futures::stream::once(async move { snapshot.scan(request).await })
-            .try_flatten()
-            .map_err(DataFusionError::from)
-            .and_then({
-                let schema = schema.clone();
-                move |batch| {
-                    let out = batch
-                        .project(&order)
-                        .and_then(|b| b.with_schema(schema.clone()))
-                        .map_err(|e| DataFusionError::ArrowError(Box::new(e), None));
-                    futures::future::ready(out)
-                }
-            })
-            .inspect_ok(move |batch| {
-                on_batch.report();
-                rows_out.add(batch.num_rows());
-            })
-            // Holds the reporter: dropped unfinished, the stream reports as it goes.
-            .chain(report);
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+        let stream = read
+            .stream(pieces)
+            .inspect_ok(move |batch| rows_out.add(batch.num_rows()));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            stream,
+        )))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {
@@ -305,6 +253,95 @@ impl ExecutionPlan for NatalScanExec {
             &self.schema,
             args.partition(),
         )))
+    }
+}
+
+/// One partition's read of a scan plan: its pieces, through [`crate::table::Snapshot::scan`],
+/// in the plan's output order, its counters reported into `metrics` under `partition`. What
+/// [`NatalScanExec`] runs for a partition, and `NatalFileSource` for a file group.
+pub(super) struct PartitionRead<'a> {
+    pub plan: &'a ScanPlan,
+    pub schema: &'a SchemaRef,
+    pub metrics: &'a ExecutionPlanMetricsSet,
+    pub partition: usize,
+    /// Rows to stop after, counted after the scan's own filter.
+    pub limit: Option<usize>,
+}
+
+impl PartitionRead<'_> {
+    pub fn stream(
+        &self,
+        pieces: Vec<Piece>,
+    ) -> futures::stream::BoxStream<'static, Result<RecordBatch>> {
+        let partition = self.partition;
+        let fragments: Vec<FragmentId> = pieces.iter().map(|p| p.fragment).collect();
+        let fragment_rows: std::collections::BTreeMap<FragmentId, std::ops::Range<u32>> = pieces
+            .into_iter()
+            .filter_map(|p| Some((p.fragment, p.rows?)))
+            .collect();
+        MetricBuilder::new(self.metrics)
+            .counter("fragments_scanned", partition)
+            .add(fragments.len());
+        if partition == 0 {
+            MetricBuilder::new(self.metrics)
+                .counter("fragments_pruned", partition)
+                .add(self.plan.fragments_pruned);
+        }
+        let counters = Arc::new(ScanMetrics::default());
+        // The scan's counters reach DataFusion's metrics with each batch it yields, at its
+        // end, and when it is dropped before its end: a LIMIT above it may stop polling and
+        // EXPLAIN ANALYZE read the metrics before the stream is dropped, so what produced
+        // the batches it took is counted by then.
+        let counter =
+            |name: &'static str| MetricBuilder::new(self.metrics).counter(name, partition);
+        let reporter = Arc::new(MetricsReporter {
+            counters: counters.clone(),
+            reported: Default::default(),
+            bytes_read: counter("bytes_read"),
+            rows_masked: counter("rows_masked"),
+            rows_filtered: counter("rows_filtered"),
+            rows_page_pruned: counter("rows_page_pruned"),
+        });
+        let on_batch = reporter.clone();
+        let report = futures::stream::once(async move { reporter.report() })
+            .filter_map(|()| futures::future::ready(None::<Result<RecordBatch>>));
+        let plan = self.plan;
+        let request = ScanRequest {
+            columns: Some(plan.columns.clone()),
+            with_row_id: plan.with_row_id,
+            with_row_addr: plan.with_row_addr,
+            row_ids: plan.row_ids.clone(),
+            row_id_range: plan.row_id_range.clone(),
+            fragments: Some(fragments),
+            fragment_rows: (!fragment_rows.is_empty()).then_some(fragment_rows),
+            metrics: Some(counters.clone()),
+            filter: plan.filter.clone().map(|f| f as Arc<dyn RowPredicate>),
+            index: plan.index.clone(),
+            blob_descriptors: false,
+            lean_blob_descriptors: false,
+            blob_references: plan.blob_references,
+            blob_sizes: plan.blob_sizes.clone(),
+            // Exact (the planner may drop its own limit for it, `with_fetch`): the snapshot
+            // scan cuts the last batch, and fetches no blob payload past it.
+            limit: self.limit,
+        };
+        let snapshot = plan.snapshot.clone();
+        let order = plan.output_order.clone();
+        let schema = self.schema.clone();
+        futures::stream::once(async move { snapshot.scan(request).await })
+            .try_flatten()
+            .map_err(DataFusionError::from)
+            .and_then(move |batch| {
+                let out = batch
+                    .project(&order)
+                    .and_then(|b| b.with_schema(schema.clone()))
+                    .map_err(|e| DataFusionError::ArrowError(Box::new(e), None));
+                futures::future::ready(out)
+            })
+            .inspect_ok(move |_| on_batch.report())
+            // Holds the reporter: dropped unfinished, the stream reports as it goes.
+            .chain(report)
+            .boxed()
     }
 }
 

@@ -16,6 +16,7 @@ mod data_files;
 mod declared;
 mod failed_writes;
 mod faults;
+mod file_source;
 mod fixtures;
 mod fuzz;
 mod fuzz_cases;

@@ -1,0 +1,187 @@
+//! [`NatalFileSource`]: a natal scan as DataFusion's own file scan, a `DataSourceExec` over a
+//! `FileScanConfig` whose file groups are the scan's partitions, each one synthetic file
+//! carrying that partition's pieces. An engine that divides a plan by file groups reads
+//! exactly the groups it keeps: Ballista's scheduler hands each task a slice of a stage's
+//! partitions and cuts only the leaves it knows (`DataSourceExec` over `FileScanConfig`
+//! among them) down to that slice; any other leaf would be read whole by every task.
+//!
+//! The runtime work is [`NatalScanExec`]'s, partition for partition (`PartitionRead`). The
+//! source refuses what would change a group's rows: byte-range repartitioning (a piece is
+//! not a byte range), projection and filter pushdown (the plan's own columns and filter
+//! are already in it). It reads through the snapshot the plan holds, not the store
+//! DataFusion passes it.
+//!
+//! The provider still plans [`NatalScanExec`]; [`NatalScanExec::as_data_source`] makes
+//! this form of it, the one natal's plans take to a Ballista cluster.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::{
+    FileGroup, FileOpenFuture, FileOpener, FileScanConfig, FileScanConfigBuilder, FileSource,
+};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::datasource::table_schema::TableSchema;
+use datafusion::error::Result;
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::physical_expr::{LexOrdering, Partitioning, PhysicalExpr};
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use datafusion::physical_plan::{DisplayFormatType, ExecutionPlan};
+use object_store::ObjectStore;
+
+use super::partitions::Piece;
+use super::scan::{NatalScanExec, PartitionRead};
+use super::scan_plan::ScanPlan;
+use super::statistics::scan_statistics;
+
+/// The pieces of one natal partition: the payload of its file group's one file.
+#[derive(Debug, Clone)]
+pub(crate) struct NatalPieces(pub Vec<Piece>);
+
+/// The shared part of a natal scan as a `FileSource`: everything but which pieces each
+/// partition reads (those travel with the files) and the limit (the `FileScanConfig`'s).
+#[derive(Clone)]
+pub struct NatalFileSource {
+    plan: Arc<ScanPlan>,
+    table_schema: TableSchema,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl fmt::Debug for NatalFileSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NatalFileSource")
+            .field("version", &self.plan.snapshot.version())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NatalScanExec {
+    /// This scan as a `DataSourceExec` over a `FileScanConfig` of [`NatalFileSource`]: the
+    /// same rows, partition for partition (file group `i` is partition `i`), with the
+    /// same statistics.
+    pub fn as_data_source(&self) -> Arc<DataSourceExec> {
+        let plan = self.plan();
+        let schema = self.schema();
+        let version = plan.snapshot.version();
+        let groups: Vec<FileGroup> = (plan.partitions.iter().enumerate())
+            .map(|(i, pieces)| {
+                // A name that says what it is in EXPLAIN; nothing is read by it.
+                let file = PartitionedFile::new(format!("natal/v{version}/p{i}"), 0)
+                    .with_extension(NatalPieces(pieces.clone()));
+                let statistics = scan_statistics(plan, &schema, Some(i));
+                FileGroup::new(vec![file]).with_statistics(Arc::new(statistics))
+            })
+            .collect();
+        let source = NatalFileSource {
+            plan: Arc::new(ScanPlan {
+                partitions: Vec::new(),
+                limit: None,
+                ..plan.clone()
+            }),
+            table_schema: TableSchema::from(schema.clone()),
+            metrics: ExecutionPlanMetricsSet::new(),
+        };
+        // The local file system's URL is always registered, so the scan opens anywhere;
+        // the source never uses the store it is given. A declared partitioning keeps each
+        // group in its partition: without one, DataFusion lets a partition's stream take
+        // other groups' files at run time (`enable_file_stream_work_stealing`), and a
+        // partition's rows would depend on which ran first.
+        let partitioning = Partitioning::UnknownPartitioning(groups.len());
+        let config =
+            FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
+                .with_output_partitioning(Some(partitioning))
+                .with_file_groups(groups)
+                .with_limit(plan.limit)
+                .with_statistics(scan_statistics(plan, &schema, None))
+                .build();
+        DataSourceExec::from_data_source(config)
+    }
+}
+
+impl FileSource for NatalFileSource {
+    fn create_file_opener(
+        &self,
+        _object_store: Arc<dyn ObjectStore>,
+        base_config: &FileScanConfig,
+        partition: usize,
+    ) -> Result<Arc<dyn FileOpener>> {
+        Ok(Arc::new(NatalOpener {
+            source: self.clone(),
+            partition,
+            limit: base_config.limit,
+        }))
+    }
+
+    fn table_schema(&self) -> &TableSchema {
+        &self.table_schema
+    }
+
+    fn with_batch_size(&self, _batch_size: usize) -> Arc<dyn FileSource> {
+        // natal's reader sizes its own batches; DataFusion splits larger ones.
+        Arc::new(self.clone())
+    }
+
+    fn metrics(&self) -> &ExecutionPlanMetricsSet {
+        &self.metrics
+    }
+
+    fn file_type(&self) -> &str {
+        "natal"
+    }
+
+    fn fmt_extra(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, ", version={}", self.plan.snapshot.version())
+    }
+
+    fn supports_repartitioning(&self) -> bool {
+        false
+    }
+
+    /// Never: a file's byte ranges are not its pieces' rows.
+    fn repartitioned(
+        &self,
+        _target_partitions: usize,
+        _repartition_file_min_size: usize,
+        _output_ordering: Option<LexOrdering>,
+        _config: &FileScanConfig,
+    ) -> Result<Option<FileScanConfig>> {
+        Ok(None)
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+}
+
+/// Opens a natal partition's file: reads its pieces.
+struct NatalOpener {
+    source: NatalFileSource,
+    partition: usize,
+    limit: Option<usize>,
+}
+
+impl FileOpener for NatalOpener {
+    fn open(&self, file: PartitionedFile) -> Result<FileOpenFuture> {
+        let pieces = file.extension::<NatalPieces>().cloned().ok_or_else(|| {
+            datafusion::error::DataFusionError::Internal(format!(
+                "{} is not a natal partition (no pieces)",
+                file.object_meta.location
+            ))
+        })?;
+        let schema = self.source.table_schema.file_schema().clone();
+        let read = PartitionRead {
+            plan: &self.source.plan,
+            schema: &schema,
+            metrics: &self.source.metrics,
+            partition: self.partition,
+            limit: self.limit,
+        };
+        let stream = read.stream(pieces.0);
+        Ok(Box::pin(async move { Ok(stream) }))
+    }
+}
