@@ -111,16 +111,38 @@ struct S3Figures {
     server_copy_ms: f64,
 }
 
-async fn measure_s3(ctx: &SessionContext, root: &Path, s3_dir: &Path, table: &str) -> S3Figures {
-    let server = s3_server::S3Server::start_in(s3_dir, &["bench"], 1000)
-        .await
-        .expect("S3 server");
-    let bucket: Arc<dyn ObjectStore> = Arc::new(server.client("bench").expect("client"));
-    let bucket_url = url::Url::parse("s3://bench").expect("url");
-    ctx.register_object_store(&bucket_url, bucket.clone());
-    let in_bucket = SessionContext::new();
-    in_bucket.register_object_store(&bucket_url, bucket.clone());
-    natal::datafusion::register(&in_bucket, "s3://bench/natal").expect("catalog");
+/// The in-process S3 server the S3 figures use: its bucket `bench`, registered with the
+/// bench's session, and a session whose natal root is in the bucket.
+struct Bucket {
+    _server: s3_server::S3Server,
+    store: Arc<dyn ObjectStore>,
+    session: SessionContext,
+    /// The directory the server keeps the bucket's objects in.
+    dir: std::path::PathBuf,
+}
+
+impl Bucket {
+    async fn start(ctx: &SessionContext, dir: std::path::PathBuf) -> Self {
+        let server = s3_server::S3Server::start_in(&dir, &["bench"], 1000)
+            .await
+            .expect("S3 server");
+        let store: Arc<dyn ObjectStore> = Arc::new(server.client("bench").expect("client"));
+        let url = url::Url::parse("s3://bench").expect("url");
+        ctx.register_object_store(&url, store.clone());
+        let session = SessionContext::new();
+        session.register_object_store(&url, store.clone());
+        natal::datafusion::register(&session, "s3://bench/natal").expect("catalog");
+        Self {
+            _server: server,
+            store,
+            session,
+            dir,
+        }
+    }
+}
+
+async fn measure_s3(ctx: &SessionContext, root: &Path, s3: &Bucket, table: &str) -> S3Figures {
+    let bucket = &s3.store;
     let local: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new());
     let version = latest_version(ctx, table).await;
     let from = format!(
@@ -138,11 +160,11 @@ async fn measure_s3(ctx: &SessionContext, root: &Path, s3_dir: &Path, table: &st
         .await;
         into.push(ms(start));
         let start = Instant::now();
-        copy_files(&local, &from, &bucket, &format!("upload/{table}{run_no}")).await;
+        copy_files(&local, &from, bucket, &format!("upload/{table}{run_no}")).await;
         upload.push(ms(start));
         let start = Instant::now();
         run(
-            &in_bucket,
+            &s3.session,
             &format!(
                 "SELECT * FROM natal_clone('{table}_into0', '{table}_within{run_no}', {version}, 'deep')"
             ),
@@ -151,12 +173,12 @@ async fn measure_s3(ctx: &SessionContext, root: &Path, s3_dir: &Path, table: &st
         within.push(ms(start));
         let start = Instant::now();
         let copied = format!("natal/{table}_into0");
-        copy_files(&bucket, &copied, &bucket, &format!("copy/{table}{run_no}")).await;
+        copy_files(bucket, &copied, bucket, &format!("copy/{table}{run_no}")).await;
         server_copy.push(ms(start));
     }
     S3Figures {
         table: table.to_string(),
-        bytes: bytes_under(&s3_dir.join(format!("bench/natal/{table}_into0"))),
+        bytes: bytes_under(&s3.dir.join(format!("bench/natal/{table}_into0"))),
         into_ms: median(into),
         upload_ms: median(upload),
         within_ms: median(within),
@@ -348,10 +370,10 @@ async fn main() {
         }
     }
 
-    let s3_dir = dir.join("s3");
+    let bucket = Bucket::start(&ctx, dir.join("s3")).await;
     let mut over_s3 = Vec::new();
     for table in ["t", "b"] {
-        over_s3.push(measure_s3(&ctx, &root, &s3_dir, table).await);
+        over_s3.push(measure_s3(&ctx, &root, &bucket, table).await);
     }
     println!("\nDeep clones over S3 (the in-process S3 server on loopback), 8 files at once:\n");
     println!("| table | bytes | local → bucket: deep clone | upload | clone / upload | within the bucket: deep clone | server copy | clone / copy |");

@@ -433,19 +433,12 @@ async fn a_deep_clone_of_a_damaged_version_copies_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shallow_clone_plans_scans_as_its_source() {
     let (_dir, ctx) = catalog_session();
-    let mut statements = vec!["CREATE TABLE t (k BIGINT, v BIGINT)".to_string()];
-    for part in 0..5 {
-        statements.push(format!(
-            "INSERT INTO t SELECT value, value % 7 FROM generate_series({}, {})",
-            part * 1000,
-            part * 1000 + 999
-        ));
-    }
+    let mut statements = fragmented_table(5);
     statements.push("UPDATE t SET v = v + 1 WHERE k % 10 = 0".into());
     statements.push("SELECT * FROM natal_create_index('t', 'v', 'by_v')".into());
     statements.push("SELECT * FROM natal_clone('t', 'c')".into());
     for sql in statements {
-        answer_of(&ctx, sql).await;
+        answer(&ctx, &sql).await.unwrap();
     }
     for query in [
         "SELECT count(*) AS n, sum(v) AS s FROM {} WHERE k < 1500",
@@ -456,11 +449,7 @@ async fn a_shallow_clone_plans_scans_as_its_source() {
             let ctx = ctx.clone();
             let sql = format!("EXPLAIN {}", query.replace("{}", table));
             async move {
-                let batches = natal::datafusion::sql(&ctx, &sql).await.unwrap();
-                let batches = batches.collect().await.unwrap();
-                let text = arrow::util::pretty::pretty_format_batches(&batches)
-                    .unwrap()
-                    .to_string();
+                let text = answer(&ctx, &sql).await.unwrap();
                 let scan = text.lines().find(|l| l.contains("NatalScanExec"));
                 scan.map(str::to_string).unwrap_or(text)
             }
@@ -468,18 +457,13 @@ async fn a_shallow_clone_plans_scans_as_its_source() {
         let source = explain("t").await;
         assert!(source.contains("NatalScanExec"), "{source}");
         assert_eq!(explain("c").await, source, "{query}");
-        let answer = |table: &str| answer_of(&ctx, query.replace("{}", table));
-        assert_eq!(answer("c").await, answer("t").await, "{query}");
+        let on = |table: &str| query.replace("{}", table);
+        assert_eq!(
+            answer(&ctx, &on("c")).await.unwrap(),
+            answer(&ctx, &on("t")).await.unwrap(),
+            "{query}"
+        );
     }
-}
-
-/// `sql`'s answer, as text.
-async fn answer_of(ctx: &datafusion::prelude::SessionContext, sql: String) -> String {
-    let batches = natal::datafusion::sql(ctx, &sql).await.unwrap();
-    let batches = batches.collect().await.unwrap();
-    arrow::util::pretty::pretty_format_batches(&batches)
-        .unwrap()
-        .to_string()
 }
 
 /// Tables of the fixtures since 2026-12-04-clones, beside `t` and `b` in `dir`: `c`, a

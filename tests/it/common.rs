@@ -188,6 +188,26 @@ pub fn add_to_val(delta: i64) -> impl Fn(&RecordBatch) -> natal::Result<RecordBa
     }
 }
 
+/// `sql`'s answer through natal's SQL, as the text DataFusion prints.
+pub async fn answer(ctx: &SessionContext, sql: &str) -> datafusion::error::Result<String> {
+    let batches = natal::datafusion::sql(ctx, sql).await?.collect().await?;
+    Ok(arrow::util::pretty::pretty_format_batches(&batches)?.to_string())
+}
+
+/// A table `t (k BIGINT, v BIGINT)` of `fragments` fragments of 1,000 rows (`k` from 0,
+/// `v = k % 7`), one INSERT each: what to create it with.
+pub fn fragmented_table(fragments: i64) -> Vec<String> {
+    let mut statements = vec!["CREATE TABLE t (k BIGINT, v BIGINT)".to_string()];
+    statements.extend((0..fragments).map(|part| {
+        format!(
+            "INSERT INTO t SELECT value, value % 7 FROM generate_series({}, {})",
+            part * 1000,
+            part * 1000 + 999
+        )
+    }));
+    statements
+}
+
 /// Runs `sql` to completion, panicking with the statement on failure.
 pub async fn run(ctx: &SessionContext, sql: &str) {
     ctx.sql(sql)

@@ -39,19 +39,11 @@ async fn a_scan_as_a_file_scan_reads_its_partitions_and_only_those_kept() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(4));
     natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
-    let mut statements = vec!["CREATE TABLE t (k BIGINT, v BIGINT)".to_string()];
-    for part in 0..6 {
-        statements.push(format!(
-            "INSERT INTO t SELECT value, value % 7 FROM generate_series({}, {})",
-            part * 1000,
-            part * 1000 + 999
-        ));
-    }
+    let mut statements = crate::common::fragmented_table(6);
     statements.push("UPDATE t SET v = v + 10 WHERE k % 9 = 0".into());
     statements.push("DELETE FROM t WHERE k % 11 = 0".into());
     for sql in statements {
-        let frame = natal::datafusion::sql(&ctx, &sql).await.unwrap();
-        frame.collect().await.unwrap();
+        crate::common::answer(&ctx, &sql).await.unwrap();
     }
     for query in [
         "SELECT k, v FROM t",

@@ -299,11 +299,7 @@ async fn clones_cross_from_a_local_root_into_s3() {
     ctx.register_object_store(&bucket, target.client());
     let answer = |sql: String| {
         let ctx = ctx.clone();
-        async move {
-            let batches = natal::datafusion::sql(&ctx, &sql).await?.collect().await?;
-            let text = arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
-            Ok::<_, datafusion::error::DataFusionError>(text)
-        }
+        async move { crate::common::answer(&ctx, &sql).await }
     };
     answer("CREATE TABLE t (k BIGINT, v VARCHAR)".into())
         .await
@@ -359,11 +355,7 @@ async fn clones_within_a_bucket_copy_on_the_server() {
     let ctx = target.session();
     let answer = |sql: String| {
         let ctx = ctx.clone();
-        async move {
-            let batches = natal::datafusion::sql(&ctx, &sql).await?.collect().await?;
-            let text = arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
-            Ok::<_, datafusion::error::DataFusionError>(text)
-        }
+        async move { crate::common::answer(&ctx, &sql).await }
     };
     for sql in [
         "CREATE TABLE t (k BIGINT, v VARCHAR)",

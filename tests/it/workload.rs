@@ -8,16 +8,7 @@ use datafusion::prelude::SessionContext;
 
 /// Runs `sql`, returning its result as text (or the error's, prefixed `error:`).
 async fn answer(ctx: &SessionContext, sql: &str) -> String {
-    let result = match natal::datafusion::sql(ctx, sql).await {
-        Ok(frame) => frame.collect().await,
-        Err(e) => Err(e),
-    };
-    match result {
-        Ok(batches) => arrow::util::pretty::pretty_format_batches(&batches)
-            .map(|t| t.to_string())
-            .unwrap_or_else(|e| format!("error: {e}")),
-        Err(e) => format!("error: {e}"),
-    }
+    (crate::common::answer(ctx, sql).await).unwrap_or_else(|e| format!("error: {e}"))
 }
 
 /// Runs the workload in `ctx` (a session with natal registered over some root), its
