@@ -89,6 +89,10 @@ pub enum Error {
         /// The stored path.
         path: String,
     },
+    /// A plan sent by another process (a Ballista client, scheduler or executor) that this
+    /// natal cannot read: another natal build's, damaged, or not natal's.
+    #[error("cannot read the natal plan another process sent: {0}")]
+    PlanPayload(String),
     /// The caller's input cannot be applied (wrong schema, bad arguments, unknown rows).
     #[error("invalid input: {0}")]
     InvalidInput(String),

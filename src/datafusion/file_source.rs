@@ -11,13 +11,17 @@
 //! are already in it). It reads through the snapshot the plan holds, not the store
 //! DataFusion passes it.
 //!
-//! The provider still plans [`NatalScanExec`]; [`NatalScanExec::as_data_source`] makes
-//! this form of it, the one natal's plans take to a Ballista cluster.
+//! The provider plans [`NatalScanExec`]; [`NatalScanExec::as_data_source`] makes this form
+//! of it, the one natal's plans take to a Ballista cluster (a table decoded from a plan,
+//! `sent.rs`, plans it). Sent to an executor (`codec.rs`), the source holds what the
+//! provider was asked, and plans the scan again over the same version when first read.
 
 use std::fmt;
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::Statistics;
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{
     FileGroup, FileOpenFuture, FileOpener, FileScanConfig, FileScanConfigBuilder, FileSource,
@@ -34,6 +38,7 @@ use object_store::ObjectStore;
 use super::partitions::Piece;
 use super::scan::{NatalScanExec, PartitionRead};
 use super::scan_plan::ScanPlan;
+use super::sent::SentScan;
 use super::statistics::scan_statistics;
 
 /// The pieces of one natal partition: the payload of its file group's one file.
@@ -44,17 +49,86 @@ pub(crate) struct NatalPieces(pub Vec<Piece>);
 /// partition reads (those travel with the files) and the limit (the `FileScanConfig`'s).
 #[derive(Clone)]
 pub struct NatalFileSource {
-    plan: Arc<ScanPlan>,
+    scan: ScanSource,
     table_schema: TableSchema,
     metrics: ExecutionPlanMetricsSet,
+}
+
+/// Where a source's plan comes from.
+#[derive(Clone)]
+pub(crate) enum ScanSource {
+    /// Planned in this process, over a snapshot it holds.
+    Planned(Arc<ScanPlan>),
+    /// Sent by another process: planned again, over the same version, when first read.
+    Sent(Arc<SentScan>),
+}
+
+impl ScanSource {
+    fn version(&self) -> u64 {
+        match self {
+            ScanSource::Planned(plan) => plan.snapshot.version(),
+            ScanSource::Sent(sent) => sent.version(),
+        }
+    }
 }
 
 impl fmt::Debug for NatalFileSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NatalFileSource")
-            .field("version", &self.plan.snapshot.version())
+            .field("version", &self.scan.version())
             .finish_non_exhaustive()
     }
+}
+
+impl NatalFileSource {
+    /// Where its plan comes from.
+    pub(crate) fn scan(&self) -> &ScanSource {
+        &self.scan
+    }
+}
+
+/// A natal scan as a `DataSourceExec`: `groups[i]` (pieces, and their statistics when
+/// known) is partition `i`.
+pub(crate) fn data_source_exec(
+    scan: ScanSource,
+    schema: SchemaRef,
+    groups: Vec<(Vec<Piece>, Option<Statistics>)>,
+    limit: Option<usize>,
+    statistics: Option<Statistics>,
+) -> Arc<DataSourceExec> {
+    let version = scan.version();
+    let groups: Vec<FileGroup> = (groups.into_iter().enumerate())
+        .map(|(i, (pieces, statistics))| {
+            // A name that says what it is in EXPLAIN; nothing is read by it.
+            let file = PartitionedFile::new(format!("natal/v{version}/p{i}"), 0)
+                .with_extension(NatalPieces(pieces));
+            let group = FileGroup::new(vec![file]);
+            match statistics {
+                Some(statistics) => group.with_statistics(Arc::new(statistics)),
+                None => group,
+            }
+        })
+        .collect();
+    let source = NatalFileSource {
+        scan,
+        table_schema: TableSchema::from(schema.clone()),
+        metrics: ExecutionPlanMetricsSet::new(),
+    };
+    // The local file system's URL is always registered, so the scan opens anywhere;
+    // the source never uses the store it is given. A declared partitioning keeps each
+    // group in its partition: without one, DataFusion lets a partition's stream take
+    // other groups' files at run time (`enable_file_stream_work_stealing`), and a
+    // partition's rows would depend on which ran first.
+    let partitioning = Partitioning::UnknownPartitioning(groups.len());
+    let mut config =
+        FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
+            .with_output_partitioning(Some(partitioning))
+            .with_file_groups(groups)
+            .with_limit(limit);
+    if let Some(statistics) = statistics {
+        config = config.with_statistics(statistics);
+    }
+    DataSourceExec::from_data_source(config.build())
 }
 
 impl NatalScanExec {
@@ -64,39 +138,20 @@ impl NatalScanExec {
     pub fn as_data_source(&self) -> Arc<DataSourceExec> {
         let plan = self.plan();
         let schema = self.schema();
-        let version = plan.snapshot.version();
-        let groups: Vec<FileGroup> = (plan.partitions.iter().enumerate())
+        let groups = (plan.partitions.iter().enumerate())
             .map(|(i, pieces)| {
-                // A name that says what it is in EXPLAIN; nothing is read by it.
-                let file = PartitionedFile::new(format!("natal/v{version}/p{i}"), 0)
-                    .with_extension(NatalPieces(pieces.clone()));
                 let statistics = scan_statistics(plan, &schema, Some(i));
-                FileGroup::new(vec![file]).with_statistics(Arc::new(statistics))
+                (pieces.clone(), Some(statistics))
             })
             .collect();
-        let source = NatalFileSource {
-            plan: Arc::new(ScanPlan {
-                partitions: Vec::new(),
-                limit: None,
-                ..plan.clone()
-            }),
-            table_schema: TableSchema::from(schema.clone()),
-            metrics: ExecutionPlanMetricsSet::new(),
+        let statistics = scan_statistics(plan, &schema, None);
+        let shared = ScanPlan {
+            partitions: Vec::new(),
+            limit: None,
+            ..plan.clone()
         };
-        // The local file system's URL is always registered, so the scan opens anywhere;
-        // the source never uses the store it is given. A declared partitioning keeps each
-        // group in its partition: without one, DataFusion lets a partition's stream take
-        // other groups' files at run time (`enable_file_stream_work_stealing`), and a
-        // partition's rows would depend on which ran first.
-        let partitioning = Partitioning::UnknownPartitioning(groups.len());
-        let config =
-            FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
-                .with_output_partitioning(Some(partitioning))
-                .with_file_groups(groups)
-                .with_limit(plan.limit)
-                .with_statistics(scan_statistics(plan, &schema, None))
-                .build();
-        DataSourceExec::from_data_source(config)
+        let scan = ScanSource::Planned(Arc::new(shared));
+        data_source_exec(scan, schema, groups, plan.limit, Some(statistics))
     }
 }
 
@@ -132,7 +187,7 @@ impl FileSource for NatalFileSource {
     }
 
     fn fmt_extra(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, ", version={}", self.plan.snapshot.version())
+        write!(f, ", version={}", self.scan.version())
     }
 
     fn supports_repartitioning(&self) -> bool {
@@ -174,14 +229,21 @@ impl FileOpener for NatalOpener {
             ))
         })?;
         let schema = self.source.table_schema.file_schema().clone();
-        let read = PartitionRead {
-            plan: &self.source.plan,
-            schema: &schema,
-            metrics: &self.source.metrics,
-            partition: self.partition,
-            limit: self.limit,
-        };
-        let stream = read.stream(pieces.0);
-        Ok(Box::pin(async move { Ok(stream) }))
+        let (scan, metrics) = (self.source.scan.clone(), self.source.metrics.clone());
+        let (partition, limit) = (self.partition, self.limit);
+        Ok(Box::pin(async move {
+            let plan = match scan {
+                ScanSource::Planned(plan) => plan,
+                ScanSource::Sent(sent) => sent.plan().await?,
+            };
+            let read = PartitionRead {
+                plan: &plan,
+                schema: &schema,
+                metrics: &metrics,
+                partition,
+                limit,
+            };
+            Ok(read.stream(pieces.0))
+        }))
     }
 }

@@ -16,6 +16,9 @@ mod blob_ddl;
 mod blob_read;
 mod blob_sizes;
 mod catalog;
+#[cfg(feature = "ballista")]
+pub mod cluster;
+mod codec;
 mod damaged;
 mod declared;
 mod dml;
@@ -35,6 +38,7 @@ mod pushdown;
 mod rowid_list;
 mod scan;
 mod scan_plan;
+mod sent;
 mod statement;
 mod statistics;
 
@@ -50,6 +54,7 @@ pub use catalog::{
     location_url, names_a_file, resolve_location, url_creating_directory, NatalSchemaProvider,
     NatalTableFactory, TableKind, TableName,
 };
+pub use codec::{NatalLogicalCodec, NatalPhysicalCodec};
 pub use damaged::DamagedTable;
 pub use dml::{DmlExec, DmlKind, NatalSink};
 pub use external_blob::{ExternalBlobFunction, SessionStores};
@@ -60,6 +65,7 @@ pub use merge::MergeExec;
 pub use provider::{NatalTableProvider, ProviderView};
 pub use rowid_list::{FoldRowIdLists, RowIdIn};
 pub use scan::NatalScanExec;
+pub use sent::SentTable;
 pub use statement::{is_natal_statement, parse, rewrite, run_statement, sql};
 
 datafusion::common::extensions_options! {
@@ -120,6 +126,26 @@ pub fn open_table(ctx: &SessionContext, location: &str) -> Result<crate::table::
     Ok(crate::table::Table::open_with(store, path, options))
 }
 
+/// natal's scalar functions, which a session that plans or runs natal's plans needs:
+/// `natal_external_blob`, and `octet_length` reading a blob column's sizes — over
+/// `octet_length`, the session's own, unless that is natal's already.
+pub(crate) fn scalar_functions(
+    octet_length: Option<Arc<datafusion::logical_expr::ScalarUDF>>,
+) -> Vec<datafusion::logical_expr::ScalarUDF> {
+    let mut functions = vec![datafusion::logical_expr::ScalarUDF::new_from_impl(
+        ExternalBlobFunction::new(),
+    )];
+    let natal_already = |f: &Arc<datafusion::logical_expr::ScalarUDF>| {
+        f.inner().downcast_ref::<OctetLength>().is_some()
+    };
+    if let Some(strings) = octet_length.filter(|f| !natal_already(f)) {
+        functions.push(datafusion::logical_expr::ScalarUDF::new_from_impl(
+            OctetLength::new(strings),
+        ));
+    }
+    functions
+}
+
 /// Registers natal with a session: `STORED AS NATAL`, the tables under `root` (a directory
 /// or object-store URL) as the default schema, so `SELECT * FROM t` finds `<root>/t`, the
 /// [`DmlGuard`], the [`FoldRowIdLists`] rewrite and the `natal.*` options ([`NatalOptions`]).
@@ -177,17 +203,8 @@ pub fn register_with(ctx: &SessionContext, root: &str, options: CatalogOptions) 
         ctx.register_udtf(function.name(), function);
     }
     catalog.register_schema(&schema_name, tables)?;
-    ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
-        ExternalBlobFunction::new(),
-    ));
-    if let Some(strings) = ctx.udf("octet_length").ok().filter(|f| {
-        (f.inner().as_ref() as &dyn std::any::Any)
-            .downcast_ref::<OctetLength>()
-            .is_none()
-    }) {
-        ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
-            OctetLength::new(strings),
-        ));
+    for function in scalar_functions(ctx.udf("octet_length").ok()) {
+        ctx.register_udf(function);
     }
     ctx.add_analyzer_rule(Arc::new(DmlGuard));
     let state_ref = ctx.state_ref();

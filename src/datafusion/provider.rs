@@ -18,11 +18,11 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use super::dml::{DmlExec, DmlKind, NatalSink};
 use super::filter::ExprPredicate;
-use super::partitions::partition_fragments;
+use super::partitions::{partition_fragments, Piece};
 use super::pruning::prune_fragments;
 use super::pushdown::{classify, index_probe, Classified};
 use super::scan::NatalScanExec;
-use super::scan_plan::ScanPlan;
+use super::scan_plan::{ScanOrigin, ScanPlan};
 use crate::format::Fragment;
 use crate::table::{RowMatch, RowPredicate, Snapshot, Table, ROW_ADDR, ROW_ID};
 
@@ -114,6 +114,17 @@ impl NatalTableProvider {
         self
     }
 
+    /// This provider with its scans reading blob values as `references` say.
+    pub(super) fn reading_blobs_as(mut self, references: crate::BlobReferences) -> Self {
+        self.blob_references = references;
+        self
+    }
+
+    /// The snapshot it resolved when it was made: the version it pins, or the latest then.
+    pub(super) fn pinned_snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.clone()
+    }
+
     /// Its user columns (no system columns), as of the version it resolved.
     pub(super) fn schema_of_user_columns(&self) -> SchemaRef {
         self.snapshot.schema().to_arrow()
@@ -167,6 +178,17 @@ impl NatalTableProvider {
     /// system columns (what `delete_where`/`update_where` predicates see).
     pub(super) fn predicate_schema(&self) -> SchemaRef {
         table_schema(&self.snapshot, true)
+    }
+}
+
+/// Whether a natal scan applies `filter` itself: every filter but a volatile one
+/// (`random() < 0.1`: evaluating it twice would not be the same filter) and one calling an
+/// async function (only DataFusion's own async exec can evaluate it).
+pub(super) fn pushdown_of(filter: &Expr) -> TableProviderFilterPushDown {
+    if filter.is_volatile() || calls_async(filter) {
+        TableProviderFilterPushDown::Unsupported
+    } else {
+        TableProviderFilterPushDown::Exact
     }
 }
 
@@ -238,16 +260,7 @@ impl TableProvider for NatalTableProvider {
         // scan reads. A volatile one (`random() < 0.1`) stays with DataFusion: evaluating it
         // twice would not be the same filter. So does one calling an async function, which
         // only DataFusion's own async exec can evaluate.
-        Ok(filters
-            .iter()
-            .map(|f| {
-                if f.is_volatile() || calls_async(f) {
-                    TableProviderFilterPushDown::Unsupported
-                } else {
-                    TableProviderFilterPushDown::Exact
-                }
-            })
-            .collect())
+        Ok(filters.iter().map(|f| pushdown_of(f)).collect())
     }
 
     async fn scan(
@@ -260,92 +273,7 @@ impl TableProvider for NatalTableProvider {
         let snapshot = self.current().await?;
         let all: Vec<usize> = (0..self.schema.fields().len()).collect();
         let projection = projection.cloned().unwrap_or(all);
-        let output = Arc::new(self.schema.project(&projection)?);
-        // Scan order: user columns as projected, then _rowid, then _rowaddr.
-        let names: Vec<&str> = output.fields().iter().map(|f| f.name().as_str()).collect();
-        let columns: Vec<String> = names
-            .iter()
-            .filter(|n| **n != ROW_ID && **n != ROW_ADDR)
-            .map(|n| n.to_string())
-            .collect();
-        let with_row_id = names.contains(&ROW_ID);
-        let with_row_addr = names.contains(&ROW_ADDR);
-        let mut scan_order: Vec<&str> = columns.iter().map(String::as_str).collect();
-        if with_row_id {
-            scan_order.push(ROW_ID);
-        }
-        if with_row_addr {
-            scan_order.push(ROW_ADDR);
-        }
-        let output_order = names
-            .iter()
-            .map(|n| scan_order.iter().position(|s| s == n).unwrap_or(0))
-            .collect();
-        let Classified {
-            row_ids,
-            row_id_range: row_id_range_all,
-            column_filters,
-        } = classify(filters);
-        let index = index_probe(&snapshot, &column_filters).map(Arc::new);
-        let candidates: Vec<&Fragment> = snapshot.manifest().fragments.iter().collect();
-        let conjunction = column_filters.into_iter().reduce(|a, b| a.and(b));
-        let keep = match &conjunction {
-            Some(conjunction) => {
-                let df_schema = DFSchema::try_from(self.predicate_schema().as_ref().clone())?;
-                let predicate = state.create_physical_expr(conjunction.clone(), &df_schema)?;
-                prune_fragments(
-                    &candidates,
-                    snapshot.schema(),
-                    predicate,
-                    self.predicate_schema(),
-                )
-            }
-            None => vec![true; candidates.len()],
-        };
-        let filter = conjunction
-            .map(|c| ExprPredicate::try_new(state, &snapshot, c).map(Arc::new))
-            .transpose()?;
-        let fragments: Vec<&Fragment> = candidates
-            .iter()
-            .zip(&keep)
-            .filter(|(_, keep)| **keep)
-            .map(|(f, _)| *f)
-            .collect();
-        let fragments_pruned = candidates.len() - fragments.len();
-        // A take reads few rows: splitting its fragments would only add readers.
-        let partition_count = if row_ids.is_some() {
-            state
-                .config()
-                .target_partitions()
-                .clamp(1, fragments.len().max(1))
-        } else {
-            state.config().target_partitions()
-        };
-        let partitions = partition_fragments(&fragments, partition_count);
-        let plan = ScanPlan {
-            snapshot,
-            columns,
-            with_row_id,
-            with_row_addr,
-            output_order,
-            row_ids,
-            row_id_range: row_id_range_all,
-            partitions,
-            fragments_pruned,
-            filter,
-            index,
-            // Every filter DataFusion handed over is applied here, so a limit is too.
-            limit,
-            filter_selectivity: f64::from(
-                state
-                    .config_options()
-                    .optimizer
-                    .default_filter_selectivity
-                    .min(100),
-            ) / 100.0,
-            blob_sizes: Vec::new(),
-            blob_references: self.blob_references,
-        };
+        let (plan, output) = self.plan_scan(state, snapshot, &projection, filters, limit, None)?;
         Ok(Arc::new(NatalScanExec::new(plan, output)))
     }
 
@@ -443,6 +371,121 @@ impl TableProvider for NatalTableProvider {
 }
 
 impl NatalTableProvider {
+    /// The plan of a scan of `snapshot` (a version of this provider's table with its
+    /// schema) and its output schema: `projection` of the provider's columns, `filters`
+    /// (all applied by the scan), at most `limit` rows; `partitions` as given, or of about
+    /// equal bytes for the session's target partitions. Planning the same arguments over
+    /// the same version makes the same plan, in any process.
+    pub(super) fn plan_scan(
+        &self,
+        state: &dyn Session,
+        snapshot: Arc<Snapshot>,
+        projection: &[usize],
+        filters: &[Expr],
+        limit: Option<usize>,
+        partitions: Option<Vec<Vec<Piece>>>,
+    ) -> Result<(ScanPlan, SchemaRef)> {
+        let output = Arc::new(self.schema.project(projection)?);
+        // Scan order: user columns as projected, then _rowid, then _rowaddr.
+        let names: Vec<&str> = output.fields().iter().map(|f| f.name().as_str()).collect();
+        let columns: Vec<String> = names
+            .iter()
+            .filter(|n| **n != ROW_ID && **n != ROW_ADDR)
+            .map(|n| n.to_string())
+            .collect();
+        let with_row_id = names.contains(&ROW_ID);
+        let with_row_addr = names.contains(&ROW_ADDR);
+        let mut scan_order: Vec<&str> = columns.iter().map(String::as_str).collect();
+        if with_row_id {
+            scan_order.push(ROW_ID);
+        }
+        if with_row_addr {
+            scan_order.push(ROW_ADDR);
+        }
+        let output_order = names
+            .iter()
+            .map(|n| scan_order.iter().position(|s| s == n).unwrap_or(0))
+            .collect();
+        let Classified {
+            row_ids,
+            row_id_range: row_id_range_all,
+            column_filters,
+        } = classify(filters);
+        let index = index_probe(&snapshot, &column_filters).map(Arc::new);
+        let candidates: Vec<&Fragment> = snapshot.manifest().fragments.iter().collect();
+        let conjunction = column_filters.into_iter().reduce(|a, b| a.and(b));
+        let keep = match (&conjunction, &partitions) {
+            (Some(conjunction), None) => {
+                let df_schema = DFSchema::try_from(self.predicate_schema().as_ref().clone())?;
+                let predicate = state.create_physical_expr(conjunction.clone(), &df_schema)?;
+                prune_fragments(
+                    &candidates,
+                    snapshot.schema(),
+                    predicate,
+                    self.predicate_schema(),
+                )
+            }
+            // Given pieces were pruned where they were planned.
+            _ => vec![true; candidates.len()],
+        };
+        let filter = conjunction
+            .map(|c| ExprPredicate::try_new(state, &snapshot, c).map(Arc::new))
+            .transpose()?;
+        let fragments: Vec<&Fragment> = candidates
+            .iter()
+            .zip(&keep)
+            .filter(|(_, keep)| **keep)
+            .map(|(f, _)| *f)
+            .collect();
+        let fragments_pruned = candidates.len() - fragments.len();
+        let partitions = match partitions {
+            Some(given) => given,
+            None => {
+                // A take reads few rows: splitting its fragments would only add readers.
+                let partition_count = if row_ids.is_some() {
+                    state
+                        .config()
+                        .target_partitions()
+                        .clamp(1, fragments.len().max(1))
+                } else {
+                    state.config().target_partitions()
+                };
+                partition_fragments(&fragments, partition_count)
+            }
+        };
+        let plan = ScanPlan {
+            snapshot,
+            origin: ScanOrigin {
+                table: self.table.clone(),
+                system_columns: self.view.system_columns,
+                projection: projection.to_vec(),
+                filters: filters.to_vec(),
+            },
+            columns,
+            with_row_id,
+            with_row_addr,
+            output_order,
+            row_ids,
+            row_id_range: row_id_range_all,
+            partitions,
+            fragments_pruned,
+            filter,
+            index,
+            // Every filter DataFusion handed over is applied here, so a limit is too.
+            limit,
+            filter_selectivity: f64::from(
+                state
+                    .config_options()
+                    .optimizer
+                    .default_filter_selectivity
+                    .min(100),
+            ) / 100.0,
+            blob_sizes: Vec::new(),
+            blob_references: self.blob_references,
+        };
+        Ok((plan, output))
+    }
+
     /// The handle a write runs on: with the session's merging policy
     /// (`SET natal.merge_fan_in`), where the session has natal's options.
     fn writer(&self, state: &dyn Session) -> Result<Table> {

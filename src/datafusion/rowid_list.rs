@@ -77,19 +77,28 @@ impl RowIdIn {
 
     /// The function, as a call on `row_id` (the ids in any order, repeats allowed).
     pub fn call(row_id: Expr, ids: impl IntoIterator<Item = u64>) -> Expr {
+        Expr::ScalarFunction(ScalarFunction::new_udf(
+            Arc::new(Self::function(ids)),
+            vec![row_id],
+        ))
+    }
+
+    /// The function holding `ids` (in any order, repeats allowed).
+    pub fn function(ids: impl IntoIterator<Item = u64>) -> ScalarUDF {
         let mut ids: Vec<u64> = ids.into_iter().collect();
         ids.sort_unstable();
         ids.dedup();
-        let function = Self {
+        ScalarUDF::new_from_impl(Self {
             // One UInt64 argument, built by the rewrite with its final type.
             signature: Signature::any(1, Volatility::Immutable),
             name: name_of(&ids),
             ids: ids.into(),
-        };
-        Expr::ScalarFunction(ScalarFunction::new_udf(
-            Arc::new(ScalarUDF::new_from_impl(function)),
-            vec![row_id],
-        ))
+        })
+    }
+
+    /// The ids it holds, sorted and distinct.
+    pub fn ids(&self) -> &[u64] {
+        &self.ids
     }
 }
 

@@ -8,12 +8,26 @@ use std::sync::Arc;
 use super::filter::ExprPredicate;
 use super::partitions::Piece;
 use crate::rowid::RowIdSet;
-use crate::table::{IndexProbe, Snapshot};
+use crate::table::{IndexProbe, Snapshot, Table};
+
+/// A scan as its provider was asked for it (`TableProvider::scan`), with the table it read.
+#[derive(Debug, Clone)]
+pub(crate) struct ScanOrigin {
+    pub table: Table,
+    /// The `t$rows` face: system columns after the user columns.
+    pub system_columns: bool,
+    /// Positions in the provider's columns, in output order.
+    pub projection: Vec<usize>,
+    /// Every filter handed to the scan (all applied by it).
+    pub filters: Vec<datafusion::logical_expr::Expr>,
+}
 
 /// How the scan reads a snapshot; built by the table provider.
 #[derive(Debug, Clone)]
 pub(crate) struct ScanPlan {
     pub snapshot: Arc<Snapshot>,
+    /// What the provider was asked: another process plans the scan again from it.
+    pub origin: ScanOrigin,
     /// User columns to read, in scan order.
     pub columns: Vec<String>,
     pub with_row_id: bool,

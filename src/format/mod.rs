@@ -23,6 +23,7 @@ mod stored;
 mod stored_type;
 mod type_text;
 mod unresolved;
+mod wire;
 
 #[allow(clippy::all, missing_docs)]
 mod proto {
@@ -61,6 +62,10 @@ pub use stored::{
 };
 pub use stored_type::{stored_as, MONTH_DAY_NANO_BYTES};
 pub use unresolved::{row_ids_held_by, RowIdsRead, RowIdsToRead, Unresolved};
+pub use wire::{
+    decode_row_ids, encode_row_ids, is_wire_payload, WirePiece, WireScan, WireTable, WIRE_MAGIC,
+    WIRE_VERSION,
+};
 
 #[cfg(test)]
 mod roundtrip_tests;

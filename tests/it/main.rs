@@ -9,6 +9,9 @@ mod blob_reuse;
 mod blob_rewrite;
 mod cli;
 mod clone;
+#[cfg(feature = "ballista")]
+mod cluster;
+mod codec;
 mod commit_outcome;
 mod common;
 mod concurrency;

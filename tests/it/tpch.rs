@@ -4,7 +4,7 @@
 //! values, deletes and re-inserts, compaction). Answers only; the bench times them.
 
 #[path = "../../benches/tpch/mod.rs"]
-mod harness;
+pub(crate) mod harness;
 
 use harness::Dirs;
 

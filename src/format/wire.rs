@@ -1,0 +1,260 @@
+//! What natal's plans carry between processes (a Ballista client, scheduler and executors):
+//! a table pinned at a version, and a scan as its provider planned it. Not stored: a payload
+//! lives as long as one query. It opens with [`WIRE_MAGIC`] and a wire version, so a
+//! payload from another natal build, or none of natal's, is refused by name, never misread.
+
+use std::ops::Range;
+
+use prost::Message;
+
+use super::proto;
+use crate::error::{Error, Result};
+
+/// The first bytes of every payload. Its zero first byte is a field tag no protobuf message
+/// starts with, so a codec can tell natal's payloads from those it hands on.
+pub const WIRE_MAGIC: [u8; 4] = [0x00, b'N', b'T', b'L'];
+
+/// The wire version this natal writes and reads; any change to the messages bumps it.
+pub const WIRE_VERSION: u8 = 1;
+
+/// A table a query reads, pinned at the version the query was planned at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireTable {
+    /// The table's root as a URL.
+    pub url: String,
+    /// The version every task reads.
+    pub version: u64,
+    /// `_rowid` and `_rowaddr` follow the user columns (the `t$rows` face).
+    pub system_columns: bool,
+}
+
+/// One partition's share of a fragment: every row, or the offsets in `rows`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WirePiece {
+    /// The fragment's id.
+    pub fragment: u64,
+    /// `None`: every row.
+    pub rows: Option<Range<u32>>,
+}
+
+/// A scan as its table provider planned it, to be planned again over the same version and
+/// read piece for piece.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireScan {
+    /// The table and version.
+    pub table: WireTable,
+    /// Positions in the table's columns (system columns last), in output order.
+    pub projection: Vec<usize>,
+    /// The filters handed to the scan, each encoded by the caller (DataFusion's own
+    /// expression encoding).
+    pub filters: Vec<Vec<u8>>,
+    /// At most this many rows.
+    pub limit: Option<usize>,
+    /// Blob columns read as their values' sizes.
+    pub blob_sizes: Vec<String>,
+    /// 0: blob values as bytes; 1: external values as references; 2: stored ones too.
+    pub blob_references: u32,
+    /// The output schema, encoded by the caller.
+    pub output_schema: Vec<u8>,
+    /// Each partition's pieces.
+    pub partitions: Vec<Vec<WirePiece>>,
+}
+
+impl WireTable {
+    /// The payload: magic, wire version, message.
+    pub fn encode(&self) -> Vec<u8> {
+        sealed(&table_to_proto(self))
+    }
+
+    /// Reads a payload [`Self::encode`] wrote.
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        table_from_proto(unsealed::<proto::WireTable>(bytes)?)
+    }
+}
+
+impl WireScan {
+    /// The payload: magic, wire version, message.
+    pub fn encode(&self) -> Vec<u8> {
+        let message = proto::WireScan {
+            table: Some(table_to_proto(&self.table)),
+            projection: self.projection.iter().map(|&p| p as u32).collect(),
+            filters: self.filters.clone(),
+            limit: self.limit.map(|l| l as u64),
+            blob_sizes: self.blob_sizes.clone(),
+            blob_references: self.blob_references,
+            output_schema: self.output_schema.clone(),
+            partitions: (self.partitions.iter())
+                .map(|pieces| proto::WirePartition {
+                    pieces: pieces.iter().map(piece_to_proto).collect(),
+                })
+                .collect(),
+        };
+        sealed(&message)
+    }
+
+    /// Reads a payload [`Self::encode`] wrote.
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        let message = unsealed::<proto::WireScan>(bytes)?;
+        let table = message
+            .table
+            .ok_or_else(|| bad("a scan without its table"))?;
+        let partitions = (message.partitions.into_iter())
+            .map(|p| p.pieces.into_iter().map(piece_from_proto).collect())
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            table: table_from_proto(table)?,
+            projection: message.projection.iter().map(|&p| p as usize).collect(),
+            filters: message.filters,
+            limit: (message.limit)
+                .map(|l| usize::try_from(l).map_err(|_| bad("a limit beyond this machine")))
+                .transpose()?,
+            blob_sizes: message.blob_sizes,
+            blob_references: message.blob_references,
+            output_schema: message.output_schema,
+            partitions,
+        })
+    }
+}
+
+/// The payload of a set of row ids (`natal_rowid_in`'s).
+pub fn encode_row_ids(ids: &[u64]) -> Vec<u8> {
+    sealed(&proto::WireRowIds { ids: ids.to_vec() })
+}
+
+/// Reads a payload [`encode_row_ids`] wrote.
+pub fn decode_row_ids(bytes: &[u8]) -> Result<Vec<u64>> {
+    Ok(unsealed::<proto::WireRowIds>(bytes)?.ids)
+}
+
+/// True when `bytes` open with [`WIRE_MAGIC`]: natal's, whatever its wire version.
+pub fn is_wire_payload(bytes: &[u8]) -> bool {
+    bytes.starts_with(&WIRE_MAGIC)
+}
+
+fn bad(reason: &str) -> Error {
+    Error::PlanPayload(reason.to_string())
+}
+
+fn sealed(message: &impl Message) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(WIRE_MAGIC.len() + 1 + message.encoded_len());
+    bytes.extend_from_slice(&WIRE_MAGIC);
+    bytes.push(WIRE_VERSION);
+    message.encode(&mut bytes).expect("a Vec grows to fit");
+    bytes
+}
+
+fn unsealed<M: Message + Default>(bytes: &[u8]) -> Result<M> {
+    let Some(rest) = bytes.strip_prefix(&WIRE_MAGIC) else {
+        return Err(bad("not a natal payload"));
+    };
+    match rest.split_first() {
+        Some((&WIRE_VERSION, message)) => {
+            M::decode(message).map_err(|e| Error::PlanPayload(format!("damaged: {e}")))
+        }
+        Some((other, _)) => Err(Error::PlanPayload(format!(
+            "wire version {other} is another natal's (this one reads {WIRE_VERSION}): run \
+             the same natal build on the client, the scheduler and every executor"
+        ))),
+        None => Err(bad("truncated before its wire version")),
+    }
+}
+
+fn table_to_proto(table: &WireTable) -> proto::WireTable {
+    proto::WireTable {
+        url: table.url.clone(),
+        version: table.version,
+        system_columns: table.system_columns,
+    }
+}
+
+fn table_from_proto(table: proto::WireTable) -> Result<WireTable> {
+    if table.url.is_empty() {
+        return Err(bad("a table without its URL"));
+    }
+    Ok(WireTable {
+        url: table.url,
+        version: table.version,
+        system_columns: table.system_columns,
+    })
+}
+
+fn piece_to_proto(piece: &WirePiece) -> proto::WirePiece {
+    proto::WirePiece {
+        fragment: piece.fragment,
+        start: piece.rows.as_ref().map(|r| r.start),
+        end: piece.rows.as_ref().map(|r| r.end),
+    }
+}
+
+fn piece_from_proto(piece: proto::WirePiece) -> Result<WirePiece> {
+    let rows = match (piece.start, piece.end) {
+        (None, None) => None,
+        (Some(start), Some(end)) if start < end => Some(start..end),
+        _ => return Err(bad("a piece whose rows are not a range")),
+    };
+    Ok(WirePiece {
+        fragment: piece.fragment,
+        rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan() -> WireScan {
+        WireScan {
+            table: WireTable {
+                url: "s3://bucket/warehouse/t".into(),
+                version: 7,
+                system_columns: true,
+            },
+            projection: vec![2, 0, 4],
+            filters: vec![vec![1, 2, 3], vec![]],
+            limit: Some(10),
+            blob_sizes: vec!["image".into()],
+            blob_references: 2,
+            output_schema: vec![9, 9],
+            partitions: vec![
+                vec![WirePiece {
+                    fragment: 0,
+                    rows: None,
+                }],
+                vec![],
+                vec![WirePiece {
+                    fragment: 3,
+                    rows: Some(5..9),
+                }],
+            ],
+        }
+    }
+
+    #[test]
+    fn payloads_round_trip() {
+        let scan = scan();
+        assert_eq!(WireScan::decode(&scan.encode()).unwrap(), scan);
+        assert_eq!(WireTable::decode(&scan.table.encode()).unwrap(), scan.table);
+        assert!(is_wire_payload(&scan.encode()));
+        let ids = [1, 5, u64::MAX];
+        assert_eq!(decode_row_ids(&encode_row_ids(&ids)).unwrap(), ids);
+    }
+
+    #[test]
+    fn foreign_damaged_and_other_version_payloads_are_refused_by_name() {
+        let mut other = scan().encode();
+        other[WIRE_MAGIC.len()] = WIRE_VERSION + 1;
+        let message = WireScan::decode(&other).unwrap_err().to_string();
+        assert!(message.contains("another natal"), "{message}");
+        let encoded = scan().encode();
+        for cut in [0, 3, 5, encoded.len() / 2, encoded.len() - 1] {
+            assert!(matches!(
+                WireScan::decode(&encoded[..cut]),
+                Err(Error::PlanPayload(_))
+            ));
+        }
+        assert!(matches!(
+            WireTable::decode(b"\x0a\x03abc"),
+            Err(Error::PlanPayload(_))
+        ));
+    }
+}

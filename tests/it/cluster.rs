@@ -1,0 +1,220 @@
+//! natal on an in-process Ballista cluster (cargo feature `ballista`): one scheduler and two
+//! executors, each on its own runtime, none sharing the client's, built from Ballista's own
+//! library with natal's codecs, settings and functions installed. natal SQL on the cluster
+//! answers row for row (duplicates counted) as a local session does; writes are refused.
+
+use std::sync::Arc;
+
+use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
+use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use natal::datafusion::{cluster, CatalogOptions};
+
+/// A scheduler and executors, each on a runtime of its own in a thread of its own; all
+/// stopped when dropped.
+struct Cluster {
+    port: u16,
+    stops: Vec<tokio::sync::oneshot::Sender<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// Runs `work` on a new 2-thread runtime in a new thread, until `work` ends.
+fn on_own_runtime<F>(work: F) -> std::thread::JoinHandle<()>
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(work);
+        runtime.shutdown_background();
+    })
+}
+
+impl Cluster {
+    fn start(executors: usize) -> Self {
+        let mut stops = Vec::new();
+        let mut threads = Vec::new();
+        let (port_tx, port_rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        stops.push(stop);
+        threads.push(on_own_runtime(async move {
+            let runtime = Arc::new(RuntimeEnv::default());
+            let address = ballista_scheduler::standalone::new_standalone_scheduler_with_builder(
+                cluster::scheduler_session_builder(runtime),
+                Arc::new(cluster::session_config),
+                cluster::codec(),
+            )
+            .await
+            .expect("the scheduler starts");
+            port_tx.send(address.port()).expect("the test waits");
+            let _ = stopped.await;
+        }));
+        let port = port_rx.recv().expect("the scheduler's port");
+        for _ in 0..executors {
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            stops.push(stop);
+            threads.push(on_own_runtime(async move {
+                // Connected from this runtime: the channel's worker runs where it connects.
+                let scheduler = SchedulerGrpcClient::connect(format!("http://localhost:{port}"))
+                    .await
+                    .expect("the executor reaches the scheduler");
+                let runtime = Arc::new(RuntimeEnv::default());
+                let stores = runtime.clone();
+                ballista_executor::new_standalone_executor_from_builder(
+                    scheduler,
+                    2,
+                    Arc::new(cluster::session_config),
+                    Arc::new(move |_| Ok(stores.clone())),
+                    cluster::codec(),
+                    cluster::executor_functions(runtime).expect("natal's functions"),
+                )
+                .await
+                .expect("the executor starts");
+                let _ = stopped.await;
+            }));
+        }
+        Self {
+            port,
+            stops,
+            threads,
+        }
+    }
+
+    /// A client session on this cluster with natal over `root`.
+    async fn client(&self, root: &str) -> SessionContext {
+        cluster::connect(
+            &format!("df://localhost:{}", self.port),
+            root,
+            Arc::new(RuntimeEnv::default()),
+            CatalogOptions::default(),
+        )
+        .await
+        .expect("a client session")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for stop in self.stops.drain(..) {
+            let _ = stop.send(());
+        }
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// `sql`'s rows on `ctx` as sorted lines (a multiset: duplicates kept).
+async fn rows(ctx: &SessionContext, sql: &str) -> Vec<String> {
+    let batches = natal::datafusion::sql(ctx, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let text = arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string();
+    let mut rows: Vec<String> = (text.lines())
+        .filter(|l| l.starts_with('|'))
+        .skip(1)
+        .map(str::to_string)
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn natal_sql_on_a_ballista_cluster_answers_as_a_local_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let local = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(4));
+    natal::datafusion::register(&local, root).unwrap();
+    let mut statements = crate::common::fragmented_table(8);
+    statements.extend([
+        "UPDATE t SET v = v + 10 WHERE k % 9 = 0".to_string(),
+        "DELETE FROM t WHERE k % 11 = 0".to_string(),
+        "CREATE TABLE u (k BIGINT, name VARCHAR)".to_string(),
+        "INSERT INTO u SELECT value * 3, 'n' || value FROM generate_series(0, 2999)".to_string(),
+        "SELECT * FROM natal_create_index('u', 'name')".to_string(),
+    ]);
+    for sql in &statements {
+        crate::common::answer(&local, sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let cluster = Cluster::start(2);
+    let remote = cluster.client(root).await;
+    let planned = natal::datafusion::sql(&remote, "SELECT k FROM t")
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    assert_eq!(
+        planned.name(),
+        "DistributedQueryExec",
+        "the cluster runs it"
+    );
+    let queries = [
+        "SELECT k, v FROM t",
+        "SELECT count(*), sum(k), min(v), max(v) FROM t",
+        "SELECT v, count(*) FROM t WHERE k BETWEEN 1500 AND 6500 GROUP BY v",
+        "SELECT _rowid, _rowaddr, k FROM \"t$rows\" WHERE v >= 10",
+        "SELECT _rowid, k, v FROM \"t$rows\" WHERE _rowid IN (9, 18, 4294967296, 12884901895)",
+        "SELECT t.k, t.v, u.name FROM t JOIN u ON t.k = u.k WHERE t.v < 4",
+        "SELECT count(*) FROM \"t@v4\"",
+        "SELECT k, name FROM u WHERE name = 'n1234'",
+        "SELECT k FROM t ORDER BY k DESC LIMIT 25",
+    ];
+    for query in queries {
+        let expected = rows(&local, query).await;
+        assert!(!expected.is_empty(), "{query}");
+        assert_eq!(rows(&remote, query).await, expected, "{query}");
+    }
+    // Writes stay with a local session: refused on the cluster, and nothing changes.
+    let before = rows(&local, "SELECT count(*) FROM t").await;
+    for write in [
+        "INSERT INTO t VALUES (1, 1)",
+        "DELETE FROM t WHERE k = 5",
+        "UPDATE t SET v = 0 WHERE k = 5",
+    ] {
+        let refused = async {
+            natal::datafusion::sql(&remote, write)
+                .await?
+                .collect()
+                .await
+        }
+        .await;
+        let message = refused.expect_err(write).to_string();
+        assert!(message.contains("Ballista cluster"), "{write}: {message}");
+    }
+    assert_eq!(rows(&local, "SELECT count(*) FROM t").await, before);
+    drop(remote);
+    drop(cluster);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_22_tpch_queries_answer_on_the_cluster_as_locally() {
+    use crate::tpch::harness;
+    const SF: f64 = 0.01;
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = harness::Dirs::under(dir.path());
+    harness::load(&dirs, SF).await.expect("load");
+    let local = harness::natal_session(&dirs).expect("session");
+    let cluster = Cluster::start(2);
+    let remote = cluster.client(&dirs.natal.to_string_lossy()).await;
+    for q in 1..=22 {
+        let query = harness::query(q, SF);
+        let expected =
+            harness::canonical(&local.sql(&query).await.unwrap().collect().await.unwrap()).unwrap();
+        let on_cluster = async { remote.sql(&query).await?.collect().await }
+            .await
+            .unwrap_or_else(|e| panic!("q{q} on the cluster: {e}"));
+        assert_eq!(harness::canonical(&on_cluster).unwrap(), expected, "q{q}");
+    }
+}
