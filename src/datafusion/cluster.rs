@@ -35,13 +35,15 @@ pub fn codec() -> BallistaCodec {
     BallistaCodec::new(logical_codec(), physical_codec())
 }
 
-fn logical_codec() -> Arc<NatalLogicalCodec> {
+/// natal's logical codec around Ballista's.
+pub fn logical_codec() -> Arc<NatalLogicalCodec> {
     Arc::new(NatalLogicalCodec::new(Arc::new(
         BallistaLogicalExtensionCodec::default(),
     )))
 }
 
-fn physical_codec() -> Arc<NatalPhysicalCodec> {
+/// natal's physical codec around Ballista's.
+pub fn physical_codec() -> Arc<NatalPhysicalCodec> {
     Arc::new(NatalPhysicalCodec::new(Arc::new(
         BallistaPhysicalExtensionCodec::default(),
     )))
@@ -102,4 +104,151 @@ pub async fn connect(
     let local = SessionContext::new_with_state(session_state(session_config(), runtime)?);
     super::register_with(&local, root, options)?;
     SessionContext::remote_with_state(scheduler_url, local.state()).await
+}
+
+/// Runs a Ballista scheduler with natal's codecs, settings and functions (over `runtime`'s
+/// stores) at `config.bind_host:bind_port`, until it fails. A job that is running when an
+/// executor is lost fails: Ballista 55's recovery of such a job may count rows twice
+/// (its static planner re-runs a stage whose earlier outputs its next stage still holds)
+/// or never finish (its adaptive planner), so the query is cancelled instead — the client
+/// gets an error and runs it again.
+pub async fn run_scheduler(
+    mut config: ballista_scheduler::config::SchedulerConfig,
+    runtime: Arc<RuntimeEnv>,
+) -> Result<()> {
+    use ballista_scheduler::cluster::BallistaCluster;
+    use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service};
+
+    let ballista = |e: ballista_core::error::BallistaError| {
+        datafusion::error::DataFusionError::External(Box::new(e))
+    };
+    config.override_config_producer = Some(Arc::new(session_config));
+    config.override_session_builder = Some(scheduler_session_builder(runtime));
+    config.override_logical_codec = Some(logical_codec());
+    config.override_physical_codec = Some(physical_codec());
+    let address: std::net::SocketAddr = format!("{}:{}", config.bind_host, config.bind_port)
+        .parse()
+        .map_err(|e| datafusion::error::DataFusionError::Configuration(format!("{e}")))?;
+    config.validate().map_err(ballista)?;
+    let memory = BallistaCluster::new_from_config(&config)
+        .await
+        .map_err(ballista)?;
+    let server = Arc::new(std::sync::OnceLock::new());
+    let cluster_state = Arc::new(lost_executor::CancelOnLostExecutor::new(
+        memory.cluster_state(),
+        server.clone(),
+    ));
+    let cluster = BallistaCluster::new(cluster_state, memory.job_state());
+    let scheduler = create_scheduler(cluster, Arc::new(config))
+        .await
+        .map_err(ballista)?;
+    let _ = server.set(scheduler.clone());
+    start_grpc_service(address, scheduler)
+        .await
+        .map_err(ballista)
+}
+
+mod lost_executor {
+    //! A scheduler's executor registry that cancels the running jobs when it removes an
+    //! executor, before the scheduler hears the executor is lost (`run_scheduler` says why).
+
+    use std::collections::{HashMap, HashSet};
+    use std::sync::{Arc, OnceLock};
+
+    use ballista_core::error::Result;
+    use ballista_core::serde::protobuf::ExecutorHeartbeat;
+    use ballista_core::serde::scheduler::{ExecutorData, ExecutorMetadata};
+    use ballista_core::JobId;
+    use ballista_scheduler::cluster::{BoundTask, ClusterState, ClusterStateEventStream};
+    use ballista_scheduler::config::TaskDistributionPolicy;
+    use ballista_scheduler::scheduler_server::SchedulerServer;
+    use ballista_scheduler::state::task_manager::JobInfoCache;
+    use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
+
+    type Server = SchedulerServer<LogicalPlanNode, PhysicalPlanNode>;
+
+    pub(super) struct CancelOnLostExecutor {
+        inner: Arc<dyn ClusterState>,
+        /// Set once the scheduler exists (it is built over this registry).
+        server: Arc<OnceLock<Server>>,
+    }
+
+    impl CancelOnLostExecutor {
+        pub(super) fn new(inner: Arc<dyn ClusterState>, server: Arc<OnceLock<Server>>) -> Self {
+            Self { inner, server }
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ClusterState for CancelOnLostExecutor {
+        async fn init(&self) -> Result<()> {
+            self.inner.init().await
+        }
+
+        async fn bind_schedulable_tasks(
+            &self,
+            distribution: TaskDistributionPolicy,
+            active_jobs: Arc<HashMap<JobId, JobInfoCache>>,
+            executors: Option<HashSet<String>>,
+        ) -> Result<Vec<BoundTask>> {
+            (self.inner)
+                .bind_schedulable_tasks(distribution, active_jobs, executors)
+                .await
+        }
+
+        async fn unbind_tasks(&self, executor_slots: Vec<(String, u32)>) -> Result<()> {
+            self.inner.unbind_tasks(executor_slots).await
+        }
+
+        async fn register_executor(
+            &self,
+            metadata: ExecutorMetadata,
+            spec: ExecutorData,
+        ) -> Result<()> {
+            self.inner.register_executor(metadata, spec).await
+        }
+
+        async fn save_executor_metadata(&self, metadata: ExecutorMetadata) -> Result<()> {
+            self.inner.save_executor_metadata(metadata).await
+        }
+
+        async fn get_executor_metadata(&self, executor_id: &str) -> Result<ExecutorMetadata> {
+            self.inner.get_executor_metadata(executor_id).await
+        }
+
+        async fn registered_executor_metadata(&self) -> Vec<ExecutorMetadata> {
+            self.inner.registered_executor_metadata().await
+        }
+
+        async fn save_executor_heartbeat(&self, heartbeat: ExecutorHeartbeat) -> Result<()> {
+            self.inner.save_executor_heartbeat(heartbeat).await
+        }
+
+        async fn remove_executor(&self, executor_id: &str) -> Result<()> {
+            self.inner.remove_executor(executor_id).await?;
+            let Some(server) = self.server.get() else {
+                return Ok(());
+            };
+            // Queued before the scheduler's own handling of the loss, so each job is
+            // cancelled before any of its tasks is run again.
+            let running = server.state.task_manager.get_running_job_cache();
+            for job in running.keys() {
+                log::warn!("cancelling job {job}: executor {executor_id} was lost while it ran");
+                server.cancel_job(job.clone()).await?;
+            }
+            Ok(())
+        }
+
+        fn executor_heartbeats(&self) -> HashMap<String, ExecutorHeartbeat> {
+            self.inner.executor_heartbeats()
+        }
+
+        fn get_executor_heartbeat(&self, executor_id: &str) -> Option<ExecutorHeartbeat> {
+            self.inner.get_executor_heartbeat(executor_id)
+        }
+
+        async fn cluster_state_events(&self) -> Result<ClusterStateEventStream> {
+            self.inner.cluster_state_events().await
+        }
+    }
 }

@@ -57,11 +57,12 @@ fn table_url(table: &Table) -> Result<String> {
             table.store().display()
         )));
     };
-    Ok(format!(
-        "{}/{}",
-        store_url.trim_end_matches('/'),
-        table.store().root()
-    ))
+    // `file://` + `/` + `tmp/t`; `s3://bucket` (or `s3://bucket/`) + `/` + `warehouse/t`.
+    let base = match store_url.strip_suffix('/') {
+        Some(base) if !store_url.ends_with("://") => base,
+        _ => store_url,
+    };
+    Ok(format!("{base}/{}", table.store().root()))
 }
 
 /// natal's functions that hold data of their own (`natal_rowid_in`'s ids), encoded; other

@@ -3,110 +3,11 @@
 //! library with natal's codecs, settings and functions installed. natal SQL on the cluster
 //! answers row for row (duplicates counted) as a local session does; writes are refused.
 
-use std::sync::Arc;
+#[path = "../../benches/cluster/mod.rs"]
+mod harness;
 
-use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
-use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use natal::datafusion::{cluster, CatalogOptions};
-
-/// A scheduler and executors, each on a runtime of its own in a thread of its own; all
-/// stopped when dropped.
-struct Cluster {
-    port: u16,
-    stops: Vec<tokio::sync::oneshot::Sender<()>>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-/// Runs `work` on a new 2-thread runtime in a new thread, until `work` ends.
-fn on_own_runtime<F>(work: F) -> std::thread::JoinHandle<()>
-where
-    F: std::future::Future<Output = ()> + Send + 'static,
-{
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(work);
-        runtime.shutdown_background();
-    })
-}
-
-impl Cluster {
-    fn start(executors: usize) -> Self {
-        let mut stops = Vec::new();
-        let mut threads = Vec::new();
-        let (port_tx, port_rx) = std::sync::mpsc::channel();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        stops.push(stop);
-        threads.push(on_own_runtime(async move {
-            let runtime = Arc::new(RuntimeEnv::default());
-            let address = ballista_scheduler::standalone::new_standalone_scheduler_with_builder(
-                cluster::scheduler_session_builder(runtime),
-                Arc::new(cluster::session_config),
-                cluster::codec(),
-            )
-            .await
-            .expect("the scheduler starts");
-            port_tx.send(address.port()).expect("the test waits");
-            let _ = stopped.await;
-        }));
-        let port = port_rx.recv().expect("the scheduler's port");
-        for _ in 0..executors {
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            stops.push(stop);
-            threads.push(on_own_runtime(async move {
-                // Connected from this runtime: the channel's worker runs where it connects.
-                let scheduler = SchedulerGrpcClient::connect(format!("http://localhost:{port}"))
-                    .await
-                    .expect("the executor reaches the scheduler");
-                let runtime = Arc::new(RuntimeEnv::default());
-                let stores = runtime.clone();
-                ballista_executor::new_standalone_executor_from_builder(
-                    scheduler,
-                    2,
-                    Arc::new(cluster::session_config),
-                    Arc::new(move |_| Ok(stores.clone())),
-                    cluster::codec(),
-                    cluster::executor_functions(runtime).expect("natal's functions"),
-                )
-                .await
-                .expect("the executor starts");
-                let _ = stopped.await;
-            }));
-        }
-        Self {
-            port,
-            stops,
-            threads,
-        }
-    }
-
-    /// A client session on this cluster with natal over `root`.
-    async fn client(&self, root: &str) -> SessionContext {
-        cluster::connect(
-            &format!("df://localhost:{}", self.port),
-            root,
-            Arc::new(RuntimeEnv::default()),
-            CatalogOptions::default(),
-        )
-        .await
-        .expect("a client session")
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for stop in self.stops.drain(..) {
-            let _ = stop.send(());
-        }
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
-        }
-    }
-}
+use harness::Cluster;
 
 /// `sql`'s rows on `ctx` as sorted lines (a multiset: duplicates kept).
 async fn rows(ctx: &SessionContext, sql: &str) -> Vec<String> {
@@ -147,7 +48,7 @@ async fn natal_sql_on_a_ballista_cluster_answers_as_a_local_session() {
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
-    let cluster = Cluster::start(2);
+    let cluster = Cluster::start(2, 2);
     let remote = cluster.client(root).await;
     let planned = natal::datafusion::sql(&remote, "SELECT k FROM t")
         .await
@@ -206,7 +107,7 @@ async fn the_22_tpch_queries_answer_on_the_cluster_as_locally() {
     let dirs = harness::Dirs::under(dir.path());
     harness::load(&dirs, SF).await.expect("load");
     let local = harness::natal_session(&dirs).expect("session");
-    let cluster = Cluster::start(2);
+    let cluster = Cluster::start(2, 2);
     let remote = cluster.client(&dirs.natal.to_string_lossy()).await;
     for q in 1..=22 {
         let query = harness::query(q, SF);

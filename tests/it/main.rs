@@ -11,6 +11,8 @@ mod cli;
 mod clone;
 #[cfg(feature = "ballista")]
 mod cluster;
+#[cfg(feature = "ballista")]
+mod cluster_processes;
 mod codec;
 mod commit_outcome;
 mod common;

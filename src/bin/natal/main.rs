@@ -21,18 +21,14 @@ use datafusion_cli::functions::{
     ListFilesCacheFunc, MetadataCacheFunc, ParquetMetadataFunc, StatisticsCacheFunc,
 };
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
-use datafusion_cli::object_storage::{
-    get_gcs_object_store_builder, get_s3_object_store_builder, AwsOptions, GcpOptions,
-};
 use datafusion_cli::print_format::PrintFormat;
 use datafusion_cli::print_options::{MaxRows, PrintOptions};
 use natal::datafusion::NatalProgress;
-use object_store::memory::InMemory;
-use object_store::ObjectStore;
-use url::Url;
 
 mod progress;
 mod run;
+#[path = "../shared/stores.rs"]
+mod stores;
 
 use progress::TerminalProgress;
 
@@ -72,6 +68,14 @@ struct Args {
     /// commit may then go unseen that long. Default `0s`: every statement lists.
     #[clap(long, value_parser = humantime::parse_duration, default_value = "0s")]
     staleness_limit: std::time::Duration,
+
+    /// Run queries on the Ballista cluster whose scheduler is at this URL
+    /// (`df://host:50050`), made of `natal-scheduler` and `natal-executor` processes that
+    /// reach the same root. Statements are planned here; the cluster refuses writes (run
+    /// them without `--ballista`).
+    #[cfg(feature = "ballista")]
+    #[clap(long, value_name = "URL")]
+    ballista: Option<String>,
 }
 
 #[tokio::main]
@@ -86,7 +90,12 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<()> {
-    let mut config = SessionConfig::new().with_information_schema(true);
+    let mut config = SessionConfig::new();
+    #[cfg(feature = "ballista")]
+    if args.ballista.is_some() {
+        config = natal::datafusion::cluster::session_config();
+    }
+    config = config.with_information_schema(true);
     if !args.quiet && std::io::stderr().is_terminal() {
         config = config.with_extension(Arc::new(NatalProgress(Arc::new(
             TerminalProgress::default(),
@@ -125,6 +134,18 @@ async fn run(args: Args) -> Result<()> {
         staleness_limit: args.staleness_limit,
     };
     natal::datafusion::register_with(&ctx, &args.root, catalog)?;
+    // The local session stays alive: the file catalog refers back to it.
+    #[cfg(feature = "ballista")]
+    let (ctx, _local) = match &args.ballista {
+        Some(url) => {
+            use ballista::extension::SessionContextExt;
+            (
+                SessionContext::remote_with_state(url, ctx.state()).await?,
+                ctx,
+            )
+        }
+        None => (ctx.clone(), ctx),
+    };
     if !args.quiet {
         println!(
             "natal {} (DataFusion {}) — tables under {}",
@@ -159,41 +180,8 @@ async fn run(args: Args) -> Result<()> {
 
 /// Registers the object store a `--root` URL names (local paths and `file://` need none).
 async fn register_root_store(ctx: &SessionContext, root: &str) -> Result<()> {
-    let Ok(url) = Url::parse(root) else {
-        return Ok(());
-    };
-    // One-letter schemes are Windows drive letters, i.e. local paths.
-    let store: Arc<dyn ObjectStore> = match url.scheme() {
-        "file" => return Ok(()),
-        scheme if scheme.len() == 1 => return Ok(()),
-        "s3" | "s3a" => Arc::new(
-            get_s3_object_store_builder(&url, &s3_options(), false)
-                .await?
-                .build()?,
-        ),
-        "gs" | "gcs" => Arc::new(get_gcs_object_store_builder(&url, &GcpOptions::default())?.build()?),
-        "memory" => Arc::new(InMemory::new()),
-        other => {
-            return Err(DataFusionError::Plan(format!(
-                "--root {root}: unsupported scheme '{other}' (use a path, file://, s3://, gs:// or memory://)"
-            )))
-        }
-    };
-    ctx.register_object_store(&url, store);
-    Ok(())
-}
-
-/// The options a `--root s3://` store is built with beyond the environment's. datafusion-cli
-/// asks AWS for a bucket's region (a HEAD of `<bucket>.s3.amazonaws.com`) whenever none is
-/// configured, whatever the endpoint: against an S3-compatible server (`AWS_ENDPOINT_URL`,
-/// `AWS_ENDPOINT`) that has no AWS region, that request fails or leaves the machine. With an
-/// endpoint and no region, the region is `us-east-1`, as `object_store` itself defaults.
-fn s3_options() -> AwsOptions {
-    let set = |names: &[&str]| names.iter().any(|n| std::env::var_os(n).is_some());
-    let endpoint = set(&["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]);
-    let region = set(&["AWS_REGION", "AWS_DEFAULT_REGION"]);
-    AwsOptions {
-        region: (endpoint && !region).then(|| "us-east-1".to_string()),
-        ..AwsOptions::default()
+    if let Some((url, store)) = stores::root_store(root).await? {
+        ctx.register_object_store(&url, store);
     }
+    Ok(())
 }

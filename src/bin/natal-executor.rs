@@ -1,0 +1,105 @@
+//! `natal-executor`: Ballista's executor (its library, configured) with natal's codecs,
+//! settings and functions, and the object stores of the roots its clients use. It asks
+//! `natal-scheduler` for tasks and reads natal's tables from the store itself.
+//!
+//! ```text
+//! natal-executor --scheduler-port 50050 --root s3://bucket/warehouse
+//! ```
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use ballista_core::config::TaskSchedulingPolicy;
+use ballista_executor::executor_process::{start_executor_process, ExecutorProcessConfig};
+use clap::Parser;
+use natal::datafusion::cluster;
+
+#[path = "shared/stores.rs"]
+mod stores;
+
+#[derive(Debug, Parser)]
+#[clap(author, version, about = "Ballista's executor for natal tables", long_about = None)]
+struct Args {
+    /// The address its services listen on.
+    #[clap(long, default_value = "127.0.0.1")]
+    bind_host: String,
+
+    /// The port of its Arrow Flight service (other executors fetch shuffle data there).
+    #[clap(long, default_value_t = 50051)]
+    port: u16,
+
+    /// The port of its gRPC service.
+    #[clap(long, default_value_t = 50052)]
+    grpc_port: u16,
+
+    /// The scheduler's host.
+    #[clap(long, default_value = "127.0.0.1")]
+    scheduler_host: String,
+
+    /// The scheduler's port.
+    #[clap(long, default_value_t = 50050)]
+    scheduler_port: u16,
+
+    /// Seconds to keep trying to reach the scheduler when starting (0: one try).
+    #[clap(long, default_value_t = 30)]
+    scheduler_connect_timeout_seconds: u16,
+
+    /// Tasks it runs at once (default: the number of cores).
+    #[clap(long)]
+    vcores: Option<usize>,
+
+    /// Where it keeps shuffle files (default: a new temporary directory).
+    #[clap(long)]
+    work_dir: Option<String>,
+
+    /// A root whose object store tasks read (an `s3://`, `gs://` URL, as the clients'
+    /// `--root`; credentials from the environment). Local paths need none. Repeatable.
+    #[clap(long = "root")]
+    roots: Vec<String>,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    // Ballista's own log lines, at `RUST_LOG`'s level. By default info and above, except
+    // DataFusion's warning that a task's plan, cut to its partitions, no longer matches the
+    // scan's declared partition count: true of every task, and harmless (it counts again).
+    let default = "info,datafusion_datasource::file_scan_config=error";
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default)).init();
+    match run(Args::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let runtime = stores::runtime_with_roots(&args.roots).await?;
+    let functions = cluster::executor_functions(runtime.clone())?;
+    let defaults = ExecutorProcessConfig::default();
+    let config = ExecutorProcessConfig {
+        bind_host: args.bind_host.clone(),
+        external_host: Some(args.bind_host),
+        port: args.port,
+        grpc_port: args.grpc_port,
+        scheduler_host: args.scheduler_host,
+        scheduler_port: args.scheduler_port,
+        scheduler_connect_timeout_seconds: args.scheduler_connect_timeout_seconds,
+        vcores: args.vcores.unwrap_or(defaults.vcores),
+        work_dir: args.work_dir,
+        task_scheduling_policy: TaskSchedulingPolicy::PullStaged,
+        override_config_producer: Some(Arc::new(cluster::session_config)),
+        override_runtime_producer: Some(Arc::new(move |_| Ok(runtime.clone()))),
+        override_function_registry: Some(Arc::new(functions)),
+        override_logical_codec: Some(cluster::logical_codec()),
+        override_physical_codec: Some(cluster::physical_codec()),
+        ..defaults
+    };
+    println!(
+        "natal-executor asking {}:{} for tasks",
+        config.scheduler_host, config.scheduler_port
+    );
+    start_executor_process(Arc::new(config)).await?;
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! `natal-scheduler`: Ballista's scheduler (its library, configured) with natal's codecs,
+//! settings and functions, and the object stores of the roots its clients use. Executors
+//! (`natal-executor`) pull their tasks from it; clients connect with `natal --ballista
+//! df://host:port`.
+//!
+//! ```text
+//! natal-scheduler --bind-port 50050 --root s3://bucket/warehouse
+//! ```
+
+use std::process::ExitCode;
+
+use ballista_core::config::TaskSchedulingPolicy;
+use ballista_scheduler::config::SchedulerConfig;
+use clap::Parser;
+use natal::datafusion::cluster;
+
+#[path = "shared/stores.rs"]
+mod stores;
+
+#[derive(Debug, Parser)]
+#[clap(author, version, about = "Ballista's scheduler for natal tables", long_about = None)]
+struct Args {
+    /// The address to listen on.
+    #[clap(long, default_value = "127.0.0.1")]
+    bind_host: String,
+
+    /// The port to listen on (clients: `df://host:port`; executors: `--scheduler-port`).
+    #[clap(long, default_value_t = 50050)]
+    bind_port: u16,
+
+    /// A root whose object store queries read (an `s3://`, `gs://` URL, as the clients'
+    /// `--root`; credentials from the environment). Local paths need none. Repeatable.
+    #[clap(long = "root")]
+    roots: Vec<String>,
+
+    /// Seconds without a heartbeat before an executor is taken as lost and its tasks are
+    /// run again elsewhere.
+    #[clap(long, default_value_t = 180)]
+    executor_timeout_seconds: u64,
+
+    /// Seconds between checks for lost executors.
+    #[clap(long, default_value_t = 15)]
+    expire_dead_executor_interval_seconds: u64,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    // Ballista's own log lines, at `RUST_LOG`'s level. By default info and above, except
+    // DataFusion's warning that a task's plan, cut to its partitions, no longer matches the
+    // scan's declared partition count: true of every task, and harmless (it counts again).
+    let default = "info,datafusion_datasource::file_scan_config=error";
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default)).init();
+    match run(Args::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let runtime = stores::runtime_with_roots(&args.roots).await?;
+    let config = SchedulerConfig {
+        bind_host: args.bind_host.clone(),
+        external_host: args.bind_host.clone(),
+        bind_port: args.bind_port,
+        // Executors ask for work: nothing needs to reach them but the scheduler's replies.
+        scheduling_policy: TaskSchedulingPolicy::PullStaged,
+        executor_timeout_seconds: args.executor_timeout_seconds,
+        expire_dead_executor_interval_seconds: args.expire_dead_executor_interval_seconds,
+        ..SchedulerConfig::default()
+    };
+    println!(
+        "natal-scheduler listening on {}:{}",
+        args.bind_host, args.bind_port
+    );
+    cluster::run_scheduler(config, runtime).await?;
+    Ok(())
+}

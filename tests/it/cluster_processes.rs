@@ -1,0 +1,249 @@
+//! natal on a Ballista cluster of processes (cargo feature `ballista`): `natal-scheduler` and
+//! two `natal-executor`s on 127.0.0.1, the `natal` CLI with `--ballista` against them giving
+//! the answers the CLI gives locally, a write refused with what to do instead, and one
+//! executor killed during a long query: the query fails with an error or answers in full,
+//! never with missing or repeated rows. Every process is killed when the test ends, and
+//! every wait is bounded.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Child processes, killed when dropped.
+struct Processes(Vec<Child>);
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn spawn(program: &str, args: &[String], log: &std::path::Path) -> Child {
+    let log = std::fs::File::create(log).expect("a log file");
+    Command::new(program)
+        .args(args)
+        .stdout(log.try_clone().expect("the log again"))
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program}: {e}"))
+}
+
+/// The `natal` CLI over `root` running `sql`, on the cluster at `scheduler` if given.
+fn natal_command(root: &str, scheduler: Option<u16>, sql: &str) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_natal"));
+    command.args([
+        "--root",
+        root,
+        "-q",
+        "--maxrows",
+        "inf",
+        "--format",
+        "csv",
+        "-c",
+        sql,
+    ]);
+    if let Some(port) = scheduler {
+        command.args(["--ballista", &format!("df://127.0.0.1:{port}")]);
+    }
+    command
+}
+
+/// [`natal_command`], run to its end.
+fn natal(root: &str, scheduler: Option<u16>, sql: &str) -> Output {
+    natal_command(root, scheduler, sql)
+        .output()
+        .expect("the natal CLI runs")
+}
+
+/// [`natal_command`] started, its output captured.
+fn natal_started(root: &str, scheduler: Option<u16>, sql: &str) -> Child {
+    natal_command(root, scheduler, sql)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the natal CLI runs")
+}
+
+/// Its output lines, sorted (a multiset of rows: duplicates kept).
+fn sorted_lines(output: &Output) -> Vec<String> {
+    let mut lines: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
+fn succeeded(output: &Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn the_cli_on_a_cluster_of_processes_answers_as_locally_and_survives_a_lost_executor() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let root = root.to_str().unwrap();
+    let setup = [
+        "CREATE TABLE t (k BIGINT, v BIGINT)",
+        "INSERT INTO t SELECT value, value % 7 FROM generate_series(0, 29999)",
+        "INSERT INTO t SELECT value, value % 5 FROM generate_series(30000, 59999)",
+        "UPDATE t SET v = v + 10 WHERE k % 9 = 0",
+        "DELETE FROM t WHERE k % 11 = 0",
+        "CREATE TABLE big (k BIGINT, v BIGINT)",
+        "INSERT INTO big SELECT value, value % 1000 FROM generate_series(0, 2999999)",
+    ];
+    for sql in setup {
+        succeeded(&natal(root, None, sql), sql);
+    }
+
+    let scheduler_port = free_port();
+    let scheduler_log = dir.path().join("scheduler.log");
+    let mut processes = Processes(Vec::new());
+    processes.0.push(spawn(
+        env!("CARGO_BIN_EXE_natal-scheduler"),
+        &[
+            "--bind-port".into(),
+            scheduler_port.to_string(),
+            // A lost executor is noticed within seconds, not Ballista's default 3 minutes.
+            "--executor-timeout-seconds".into(),
+            "5".into(),
+            "--expire-dead-executor-interval-seconds".into(),
+            "1".into(),
+        ],
+        &scheduler_log,
+    ));
+    for executor in 0..2 {
+        let work_dir = dir.path().join(format!("work{executor}"));
+        std::fs::create_dir_all(&work_dir).unwrap();
+        processes.0.push(spawn(
+            env!("CARGO_BIN_EXE_natal-executor"),
+            &[
+                "--scheduler-port".into(),
+                scheduler_port.to_string(),
+                "--port".into(),
+                free_port().to_string(),
+                "--grpc-port".into(),
+                free_port().to_string(),
+                "--vcores".into(),
+                "2".into(),
+                "--work-dir".into(),
+                work_dir.to_string_lossy().into_owned(),
+            ],
+            &dir.path().join(format!("executor{executor}.log")),
+        ));
+    }
+    // The cluster answers once the scheduler listens and an executor has asked for work.
+    let started = Instant::now();
+    loop {
+        let probe = natal(root, Some(scheduler_port), "SELECT count(*) FROM t");
+        if probe.status.success() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the cluster did not answer: {}",
+            String::from_utf8_lossy(&probe.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    for query in [
+        "SELECT k, v FROM t",
+        "SELECT v, count(*), sum(k) FROM t WHERE k > 12345 GROUP BY v",
+        "SELECT _rowid, _rowaddr, k FROM \"t$rows\" WHERE v >= 10",
+        "SELECT _rowid, k FROM \"t$rows\" WHERE _rowid IN (9, 18, 4294967296, 4294967302)",
+        "SELECT a.k, b.v FROM t a JOIN t b ON a.k = b.k + 1 WHERE a.v = 3",
+        "SELECT count(*) FROM \"t@v2\"",
+    ] {
+        let local = natal(root, None, query);
+        succeeded(&local, query);
+        let remote = natal(root, Some(scheduler_port), query);
+        succeeded(&remote, query);
+        assert!(sorted_lines(&local).len() > 1, "{query}");
+        assert_eq!(sorted_lines(&remote), sorted_lines(&local), "{query}");
+    }
+
+    let refused = natal(root, Some(scheduler_port), "INSERT INTO t VALUES (1, 1)");
+    assert!(!refused.status.success());
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(message.contains("without --ballista"), "{message}");
+    let count = natal(root, None, "SELECT count(*) FROM t");
+    assert_eq!(sorted_lines(&count), ["54545", "count(*)"]);
+
+    // An executor dies while a long query runs (a shuffle over 3M rows).
+    let long = "SELECT v, count(*), sum(k) FROM big WHERE k % 3 <> 1 GROUP BY v";
+    let expected = natal(root, None, long);
+    succeeded(&expected, long);
+    let jobs_before = submitted_jobs(&scheduler_log);
+    let query = natal_started(root, Some(scheduler_port), long);
+    // Killed once the scheduler has the job, while its tasks run.
+    let started = Instant::now();
+    while submitted_jobs(&scheduler_log) <= jobs_before {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the job never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(150));
+    let executor = processes.0.last_mut().expect("an executor");
+    executor.kill().expect("the executor is killed");
+    let _ = executor.wait();
+    let answered = wait_bounded(query, Duration::from_secs(240));
+    // natal's scheduler cancels a job that loses an executor (`cluster::run_scheduler`);
+    // one that finished first answers in full.
+    if answered.status.success() {
+        assert_eq!(sorted_lines(&answered), sorted_lines(&expected));
+    } else {
+        let message = String::from_utf8_lossy(&answered.stderr);
+        assert!(
+            message.contains("Cancelled"),
+            "a failure says so: {message}"
+        );
+        assert!(answered.stdout.is_empty(), "no partial answer");
+    }
+    // The remaining executor still answers.
+    let after = natal_started(
+        root,
+        Some(scheduler_port),
+        "SELECT v, count(*) FROM t GROUP BY v",
+    );
+    let after = wait_bounded(after, Duration::from_secs(120));
+    succeeded(&after, "after the loss");
+    let local = natal(root, None, "SELECT v, count(*) FROM t GROUP BY v");
+    assert_eq!(sorted_lines(&after), sorted_lines(&local));
+}
+
+/// How many jobs the scheduler has logged as submitted.
+fn submitted_jobs(log: &std::path::Path) -> usize {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.matches("Job submitted").count()
+}
+
+/// `child`'s output, killing it if it runs longer than `limit`.
+fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+    let started = Instant::now();
+    while child.try_wait().expect("the query's status").is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("a query ran longer than {limit:?} after an executor was lost");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.wait_with_output().expect("the query's output")
+}
