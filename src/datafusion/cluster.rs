@@ -103,7 +103,20 @@ pub async fn connect(
 ) -> Result<SessionContext> {
     let local = SessionContext::new_with_state(session_state(session_config(), runtime)?);
     super::register_with(&local, root, options)?;
-    SessionContext::remote_with_state(scheduler_url, local.state()).await
+    remote(scheduler_url, &local).await
+}
+
+/// `local`, a session with natal registered and [`session_config`]'s settings, as a client
+/// of the Ballista scheduler at `scheduler_url`.
+pub async fn remote(scheduler_url: &str, local: &SessionContext) -> Result<SessionContext> {
+    let remote = SessionContext::remote_with_state(scheduler_url, local.state()).await?;
+    // Ballista registers its functions over the session's (DataFusion's `octet_length`
+    // over natal's, which reads a blob column's sizes): natal's go on top again.
+    let octet_length = datafusion::execution::FunctionRegistry::udf(&remote, "octet_length");
+    for function in super::scalar_functions(octet_length.ok()) {
+        remote.register_udf(function);
+    }
+    Ok(remote)
 }
 
 /// Runs a Ballista scheduler with natal's codecs, settings and functions (over `runtime`'s

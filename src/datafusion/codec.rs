@@ -11,8 +11,11 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
-use datafusion::catalog::TableProvider;
+use datafusion::arrow::ipc::reader::StreamReader;
+use datafusion::arrow::ipc::writer::StreamWriter;
+use datafusion::catalog::{MemTable, TableProvider};
 use datafusion::common::TableReference;
 use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
@@ -35,7 +38,7 @@ use super::provider::NatalTableProvider;
 use super::rowid_list::RowIdIn;
 use super::sent::{blob_references_code, SentScan, SentTable};
 use crate::format::{
-    decode_row_ids, encode_row_ids, is_wire_payload, WirePiece, WireScan, WireTable,
+    decode_row_ids, encode_row_ids, is_wire_payload, WirePiece, WireProvider, WireScan, WireTable,
 };
 use crate::table::Table;
 
@@ -99,7 +102,23 @@ fn decode_udf(
     Ok(Arc::new(function))
 }
 
-/// Encodes natal's tables (latest, `t@v7`, `t$rows`) and hands everything else to `inner`.
+/// `batches` as an Arrow IPC stream.
+fn ipc_stream(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<u8>> {
+    let mut writer = StreamWriter::try_new(Vec::new(), schema)?;
+    for batch in batches {
+        writer.write(batch)?;
+    }
+    Ok(writer.into_inner()?)
+}
+
+/// The batches of an Arrow IPC stream [`ipc_stream`] wrote.
+fn rows_of(stream: &[u8]) -> Result<Vec<RecordBatch>> {
+    let reader = StreamReader::try_new(std::io::Cursor::new(stream), None).map_err(damaged)?;
+    reader.map(|batch| batch.map_err(damaged)).collect()
+}
+
+/// Encodes natal's tables (latest, `t@v7`, `t$rows`) and tables held as rows (natal's
+/// metadata tables: memory tables), and hands everything else to `inner`.
 #[derive(Debug)]
 pub struct NatalLogicalCodec {
     inner: Arc<dyn LogicalExtensionCodec>,
@@ -145,8 +164,15 @@ impl LogicalExtensionCodec for NatalLogicalCodec {
                 .inner
                 .try_decode_table_provider(buf, table_ref, schema, ctx);
         }
-        let wire = WireTable::decode(buf).map_err(payload_error)?;
-        Ok(Arc::new(SentTable::new(wire, schema)))
+        match WireProvider::decode(buf).map_err(payload_error)? {
+            WireProvider::Table(wire) => Ok(Arc::new(SentTable::new(wire, schema))),
+            WireProvider::Rows(partitions) => {
+                let partitions = (partitions.iter())
+                    .map(|stream| rows_of(stream))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Arc::new(MemTable::try_new(schema, partitions)?))
+            }
+        }
     }
 
     fn try_encode_table_provider(
@@ -156,14 +182,28 @@ impl LogicalExtensionCodec for NatalLogicalCodec {
         buf: &mut Vec<u8>,
     ) -> Result<()> {
         let wire = if let Some(natal) = node.downcast_ref::<NatalTableProvider>() {
-            WireTable {
+            WireProvider::Table(WireTable {
                 url: table_url(natal.table())?,
                 // The version the statement resolved when it was planned: every task reads it.
                 version: natal.pinned_snapshot().version(),
                 system_columns: natal.view().system_columns,
-            }
+            })
         } else if let Some(sent) = node.downcast_ref::<SentTable>() {
-            sent.wire().clone()
+            WireProvider::Table(sent.wire().clone())
+        } else if let Some(memory) = node.downcast_ref::<MemTable>() {
+            // natal's metadata tables and functions' answers: rows resolved at planning,
+            // for the version the statement pinned.
+            let partitions = (memory.batches.iter())
+                .map(|partition| {
+                    let batches = partition.try_read().map_err(|_| {
+                        DataFusionError::Plan(format!(
+                            "'{table_ref}' is being written to; it cannot be sent now"
+                        ))
+                    })?;
+                    ipc_stream(&node.schema(), &batches)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            WireProvider::Rows(partitions)
         } else {
             return self
                 .inner

@@ -63,8 +63,8 @@ pub use stored::{
 pub use stored_type::{stored_as, MONTH_DAY_NANO_BYTES};
 pub use unresolved::{row_ids_held_by, RowIdsRead, RowIdsToRead, Unresolved};
 pub use wire::{
-    decode_row_ids, encode_row_ids, is_wire_payload, WirePiece, WireScan, WireTable, WIRE_MAGIC,
-    WIRE_VERSION,
+    decode_row_ids, encode_row_ids, is_wire_payload, WirePiece, WireProvider, WireScan, WireTable,
+    WIRE_MAGIC, WIRE_VERSION,
 };
 
 #[cfg(test)]

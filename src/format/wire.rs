@@ -60,15 +60,37 @@ pub struct WireScan {
     pub partitions: Vec<Vec<WirePiece>>,
 }
 
-impl WireTable {
+/// A table a logical plan names: natal's, by place and version, or rows the sender holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WireProvider {
+    /// A natal table at a version.
+    Table(WireTable),
+    /// Rows (a metadata table's, a function's answer): each partition an Arrow IPC stream,
+    /// encoded by the caller.
+    Rows(Vec<Vec<u8>>),
+}
+
+impl WireProvider {
     /// The payload: magic, wire version, message.
     pub fn encode(&self) -> Vec<u8> {
-        sealed(&table_to_proto(self))
+        let kind = match self {
+            WireProvider::Table(table) => proto::wire_provider::Kind::Table(table_to_proto(table)),
+            WireProvider::Rows(partitions) => proto::wire_provider::Kind::Rows(proto::WireRows {
+                partitions: partitions.clone(),
+            }),
+        };
+        sealed(&proto::WireProvider { kind: Some(kind) })
     }
 
     /// Reads a payload [`Self::encode`] wrote.
     pub fn decode(bytes: &[u8]) -> Result<Self> {
-        table_from_proto(unsealed::<proto::WireTable>(bytes)?)
+        match unsealed::<proto::WireProvider>(bytes)?.kind {
+            Some(proto::wire_provider::Kind::Table(table)) => {
+                Ok(WireProvider::Table(table_from_proto(table)?))
+            }
+            Some(proto::wire_provider::Kind::Rows(rows)) => Ok(WireProvider::Rows(rows.partitions)),
+            None => Err(bad("a table of no known kind")),
+        }
     }
 }
 
@@ -233,7 +255,12 @@ mod tests {
     fn payloads_round_trip() {
         let scan = scan();
         assert_eq!(WireScan::decode(&scan.encode()).unwrap(), scan);
-        assert_eq!(WireTable::decode(&scan.table.encode()).unwrap(), scan.table);
+        for provider in [
+            WireProvider::Table(scan.table.clone()),
+            WireProvider::Rows(vec![vec![1, 2], vec![]]),
+        ] {
+            assert_eq!(WireProvider::decode(&provider.encode()).unwrap(), provider);
+        }
         assert!(is_wire_payload(&scan.encode()));
         let ids = [1, 5, u64::MAX];
         assert_eq!(decode_row_ids(&encode_row_ids(&ids)).unwrap(), ids);
@@ -253,7 +280,7 @@ mod tests {
             ));
         }
         assert!(matches!(
-            WireTable::decode(b"\x0a\x03abc"),
+            WireProvider::decode(b"\x0a\x03abc"),
             Err(Error::PlanPayload(_))
         ));
     }

@@ -42,6 +42,13 @@ async fn natal_sql_on_a_ballista_cluster_answers_as_a_local_session() {
         "CREATE TABLE u (k BIGINT, name VARCHAR)".to_string(),
         "INSERT INTO u SELECT value * 3, 'n' || value FROM generate_series(0, 2999)".to_string(),
         "SELECT * FROM natal_create_index('u', 'name')".to_string(),
+        "ALTER TABLE u ADD COLUMN extra BIGINT DEFAULT 7".to_string(),
+        "INSERT INTO u (k, name, extra) VALUES (-1, 'late', 8)".to_string(),
+        // Blob values of every stored kind: inline, packed in a sidecar, dedicated.
+        "CREATE TABLE d (id BIGINT, body BLOB)".to_string(),
+        "INSERT INTO d VALUES (1, X'CAFE'), (2, NULL), \
+         (3, CAST(repeat('ab', 40000) AS BYTEA)), (4, CAST(repeat('cd', 2600000) AS BYTEA))"
+            .to_string(),
     ]);
     for sql in &statements {
         crate::common::answer(&local, sql)
@@ -71,6 +78,12 @@ async fn natal_sql_on_a_ballista_cluster_answers_as_a_local_session() {
         "SELECT count(*) FROM \"t@v4\"",
         "SELECT k, name FROM u WHERE name = 'n1234'",
         "SELECT k FROM t ORDER BY k DESC LIMIT 25",
+        "SELECT k, name, extra FROM u WHERE k < 30",
+        "SELECT id, octet_length(body), md5(body) FROM d",
+        "SELECT \"column\", kind, count(*), sum(size) FROM \"d$blobs\" GROUP BY 1, 2",
+        "SELECT version, operation FROM \"t$versions\"",
+        "SELECT fragment_id, live_rows, deleted_rows FROM \"t$fragments\"",
+        "SELECT name, data_type FROM \"u$schema\"",
     ];
     for query in queries {
         let expected = rows(&local, query).await;

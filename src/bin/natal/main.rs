@@ -137,13 +137,7 @@ async fn run(args: Args) -> Result<()> {
     // The local session stays alive: the file catalog refers back to it.
     #[cfg(feature = "ballista")]
     let (ctx, _local) = match &args.ballista {
-        Some(url) => {
-            use ballista::extension::SessionContextExt;
-            (
-                SessionContext::remote_with_state(url, ctx.state()).await?,
-                ctx,
-            )
-        }
+        Some(url) => (natal::datafusion::cluster::remote(url, &ctx).await?, ctx),
         None => (ctx.clone(), ctx),
     };
     if !args.quiet {
