@@ -34,6 +34,7 @@ use prost::Message;
 
 use super::file_source::{data_source_exec, NatalFileSource, NatalPieces, ScanSource};
 use super::partitions::Piece;
+use super::placement::PlacementProvider;
 use super::provider::NatalTableProvider;
 use super::rowid_list::RowIdIn;
 use super::sent::{blob_references_code, SentScan, SentTable};
@@ -172,6 +173,11 @@ impl LogicalExtensionCodec for NatalLogicalCodec {
                     .collect::<Result<Vec<_>>>()?;
                 Ok(Arc::new(MemTable::try_new(schema, partitions)?))
             }
+            WireProvider::Placement { url, index, nodes } => Ok(Arc::new(PlacementProvider {
+                table: super::sent::open(&url, &ctx.runtime_env())?,
+                index,
+                nodes,
+            })),
         }
     }
 
@@ -190,6 +196,12 @@ impl LogicalExtensionCodec for NatalLogicalCodec {
             })
         } else if let Some(sent) = node.downcast_ref::<SentTable>() {
             WireProvider::Table(sent.wire().clone())
+        } else if let Some(placement) = node.downcast_ref::<PlacementProvider>() {
+            WireProvider::Placement {
+                url: table_url(&placement.table)?,
+                index: placement.index.clone(),
+                nodes: placement.nodes,
+            }
         } else if let Some(memory) = node.downcast_ref::<MemTable>() {
             // natal's metadata tables and functions' answers: rows resolved at planning,
             // for the version the statement pinned.

@@ -42,11 +42,11 @@ fn refused(what: &str, table: &WireTable) -> DataFusionError {
     ))
 }
 
-/// The table at `wire`'s URL, through `runtime`'s stores.
-fn open(wire: &WireTable, runtime: &RuntimeEnv) -> Result<Table> {
-    let (store, root) = resolve_location(runtime, &wire.url)?;
+/// The table at `url`, through `runtime`'s stores.
+pub(super) fn open(url: &str, runtime: &RuntimeEnv) -> Result<Table> {
+    let (store, root) = resolve_location(runtime, url)?;
     let options = TableOptions {
-        store_url: Some(store_url_of(&wire.url)?),
+        store_url: Some(store_url_of(url)?),
         external_stores: Some(SessionStores::of(runtime)),
         ..TableOptions::default()
     };
@@ -55,7 +55,7 @@ fn open(wire: &WireTable, runtime: &RuntimeEnv) -> Result<Table> {
 
 /// A provider of `wire`'s version.
 async fn provider(wire: &WireTable, runtime: &RuntimeEnv) -> Result<NatalTableProvider> {
-    let table = open(wire, runtime)?;
+    let table = open(&wire.url, runtime)?;
     let snapshot = table.at_version(wire.version).await?;
     let view = ProviderView {
         version: Some(wire.version),

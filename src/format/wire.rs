@@ -68,6 +68,15 @@ pub enum WireProvider {
     /// Rows (a metadata table's, a function's answer): each partition an Arrow IPC stream,
     /// encoded by the caller.
     Rows(Vec<Vec<u8>>),
+    /// `natal_segment_placement('t', index, nodes)` of the table at a URL.
+    Placement {
+        /// The table's root as a URL.
+        url: String,
+        /// The index.
+        index: String,
+        /// Among how many nodes.
+        nodes: u64,
+    },
 }
 
 impl WireProvider {
@@ -78,6 +87,13 @@ impl WireProvider {
             WireProvider::Rows(partitions) => proto::wire_provider::Kind::Rows(proto::WireRows {
                 partitions: partitions.clone(),
             }),
+            WireProvider::Placement { url, index, nodes } => {
+                proto::wire_provider::Kind::Placement(proto::WirePlacement {
+                    url: url.clone(),
+                    index: index.clone(),
+                    nodes: *nodes,
+                })
+            }
         };
         sealed(&proto::WireProvider { kind: Some(kind) })
     }
@@ -89,6 +105,11 @@ impl WireProvider {
                 Ok(WireProvider::Table(table_from_proto(table)?))
             }
             Some(proto::wire_provider::Kind::Rows(rows)) => Ok(WireProvider::Rows(rows.partitions)),
+            Some(proto::wire_provider::Kind::Placement(p)) => Ok(WireProvider::Placement {
+                url: p.url,
+                index: p.index,
+                nodes: p.nodes,
+            }),
             None => Err(bad("a table of no known kind")),
         }
     }
@@ -258,6 +279,11 @@ mod tests {
         for provider in [
             WireProvider::Table(scan.table.clone()),
             WireProvider::Rows(vec![vec![1, 2], vec![]]),
+            WireProvider::Placement {
+                url: "file:///w/t".into(),
+                index: "by_city".into(),
+                nodes: 3,
+            },
         ] {
             assert_eq!(WireProvider::decode(&provider.encode()).unwrap(), provider);
         }

@@ -84,6 +84,7 @@ async fn natal_sql_on_a_ballista_cluster_answers_as_a_local_session() {
         "SELECT version, operation FROM \"t$versions\"",
         "SELECT fragment_id, live_rows, deleted_rows FROM \"t$fragments\"",
         "SELECT name, data_type FROM \"u$schema\"",
+        "SELECT segment_seq, node FROM natal_segment_placement('u', 'name_idx', 2)",
     ];
     for query in queries {
         let expected = rows(&local, query).await;
