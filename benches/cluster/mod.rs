@@ -37,13 +37,23 @@ where
 impl Cluster {
     /// A scheduler and `executors` executors, each running `vcores` tasks at once.
     pub fn start(executors: usize, vcores: usize) -> Self {
+        Self::start_with(executors, vcores, || Arc::new(RuntimeEnv::default()))
+    }
+
+    /// [`Self::start`], each process with its stores from `runtime` (called once for each).
+    pub fn start_with(
+        executors: usize,
+        vcores: usize,
+        runtime: impl Fn() -> Arc<RuntimeEnv> + Clone + Send + 'static,
+    ) -> Self {
         let mut stops = Vec::new();
         let mut threads = Vec::new();
         let (port_tx, port_rx) = std::sync::mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         stops.push(stop);
+        let scheduler_runtime = runtime();
         threads.push(on_own_runtime(async move {
-            let runtime = Arc::new(RuntimeEnv::default());
+            let runtime = scheduler_runtime;
             let address = ballista_scheduler::standalone::new_standalone_scheduler_with_builder(
                 cluster::scheduler_session_builder(runtime),
                 Arc::new(cluster::session_config),
@@ -58,12 +68,13 @@ impl Cluster {
         for _ in 0..executors {
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             stops.push(stop);
+            let executor_runtime = runtime();
             threads.push(on_own_runtime(async move {
                 // Connected from this runtime: the channel's worker runs where it connects.
                 let scheduler = SchedulerGrpcClient::connect(format!("http://localhost:{port}"))
                     .await
                     .expect("the executor reaches the scheduler");
-                let runtime = Arc::new(RuntimeEnv::default());
+                let runtime = executor_runtime;
                 let stores = runtime.clone();
                 ballista_executor::new_standalone_executor_from_builder(
                     scheduler,
@@ -87,10 +98,16 @@ impl Cluster {
 
     /// A client session on this cluster with natal over `root`.
     pub async fn client(&self, root: &str) -> SessionContext {
+        self.client_with(root, Arc::new(RuntimeEnv::default()))
+            .await
+    }
+
+    /// [`Self::client`] with its stores from `runtime`.
+    pub async fn client_with(&self, root: &str, runtime: Arc<RuntimeEnv>) -> SessionContext {
         cluster::connect(
             &format!("df://localhost:{}", self.port),
             root,
-            Arc::new(RuntimeEnv::default()),
+            runtime,
             CatalogOptions::default(),
         )
         .await

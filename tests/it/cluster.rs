@@ -133,3 +133,42 @@ async fn the_22_tpch_queries_answer_on_the_cluster_as_locally() {
         assert_eq!(harness::canonical(&on_cluster).unwrap(), expected, "q{q}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_reads_a_root_in_an_s3_bucket_as_a_local_session() {
+    let endpoint = crate::s3_server::Endpoint::from_env_or_start()
+        .await
+        .unwrap();
+    let bucket_url = url::Url::parse(&format!("s3://{}", endpoint.bucket)).unwrap();
+    let stores = {
+        let (endpoint, bucket_url) = (endpoint.clone(), bucket_url.clone());
+        move || {
+            let runtime =
+                std::sync::Arc::new(datafusion::execution::runtime_env::RuntimeEnv::default());
+            let store = std::sync::Arc::new(endpoint.client().expect("an S3 client"));
+            runtime.register_object_store(&bucket_url, store);
+            runtime
+        }
+    };
+    let root = format!("s3://{}/cluster-{}", endpoint.bucket, uuid::Uuid::new_v4());
+    let local = SessionContext::new_with_config_rt(SessionConfig::new(), stores());
+    natal::datafusion::register(&local, &root).unwrap();
+    let mut statements = crate::common::fragmented_table(3);
+    statements.push("UPDATE t SET v = v + 10 WHERE k % 9 = 0".into());
+    for sql in &statements {
+        crate::common::answer(&local, sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let cluster = Cluster::start_with(2, 1, stores.clone());
+    let remote = cluster.client_with(&root, stores()).await;
+    for query in [
+        "SELECT k, v FROM t",
+        "SELECT v, count(*) FROM t GROUP BY v",
+        "SELECT _rowid, k FROM \"t$rows\" WHERE _rowid IN (9, 18, 4294967296)",
+    ] {
+        let expected = rows(&local, query).await;
+        assert!(!expected.is_empty(), "{query}");
+        assert_eq!(rows(&remote, query).await, expected, "{query}");
+    }
+}
