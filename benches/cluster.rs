@@ -22,18 +22,7 @@ use std::time::Instant;
 
 use datafusion::error::Result;
 use datafusion::prelude::SessionContext;
-
-fn env_f64(name: &str, default: f64) -> f64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(mut times: Vec<f64>) -> f64 {
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
-}
+use tpch::{env_f64, median};
 
 /// The rows of `sql` on `ctx`, canonical, and the median time (ms) of `runs` runs.
 async fn timed(ctx: &SessionContext, sql: &str, runs: usize) -> Result<(Vec<String>, f64)> {

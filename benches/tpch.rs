@@ -31,19 +31,7 @@ use std::time::Instant;
 use datafusion::catalog::{MemTable, MemorySchemaProvider, SchemaProvider};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::SessionContext;
-use tpch::Dirs;
-
-fn env_f64(name: &str, default: f64) -> f64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(mut times: Vec<f64>) -> f64 {
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
-}
+use tpch::{env_f64, median, Dirs};
 
 /// Median wall time (ms) of `runs` runs of query `q`, each in a fresh session from `session`.
 async fn time_query<F, Fut>(session: F, q: usize, sf: f64, runs: usize) -> Result<f64>

@@ -189,6 +189,20 @@ pub fn parquet_dir(dirs: &Dirs, table: &str) -> PathBuf {
     dirs.parquet.join(table)
 }
 
+/// `name` from the environment as a number, or `default`.
+pub fn env_f64(name: &str, default: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The median of `times`.
+pub fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
 /// A fresh session over the natal tables.
 pub fn natal_session(dirs: &Dirs) -> Result<SessionContext> {
     let ctx = SessionContext::new_with_config(SessionConfig::new());

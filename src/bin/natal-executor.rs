@@ -14,6 +14,8 @@ use ballista_executor::executor_process::{start_executor_process, ExecutorProces
 use clap::Parser;
 use natal::datafusion::cluster;
 
+#[path = "shared/process.rs"]
+mod process;
 #[path = "shared/stores.rs"]
 mod stores;
 
@@ -60,18 +62,8 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // Ballista's own log lines, at `RUST_LOG`'s level. By default info and above, except
-    // DataFusion's warning that a task's plan, cut to its partitions, no longer matches the
-    // scan's declared partition count: true of every task, and harmless (it counts again).
-    let default = "info,datafusion_datasource::file_scan_config=error";
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default)).init();
-    match run(Args::parse()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("Error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    process::init_logging();
+    process::exit_code(run(Args::parse()).await)
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {

@@ -7,6 +7,7 @@
 //! Writes are refused on the cluster: a natal statement commits one version through one
 //! handle, and a plan spread over executors has no one place to commit from.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -42,15 +43,30 @@ fn refused(what: &str, table: &WireTable) -> DataFusionError {
     ))
 }
 
-/// The table at `url`, through `runtime`'s stores.
+/// The table at `url`, through `runtime`'s stores the first time this process opens it;
+/// later, the same handle. Every task of an executor opens the version its plan pinned,
+/// and a kept handle has that manifest and the footers earlier tasks read in its caches
+/// (as a session's catalog keeps its handles), instead of asking the store again per task.
 pub(super) fn open(url: &str, runtime: &RuntimeEnv) -> Result<Table> {
+    static OPENED: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Table>>> =
+        std::sync::OnceLock::new();
+    let opened = OPENED.get_or_init(Default::default);
+    if let Some(table) = opened.lock().ok().and_then(|o| o.get(url).cloned()) {
+        return Ok(table);
+    }
     let (store, root) = resolve_location(runtime, url)?;
     let options = TableOptions {
         store_url: Some(store_url_of(url)?),
         external_stores: Some(SessionStores::of(runtime)),
         ..TableOptions::default()
     };
-    Ok(Table::open_with(store, root, options))
+    let table = Table::open_with(store, root, options);
+    if let Ok(mut opened) = opened.lock() {
+        opened
+            .entry(url.to_string())
+            .or_insert_with(|| table.clone());
+    }
+    Ok(table)
 }
 
 /// A provider of `wire`'s version.

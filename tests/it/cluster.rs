@@ -17,16 +17,7 @@ async fn rows(ctx: &SessionContext, sql: &str) -> Vec<String> {
         .collect()
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let text = arrow::util::pretty::pretty_format_batches(&batches)
-        .unwrap()
-        .to_string();
-    let mut rows: Vec<String> = (text.lines())
-        .filter(|l| l.starts_with('|'))
-        .skip(1)
-        .map(str::to_string)
-        .collect();
-    rows.sort();
-    rows
+    crate::common::sorted_rows(&batches)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,7 +21,7 @@ use datafusion_proto::bytes::{
 use natal::datafusion::{NatalLogicalCodec, NatalPhysicalCodec, NatalScanExec};
 use natal::internals::format::{WIRE_MAGIC, WIRE_VERSION};
 
-use crate::common::answer;
+use crate::common::{answer, sorted_rows};
 
 /// Scans (whole, filtered, masked by `_rowid`, of a moved row among them), an aggregate, a
 /// limit, and time travel.
@@ -46,21 +46,6 @@ async fn natal_session(root: &std::path::Path) -> SessionContext {
         answer(&ctx, &sql).await.unwrap();
     }
     ctx
-}
-
-/// The rows of `batches` as sorted lines: equal multisets of rows, in any order.
-fn sorted_rows(batches: &[arrow::record_batch::RecordBatch]) -> Vec<String> {
-    let text = arrow::util::pretty::pretty_format_batches(batches)
-        .unwrap()
-        .to_string();
-    let mut rows: Vec<String> = text
-        .lines()
-        .filter(|l| l.starts_with('|'))
-        .skip(1)
-        .map(str::to_string)
-        .collect();
-    rows.sort();
-    rows
 }
 
 /// `plan` with each natal scan in its file-scan form, the one natal's plans leave in.

@@ -194,6 +194,20 @@ pub async fn answer(ctx: &SessionContext, sql: &str) -> datafusion::error::Resul
     Ok(arrow::util::pretty::pretty_format_batches(&batches)?.to_string())
 }
 
+/// The rows of `batches` as sorted lines: equal multisets of rows, in any order.
+pub fn sorted_rows(batches: &[RecordBatch]) -> Vec<String> {
+    let text = arrow::util::pretty::pretty_format_batches(batches)
+        .unwrap()
+        .to_string();
+    let mut rows: Vec<String> = (text.lines())
+        .filter(|l| l.starts_with('|'))
+        .skip(1)
+        .map(str::to_string)
+        .collect();
+    rows.sort();
+    rows
+}
+
 /// A table `t (k BIGINT, v BIGINT)` of `fragments` fragments of 1,000 rows (`k` from 0,
 /// `v = k % 7`), one INSERT each: what to create it with.
 pub fn fragmented_table(fragments: i64) -> Vec<String> {
