@@ -39,6 +39,19 @@ pub enum Error {
         /// The version asked for.
         version: u64,
     },
+    /// A read needs a version that cleanup removed (a change read over its range).
+    #[error(
+        "version {version} of the table at '{table}' was removed by cleanup; the oldest \
+         version still readable is {oldest}"
+    )]
+    VersionRemoved {
+        /// The table's location.
+        table: String,
+        /// The version the read needs.
+        version: u64,
+        /// The oldest version the table still has.
+        oldest: u64,
+    },
     /// No table exists at the location.
     #[error("no natal table at '{table}'")]
     TableNotFound {

@@ -56,11 +56,11 @@ pub use io::{external_blob, BlobPlace, BlobReader, BlobReferences, IndexLookup, 
 pub use operation::Operation;
 pub use rowid::{FragmentId, RowAddress, RowId, RowIdSet};
 pub use table::{
-    BatchUpdate, CleanupPolicy, CleanupReport, CloneTarget, Cloned, ColumnDefault, ColumnValues,
-    Committed, CompactOptions, Compaction, Declarations, IndexBuild, IndexOptions, IndexProbe,
-    NewColumn, Progress, RowChangeSet, RowChanges, RowMatch, RowPredicate, ScanMetrics,
-    ScanRequest, SidecarUsage, Snapshot, Table, TableConstraint, TableOptions, TieredMerge,
-    ROW_ADDR, ROW_ID,
+    BatchUpdate, ChangeType, ChangedRows, CleanupPolicy, CleanupReport, CloneTarget, Cloned,
+    ColumnDefault, ColumnValues, Committed, CompactOptions, Compaction, Declarations, IndexBuild,
+    IndexOptions, IndexProbe, NewColumn, Progress, RowChangeSet, RowChanges, RowMatch,
+    RowPredicate, ScanMetrics, ScanRequest, SidecarUsage, Snapshot, Table, TableConstraint,
+    TableOptions, TieredMerge, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ROW_ADDR, ROW_ID,
 };
 
 /// natal's insides, for its own benches, tests and fuzzers: the on-disk types and their

@@ -606,15 +606,27 @@ async fn stored_table_names(store: Arc<dyn ObjectStore>, root: Path) -> crate::R
 fn blocking<T: Send + 'static>(
     work: impl std::future::Future<Output = crate::Result<T>> + Send + 'static,
 ) -> Result<T> {
-    let handle = tokio::runtime::Handle::try_current().map_err(|_| {
-        DataFusionError::Execution("natal needs a tokio runtime to create or drop tables".into())
-    })?;
+    blocking_for(
+        "CREATE TABLE and DROP TABLE on natal tables",
+        "; use CREATE EXTERNAL TABLE ... STORED AS NATAL instead",
+        work,
+    )
+}
+
+/// Runs `work` to its end from synchronous planning code (DataFusion asks some answers
+/// without `await`), which a multi-threaded tokio runtime allows; `what` needs it, and
+/// `instead` says what to do without one.
+pub(super) fn blocking_for<T: Send + 'static>(
+    what: &str,
+    instead: &str,
+    work: impl std::future::Future<Output = crate::Result<T>> + Send + 'static,
+) -> Result<T> {
+    let handle = tokio::runtime::Handle::try_current()
+        .map_err(|_| DataFusionError::Execution(format!("{what} need a tokio runtime")))?;
     if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
-        return Err(DataFusionError::Execution(
-            "CREATE TABLE and DROP TABLE on natal tables need a multi-threaded tokio runtime; \
-             use CREATE EXTERNAL TABLE ... STORED AS NATAL instead"
-                .into(),
-        ));
+        return Err(DataFusionError::Execution(format!(
+            "{what} need a multi-threaded tokio runtime{instead}"
+        )));
     }
     tokio::task::block_in_place(|| handle.block_on(work)).map_err(DataFusionError::from)
 }

@@ -7,7 +7,8 @@
 //! route `ALTER TABLE`; `natal_blob_options('t', 'col', inline_limit, dedicated_threshold,
 //! pack_file_size)` for a blob column's later values) — DML as functions: `natal_delete`, `natal_update` — and reads a
 //! scan does not give: one blob value's bytes (`natal_blob_read('t', 'column', rowid
-//! [, offset, length])`, read when the plan is built) and an index's segment placement.
+//! [, offset, length])`, read when the plan is built), an index's segment placement, and
+//! change reads (`natal_changes('t', from [, to])`, `change_feed.rs`).
 //! Arguments are checked while planning; the work happens when the plan executes (so
 //! `EXPLAIN` changes nothing) and yields one row of figures.
 
@@ -242,6 +243,7 @@ impl NatalFunction {
             "natal_blob_read",
             "natal_blob_options",
             "natal_clone",
+            "natal_changes",
         ]
         .into_iter()
         .map(|name| {
@@ -278,7 +280,7 @@ fn literal_string(name: &str, args: &[Expr], i: usize, what: &str) -> Result<Str
     }
 }
 
-fn literal_u64(name: &str, args: &[Expr], i: usize, what: &str) -> Result<Option<u64>> {
+pub(super) fn literal_u64(name: &str, args: &[Expr], i: usize, what: &str) -> Result<Option<u64>> {
     match args.get(i) {
         None => Ok(None),
         // Only integer literals: a cast would truncate `1.7` to version 1.
@@ -378,6 +380,9 @@ impl TableFunctionImpl for NatalFunction {
                 operation,
                 name,
             }));
+        }
+        if name == "natal_changes" {
+            return super::change_feed::provider(table, exprs);
         }
         if name == "natal_segment_placement" {
             let index = literal_string(name, exprs, 1, "index name")?;

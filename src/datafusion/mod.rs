@@ -16,6 +16,7 @@ mod blob_ddl;
 mod blob_read;
 mod blob_sizes;
 mod catalog;
+mod change_feed;
 #[cfg(feature = "ballista")]
 pub mod cluster;
 mod codec;

@@ -139,6 +139,47 @@ impl TableStore {
         vector.ok_or_else(|| Error::internal("a deletion vector of no files"))
     }
 
+    /// What changed between two deletion vectors of one fragment: the offsets `after`
+    /// deletes that `before` did not, and those `before` deleted that `after` does not (a
+    /// restore brings rows back). When `after` only added files to `before` (the common
+    /// case: a commit appends a delta), only the added files are read.
+    pub async fn deletion_change(
+        &self,
+        before: Option<&DeletionVector>,
+        after: Option<&DeletionVector>,
+        physical_rows: u32,
+    ) -> Result<(RoaringBitmap, RoaringBitmap)> {
+        let before_files: Vec<&DeletionFile> = before.into_iter().flat_map(|v| v.files()).collect();
+        let after_files: Vec<&DeletionFile> = after.into_iter().flat_map(|v| v.files()).collect();
+        if after_files.starts_with(&before_files) {
+            let mut added = RoaringBitmap::new();
+            for file in &after_files[before_files.len()..] {
+                added |= self.read_deletion_file(file, physical_rows).await?.as_ref();
+            }
+            return Ok((added, RoaringBitmap::new()));
+        }
+        let (before, after) = futures::future::try_join(
+            self.deletions_or_none(before, physical_rows),
+            self.deletions_or_none(after, physical_rows),
+        )
+        .await?;
+        Ok((
+            after.as_ref() - before.as_ref(),
+            before.as_ref() - after.as_ref(),
+        ))
+    }
+
+    async fn deletions_or_none(
+        &self,
+        vector: Option<&DeletionVector>,
+        physical_rows: u32,
+    ) -> Result<Arc<RoaringBitmap>> {
+        match vector {
+            None => Ok(Arc::new(RoaringBitmap::new())),
+            Some(vector) => self.read_deletions(vector, physical_rows).await,
+        }
+    }
+
     async fn read_deletion_file(
         &self,
         file: &DeletionFile,

@@ -22,6 +22,7 @@ mod alter;
 mod blob_reads;
 pub use blob_reads::SidecarUsage;
 mod blob_sizes;
+mod change_reads;
 mod changes;
 mod clone;
 mod commit;
@@ -53,6 +54,8 @@ use crate::io::{check_storable, ManifestLayout, TableStore};
 use write::{delete_written, write_native_fragments};
 
 pub use alter::{ColumnValues, NewColumn};
+pub(crate) use change_reads::change_schema;
+pub use change_reads::{ChangeType, ChangedRows, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
 pub use changes::RowChangeSet;
 pub use clone::{CloneTarget, Cloned};
 pub use declared::{ColumnDefault, Declarations, TableConstraint};

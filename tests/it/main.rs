@@ -7,6 +7,7 @@ mod blob_external;
 mod blob_inline;
 mod blob_reuse;
 mod blob_rewrite;
+mod changes;
 mod cli;
 mod clone;
 #[cfg(feature = "ballista")]
@@ -31,6 +32,7 @@ mod merge;
 mod merge_into;
 mod model;
 mod model_actions;
+mod model_changes;
 mod model_clone;
 mod model_index;
 mod model_schema;

@@ -4,7 +4,8 @@
 //! After each step: every live row's id and values; no id ever reused; `resolve` finds
 //! exactly the live rows; rows never moved sit at their birth address; and every retained
 //! version still reads exactly as it did when it was committed, with the columns it had
-//! (schema changes: `model_schema.rs`). Most cases run with the
+//! (schema changes: `model_schema.rs`); and change reads between retained versions turn one
+//! into the other (`model_changes.rs`). Most cases run with the
 //! handle's tiered merging of small fragments on: its merges are versions of their own,
 //! checked as compactions are.
 
@@ -570,6 +571,7 @@ pub(crate) async fn check(model: &Model, table: &Table) {
         )
         .await;
     }
+    crate::model_changes::check_changes(model, table).await;
 }
 
 /// Records the versions a handle's tiered merges published after its write (values

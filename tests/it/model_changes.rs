@@ -1,0 +1,108 @@
+//! Change reads against the model: for pairs of retained versions, `Table::changes(a, b)`
+//! applied to the model's rows of `a` gives its rows of `b`, ids included; each change
+//! carries the version of the row's last change in the range, which the model's history
+//! confirms; and rows only moved (compaction, merges) are never reported.
+
+use std::collections::HashMap;
+
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::{Int64Type, UInt64Type};
+use natal::Table;
+
+use crate::model::{Model, State};
+
+/// One reported change: (version, id, kind, key, val).
+type Change = (u64, u64, String, i64, i64);
+
+fn changes_of(batches: &[RecordBatch]) -> Vec<Change> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let column = |name: &str| batch.column_by_name(name).expect(name);
+        let (ids, kinds, versions) = (
+            column(natal::ROW_ID).as_primitive::<UInt64Type>(),
+            column(natal::CHANGE_TYPE).as_string::<i32>(),
+            column(natal::COMMIT_VERSION).as_primitive::<UInt64Type>(),
+        );
+        let (keys, vals) = (
+            column("key").as_primitive::<Int64Type>(),
+            column("val").as_primitive::<Int64Type>(),
+        );
+        for i in 0..batch.num_rows() {
+            out.push((
+                versions.value(i),
+                ids.value(i),
+                kinds.value(i).to_string(),
+                keys.value(i),
+                vals.value(i),
+            ));
+        }
+    }
+    out
+}
+
+/// The change read of the last step and of the whole retained history.
+pub(crate) async fn check_changes(model: &Model, table: &Table) {
+    let n = model.versions.len();
+    let mut pairs = vec![(0, n - 1), (n.saturating_sub(2), n - 1)];
+    pairs.dedup();
+    for (i, j) in pairs {
+        check_pair(model, table, i, j).await;
+    }
+}
+
+async fn check_pair(model: &Model, table: &Table, i: usize, j: usize) {
+    let (from, before) = &model.versions[i];
+    let (to, after) = &model.versions[j];
+    let states: HashMap<u64, &State> = model.versions.iter().map(|(v, s)| (*v, s)).collect();
+    let read = table
+        .changes(*from, *to)
+        .await
+        .unwrap_or_else(|e| panic!("changes({from}, {to}): {e}"));
+    let changes = changes_of(&read.batches);
+    let mut state = before.clone();
+    let mut preimages: HashMap<u64, (i64, i64)> = HashMap::new();
+    let what = |c: &Change| format!("changes({from}, {to}) reported {c:?}");
+    for change in &changes {
+        let (version, id, kind, key, val) = change;
+        assert!(from < version && version <= to, "{}", what(change));
+        let (at, just_before) = (states[version], states[&(version - 1)]);
+        match kind.as_str() {
+            "delete" | "update_preimage" => {
+                assert_eq!(state.remove(id), Some((*key, *val)), "{}", what(change));
+                if kind == "delete" {
+                    assert!(just_before.contains_key(id), "{}", what(change));
+                    assert!(!at.contains_key(id), "{}", what(change));
+                } else {
+                    preimages.insert(*id, (*key, *val));
+                }
+            }
+            "update_postimage" | "insert" => {
+                assert_eq!(state.insert(*id, (*key, *val)), None, "{}", what(change));
+                assert_eq!(at.get(id), Some(&(*key, *val)), "{}", what(change));
+                assert_ne!(just_before.get(id), Some(&(*key, *val)), "{}", what(change));
+                if kind == "insert" {
+                    assert!(!before.contains_key(id), "{}", what(change));
+                } else {
+                    let old = preimages.get(id).copied();
+                    assert!(
+                        old.is_some(),
+                        "a postimage without its preimage: {}",
+                        what(change)
+                    );
+                    // Updates change values; a row a restore put back as it was is no change.
+                    assert_ne!(old, Some((*key, *val)), "{}", what(change));
+                }
+            }
+            other => panic!("unknown change type {other}"),
+        }
+    }
+    assert_eq!(
+        &state, after,
+        "changes({from}, {to}) applied to {from} do not give {to}"
+    );
+    let count = |kind: &str| changes.iter().filter(|c| c.2 == kind).count() as u64;
+    assert_eq!(
+        (read.inserted, read.updated, read.deleted),
+        (count("insert"), count("update_postimage"), count("delete"))
+    );
+}
