@@ -2,7 +2,9 @@
 //! (the latest when planned, if not given), by row id ([`Table::changes`]): the table's
 //! columns, then `_rowid`, `_change_type`, `_commit_version` and `_commit_timestamp`.
 //! The versions are checked and pinned when the statement is planned; the change is read
-//! when it runs.
+//! when it runs, only as far as the query needs: no value when it selects no column of the
+//! table, and no old value when its filters on `_change_type` keep only inserts and
+//! postimages.
 
 use std::fmt;
 use std::sync::Arc;
@@ -10,10 +12,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::ScalarValue;
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::{Expr, Operator, TableProviderFilterPushDown};
 use datafusion::physical_plan::execution_plan::EmissionType;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
@@ -22,7 +25,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::catalog::blocking_for;
 use super::functions::literal_u64;
 use super::leaf::{leaf_exec_methods, leaf_properties};
-use crate::table::{ScanRequest, Table};
+use crate::table::{ChangeRequest, ChangeType, ScanRequest, Table, CHANGE_TYPE};
 
 const NAME: &str = "natal_changes";
 
@@ -94,23 +97,85 @@ impl TableProvider for ChangesProvider {
         TableType::Temporary
     }
 
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok((filters.iter())
+            .map(|f| match change_kinds(f) {
+                Some(_) => TableProviderFilterPushDown::Exact,
+                None => TableProviderFilterPushDown::Unsupported,
+            })
+            .collect())
+    }
+
     async fn scan(
         &self,
         _state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
+        filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let schema = match projection {
-            Some(p) => Arc::new(self.schema.project(p)?),
-            None => self.schema.clone(),
-        };
+        let all: Vec<usize> = (0..self.schema.fields().len()).collect();
+        let projection = projection.cloned().unwrap_or(all);
+        let schema = Arc::new(self.schema.project(&projection)?);
+        // The table's columns come first, then `_rowid` and the change's three.
+        let user = self.schema.fields().len() - 4;
+        let columns = (projection.iter().filter(|&&i| i < user))
+            .map(|&i| self.schema.field(i).name().clone())
+            .collect();
+        let mut kinds: Option<Vec<ChangeType>> = None;
+        for filter in filters {
+            let allowed = change_kinds(filter).ok_or_else(|| {
+                DataFusionError::Internal(format!("{NAME}: a filter it cannot apply: {filter}"))
+            })?;
+            kinds = Some(match kinds {
+                None => allowed,
+                Some(kinds) => kinds.into_iter().filter(|k| allowed.contains(k)).collect(),
+            });
+        }
         Ok(Arc::new(ChangesExec {
             table: self.table.clone(),
             range: (self.from, self.to),
-            projection: projection.cloned(),
+            request: ChangeRequest {
+                columns: Some(columns),
+                kinds,
+            },
             properties: leaf_properties(schema, 1, EmissionType::Final),
         }))
+    }
+}
+
+/// The kinds of change `filter` keeps, if it is a test of `_change_type` against literals
+/// (`=`, `IN`, `OR`s of them) that the read can apply itself.
+fn change_kinds(filter: &Expr) -> Option<Vec<ChangeType>> {
+    let is_kind_column = |e: &Expr| matches!(e, Expr::Column(c) if c.name == CHANGE_TYPE);
+    let kind = |e: &Expr| match e {
+        Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)), _) => {
+            // A name no change has keeps nothing, which the read applies as well.
+            Some(ChangeType::parse(s))
+        }
+        _ => None,
+    };
+    match filter {
+        Expr::BinaryExpr(b) if b.op == Operator::Eq => {
+            let named = match (is_kind_column(&b.left), is_kind_column(&b.right)) {
+                (true, _) => kind(&b.right)?,
+                (_, true) => kind(&b.left)?,
+                _ => return None,
+            };
+            Some(named.into_iter().collect())
+        }
+        Expr::BinaryExpr(b) if b.op == Operator::Or => {
+            let mut kinds = change_kinds(&b.left)?;
+            kinds.extend(change_kinds(&b.right)?);
+            Some(kinds)
+        }
+        Expr::InList(list) if !list.negated && is_kind_column(&list.expr) => {
+            let named = list.list.iter().map(kind).collect::<Option<Vec<_>>>()?;
+            Some(named.into_iter().flatten().collect())
+        }
+        _ => None,
     }
 }
 
@@ -119,7 +184,7 @@ impl TableProvider for ChangesProvider {
 struct ChangesExec {
     table: Table,
     range: (u64, u64),
-    projection: Option<Vec<usize>>,
+    request: ChangeRequest,
     properties: Arc<PlanProperties>,
 }
 
@@ -129,7 +194,12 @@ impl DisplayAs for ChangesExec {
             f,
             "NatalChangesExec: from={} to={}",
             self.range.0, self.range.1
-        )
+        )?;
+        if let Some(kinds) = &self.request.kinds {
+            let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+            write!(f, ", kinds=[{}]", names.join(", "))?;
+        }
+        Ok(())
     }
 }
 
@@ -150,14 +220,16 @@ impl ExecutionPlan for ChangesExec {
         _context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let (table, (from, to)) = (self.table.clone(), self.range);
-        let projection = self.projection.clone();
+        let request = self.request.clone();
+        let output = self.properties.eq_properties.schema().clone();
         let batches = futures::stream::once(async move {
-            let changed = table.changes(from, to).await?;
+            let changed = table.changes_with(from, to, request).await?;
+            // The read's columns in the order the plan asked for them.
             let batches = changed.batches.into_iter().map(move |batch| {
-                Ok(match &projection {
-                    Some(p) => batch.project(p)?,
-                    None => batch,
-                })
+                let positions = (output.fields().iter())
+                    .map(|f| batch.schema().index_of(f.name()))
+                    .collect::<std::result::Result<Vec<usize>, _>>()?;
+                Ok(batch.project(&positions)?)
             });
             Ok::<_, DataFusionError>(futures::stream::iter(batches))
         })

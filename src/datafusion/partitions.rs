@@ -110,6 +110,7 @@ mod tests {
             deletion: None,
             physical_rows: rows,
             row_ids: crate::format::FragmentRowIds::Native,
+            lineage: Default::default(),
         }
     }
 

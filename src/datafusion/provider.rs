@@ -24,7 +24,10 @@ use super::pushdown::{classify, index_probe, Classified};
 use super::scan::NatalScanExec;
 use super::scan_plan::{ScanOrigin, ScanPlan};
 use crate::format::Fragment;
-use crate::table::{RowMatch, RowPredicate, Snapshot, Table, ROW_ADDR, ROW_ID};
+use crate::table::{
+    RowMatch, RowPredicate, Snapshot, Table, ROW_ADDR, ROW_CREATED_VERSION, ROW_ID,
+    ROW_UPDATED_VERSION,
+};
 
 /// Which rows and columns a provider exposes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,11 +62,19 @@ pub struct NatalTableProvider {
 /// Columns' defaults by name, and why one no longer plans (see `declared::planned_defaults`).
 type PlannedDefaults = (std::collections::HashMap<String, Expr>, Option<String>);
 
-fn system_fields() -> [Field; 2] {
+fn system_fields() -> [Field; 4] {
     [
         Field::new(ROW_ID, DataType::UInt64, false),
         Field::new(ROW_ADDR, DataType::UInt64, false),
+        Field::new(ROW_CREATED_VERSION, DataType::UInt64, true),
+        Field::new(ROW_UPDATED_VERSION, DataType::UInt64, true),
     ]
+}
+
+/// True for the lineage columns of `t$rows`, which come from fragment metadata after the
+/// rows are read.
+fn is_lineage(name: &str) -> bool {
+    name == ROW_CREATED_VERSION || name == ROW_UPDATED_VERSION
 }
 
 impl NatalTableProvider {
@@ -185,7 +196,9 @@ impl NatalTableProvider {
 /// (`random() < 0.1`: evaluating it twice would not be the same filter) and one calling an
 /// async function (only DataFusion's own async exec can evaluate it).
 pub(super) fn pushdown_of(filter: &Expr) -> TableProviderFilterPushDown {
-    if filter.is_volatile() || calls_async(filter) {
+    // Lineage columns are not read by the scan's filters: DataFusion filters them after.
+    let on_lineage = || filter.column_refs().iter().any(|c| is_lineage(&c.name));
+    if filter.is_volatile() || calls_async(filter) || on_lineage() {
         TableProviderFilterPushDown::Unsupported
     } else {
         TableProviderFilterPushDown::Exact
@@ -390,17 +403,21 @@ impl NatalTableProvider {
         let names: Vec<&str> = output.fields().iter().map(|f| f.name().as_str()).collect();
         let columns: Vec<String> = names
             .iter()
-            .filter(|n| **n != ROW_ID && **n != ROW_ADDR)
+            .filter(|n| **n != ROW_ID && **n != ROW_ADDR && !is_lineage(n))
             .map(|n| n.to_string())
             .collect();
         let with_row_id = names.contains(&ROW_ID);
         let with_row_addr = names.contains(&ROW_ADDR);
+        let with_lineage = names.iter().any(|n| is_lineage(n));
         let mut scan_order: Vec<&str> = columns.iter().map(String::as_str).collect();
         if with_row_id {
             scan_order.push(ROW_ID);
         }
         if with_row_addr {
             scan_order.push(ROW_ADDR);
+        }
+        if with_lineage {
+            scan_order.extend([ROW_CREATED_VERSION, ROW_UPDATED_VERSION]);
         }
         let output_order = names
             .iter()
@@ -464,6 +481,7 @@ impl NatalTableProvider {
             columns,
             with_row_id,
             with_row_addr,
+            with_lineage,
             output_order,
             row_ids,
             row_id_range: row_id_range_all,

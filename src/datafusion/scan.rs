@@ -310,6 +310,7 @@ impl PartitionRead<'_> {
             columns: Some(plan.columns.clone()),
             with_row_id: plan.with_row_id,
             with_row_addr: plan.with_row_addr,
+            with_lineage: plan.with_lineage,
             row_ids: plan.row_ids.clone(),
             row_id_range: plan.row_id_range.clone(),
             fragments: Some(fragments),

@@ -32,6 +32,8 @@ pub(crate) struct ScanPlan {
     pub columns: Vec<String>,
     pub with_row_id: bool,
     pub with_row_addr: bool,
+    /// Adds the lineage columns after the other system columns.
+    pub with_lineage: bool,
     /// For each output column, its index in the scan's own output.
     pub output_order: Vec<usize>,
     pub row_ids: Option<RowIdSet>,

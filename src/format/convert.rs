@@ -437,12 +437,22 @@ pub(super) fn fragment_from_proto(
             )))
         }
     };
+    let lineage = super::lineage::lineage_from_proto(
+        (
+            raw.written_in_version,
+            raw.row_created_versions,
+            raw.row_updated_versions,
+        ),
+        physical_rows,
+    )
+    .map_err(|reason| corrupt(format!("fragment {}: {reason}", raw.id)))?;
     Ok(Fragment {
         id: raw.id,
         files,
         deletion,
         physical_rows,
         row_ids,
+        lineage,
     })
 }
 
@@ -469,7 +479,12 @@ fn stats_from_proto(raw: proto::ColumnStats) -> ColumnStats {
 }
 
 pub(super) fn fragment_to_proto(f: &Fragment) -> proto::Fragment {
+    let (written_in_version, row_created_versions, row_updated_versions) =
+        super::lineage::lineage_to_proto(&f.lineage);
     proto::Fragment {
+        written_in_version,
+        row_created_versions,
+        row_updated_versions,
         id: f.id,
         files: f
             .files

@@ -79,6 +79,11 @@ pub mod flags {
     /// references are under them: readers must resolve them there; writers must never
     /// write or delete there (cleanup keeps to the table's own root).
     pub const STORAGE_BASES: u64 = 1 << 18;
+    /// Writer-only: fragments record the version that wrote them, and those holding rows
+    /// first written elsewhere each row's creation and last-change versions (row lineage),
+    /// which writers must carry over and continue: a writer that dropped them would lose
+    /// them for good. Readers need them only for lineage columns and change reads.
+    pub const ROW_LINEAGE: u64 = 1 << 19;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -96,8 +101,12 @@ pub mod flags {
         | BLOB_REUSE_INDEX
         | STORAGE_BASES;
     /// Every writer flag this client implements.
-    pub const KNOWN_WRITER: u64 =
-        KNOWN_READER | INDEX_SEGMENT_SEQ | MOVE_TALLIES | COLUMN_DEFAULTS | SCHEMA_DECLARATIONS;
+    pub const KNOWN_WRITER: u64 = KNOWN_READER
+        | INDEX_SEGMENT_SEQ
+        | MOVE_TALLIES
+        | COLUMN_DEFAULTS
+        | SCHEMA_DECLARATIONS
+        | ROW_LINEAGE;
 }
 
 /// One version of a table.
@@ -298,6 +307,9 @@ impl Manifest {
         if self.schema.declares_more() {
             writer |= flags::SCHEMA_DECLARATIONS;
         }
+        if self.fragments.iter().any(|f| f.lineage.is_recorded()) {
+            writer |= flags::ROW_LINEAGE;
+        }
         (reader, writer)
     }
 }
@@ -315,6 +327,8 @@ pub struct Fragment {
     pub physical_rows: u32,
     /// The ids of its rows, by offset.
     pub row_ids: FragmentRowIds,
+    /// When its rows were written and last changed.
+    pub lineage: super::Lineage,
 }
 
 /// Where a fragment's row ids are: its addresses, a sequence in the manifest, or a sequence
@@ -437,6 +451,7 @@ impl Fragment {
             && self.files == other.files
             && self.physical_rows == other.physical_rows
             && self.row_ids.stored_eq(&other.row_ids)
+            && self.lineage == other.lineage
     }
 
     /// The file field `field_id` is read from: the newest of this fragment's files that

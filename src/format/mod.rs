@@ -12,6 +12,7 @@ mod convert_schema;
 mod deletion;
 pub(crate) mod envelope;
 mod index;
+mod lineage;
 mod manifest;
 pub(crate) mod nested;
 mod path;
@@ -40,6 +41,7 @@ pub use blob_reuse::{sidecar_in, BlobReuseIndex, BlobReuseSource};
 pub use deletion::{decode_deletions, encode_deletions};
 pub use envelope::{seal, unseal};
 pub use index::{cache_node, IndexSection, IndexSegment, LogicalIndex};
+pub use lineage::{Lineage, VersionRuns, UNKNOWN_VERSION};
 pub use manifest::{
     flags, CheckpointRef, DataFile, DeletionFile, DeletionVector, Fragment, FragmentRowIds,
     FragmentSegment, Manifest, Operation, RowIdFile, SegmentPatch, TransactionSummary,

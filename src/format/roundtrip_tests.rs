@@ -115,12 +115,29 @@ fn fragment(id: u32, rows: u32) -> impl Strategy<Value = Fragment> {
             Some(sequence) => FragmentRowIds::Inline(sequence),
         },
     );
-    (files, deletion, row_ids).prop_map(move |(files, deletion, row_ids)| Fragment {
-        id,
-        files,
-        deletion,
-        physical_rows: rows,
-        row_ids,
+    let versions = move || option::of(vec(0u64..5, rows as usize));
+    let lineage = (option::of(1u64..100), versions(), versions()).prop_map(
+        |(written_in, created, updated)| {
+            let runs = |v: Option<Vec<u64>>| v.map(|v| Arc::new(VersionRuns::from_values(&v)));
+            match written_in {
+                None => Lineage::default(),
+                Some(_) => Lineage {
+                    written_in,
+                    row_created: runs(created),
+                    row_updated: runs(updated),
+                },
+            }
+        },
+    );
+    (files, deletion, row_ids, lineage).prop_map(move |(files, deletion, row_ids, lineage)| {
+        Fragment {
+            id,
+            files,
+            deletion,
+            physical_rows: rows,
+            row_ids,
+            lineage,
+        }
     })
 }
 
@@ -307,6 +324,7 @@ fn fragment_row_ids_are_one_of_three() {
         deletion: None,
         physical_rows: 3,
         row_ids,
+        lineage: Lineage::native(2),
     };
     let stored = fragment(FragmentRowIds::Stored {
         file: file.clone(),

@@ -25,6 +25,8 @@ pub struct RequestCounts {
     pub list: AtomicU64,
     pub delete: AtomicU64,
     pub other: AtomicU64,
+    /// Bytes the GETs returned.
+    pub bytes_read: AtomicU64,
 }
 
 /// The counts of an [`InstrumentedStore`] at one moment.
@@ -40,6 +42,8 @@ pub struct RequestTally {
     pub delete: u64,
     /// Anything else (HEAD, copy, rename).
     pub other: u64,
+    /// Bytes the GETs returned.
+    pub bytes_read: u64,
 }
 
 impl RequestTally {
@@ -128,13 +132,14 @@ impl InstrumentedStore {
             list: c.list.load(Ordering::SeqCst),
             delete: c.delete.load(Ordering::SeqCst),
             other: c.other.load(Ordering::SeqCst),
+            bytes_read: c.bytes_read.load(Ordering::SeqCst),
         }
     }
 
     /// Sets every count to 0.
     pub fn reset(&self) {
         let c = &self.state.counts;
-        for c in [&c.get, &c.put, &c.list, &c.delete, &c.other] {
+        for c in [&c.get, &c.put, &c.list, &c.delete, &c.other, &c.bytes_read] {
             c.store(0, Ordering::SeqCst);
         }
     }
@@ -172,13 +177,22 @@ impl ObjectStore for InstrumentedStore {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         self.state.record(|c| &c.get, location.as_ref())?;
         self.state.wait().await;
-        self.inner.get_opts(location, options).await
+        let result = self.inner.get_opts(location, options).await?;
+        let bytes = result.range.end - result.range.start;
+        self.state
+            .counts
+            .bytes_read
+            .fetch_add(bytes, Ordering::SeqCst);
+        Ok(result)
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         self.state.record(|c| &c.get, location.as_ref())?;
         self.state.wait().await;
-        self.inner.get_ranges(location, ranges).await
+        let got = self.inner.get_ranges(location, ranges).await?;
+        let bytes: usize = got.iter().map(Bytes::len).sum();
+        (self.state.counts.bytes_read).fetch_add(bytes as u64, Ordering::SeqCst);
+        Ok(got)
     }
 
     fn delete_stream(

@@ -19,20 +19,20 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::BooleanArray;
-use arrow::array::{
-    Array, ArrayRef, RecordBatch, StringArray, TimestampMicrosecondArray, UInt64Array,
-};
-use arrow::compute::{filter_record_batch, interleave};
-use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef, TimeUnit};
-use arrow::row::{RowConverter, SortField};
-use futures::StreamExt;
+use arrow::array::{Array, BooleanArray, RecordBatch, StringArray};
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::{Schema as ArrowSchema, SchemaRef};
+use futures::{StreamExt, TryStreamExt};
 use roaring::{RoaringBitmap, RoaringTreemap};
 
-use super::scan_request::{ScanRequest, ROW_ID};
+use super::change_values::{
+    change_schema, columns_in_both, drop_equal_pairs, equal_rows, pair_chunks, read_chunk,
+    OldValues,
+};
+use super::scan_request::ScanRequest;
 use super::{Snapshot, Table};
 use crate::error::{Error, Result};
-use crate::format::{Fragment, Manifest, Operation, Schema};
+use crate::format::{Fragment, Manifest, Operation};
 use crate::rowid::{RowAddress, RowId};
 
 /// The column naming what happened to a row: `insert`, `update_preimage`,
@@ -45,6 +45,10 @@ pub const COMMIT_TIMESTAMP: &str = "_commit_timestamp";
 
 /// Manifests read at once.
 const CONCURRENT_MANIFEST_READS: usize = 8;
+/// Versions diffed at once.
+const CONCURRENT_DIFFS: usize = 4;
+/// Fragments' deletions or row ids read at once within one version's diff.
+const CONCURRENT_FRAGMENT_READS: usize = 8;
 /// Changed rows read and reported per batch.
 const ROWS_PER_BATCH: usize = 64 * 1024;
 
@@ -62,6 +66,19 @@ pub enum ChangeType {
 }
 
 impl ChangeType {
+    /// Every kind, in report order within a row.
+    pub const ALL: [ChangeType; 4] = [
+        ChangeType::Delete,
+        ChangeType::UpdatePreimage,
+        ChangeType::UpdatePostimage,
+        ChangeType::Insert,
+    ];
+
+    /// The kind `_change_type` names `name`, if any.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+
     /// The name `_change_type` holds.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -70,6 +87,51 @@ impl ChangeType {
             ChangeType::UpdatePostimage => "update_postimage",
             ChangeType::Insert => "insert",
         }
+    }
+}
+
+/// What a change read returns ([`Table::changes_with`]); everything by default.
+#[derive(Debug, Clone, Default)]
+pub struct ChangeRequest {
+    /// User columns, by name; `None`: every column of `to`. Without any, no value is read.
+    pub columns: Option<Vec<String>>,
+    /// Only these kinds of change; `None`: every kind.
+    pub kinds: Option<Vec<ChangeType>>,
+}
+
+impl ChangeRequest {
+    fn wants(&self, kind: ChangeType) -> bool {
+        self.kinds
+            .as_ref()
+            .is_none_or(|kinds| kinds.contains(&kind))
+    }
+
+    /// `batch` (every column, every kind) cut to what this asks.
+    fn select(&self, batch: RecordBatch) -> Result<RecordBatch> {
+        let schema = batch.schema();
+        let kinds = batch
+            .column_by_name(CHANGE_TYPE)
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .ok_or_else(|| Error::internal("a change read lost its change types"))?;
+        let keep: BooleanArray = (kinds.iter())
+            .map(|k| Some(ChangeType::parse(k.unwrap_or_default()).is_some_and(|k| self.wants(k))))
+            .collect();
+        let batch = filter_record_batch(&batch, &keep)?;
+        let Some(columns) = &self.columns else {
+            return Ok(batch);
+        };
+        // The asked columns, then `_rowid` and the change's columns.
+        let user = schema.fields().len() - 4;
+        let mut positions = columns
+            .iter()
+            .map(|name| {
+                (schema.fields()[..user].iter())
+                    .position(|f| f.name() == name)
+                    .ok_or_else(|| Error::invalid(format!("no column named '{name}'")))
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        positions.extend(user..schema.fields().len());
+        Ok(batch.project(&positions)?)
     }
 }
 
@@ -167,6 +229,16 @@ fn changes_rows(operation: Operation) -> bool {
     )
 }
 
+/// What one fragment's part of a version's diff reads.
+enum Part<'a> {
+    /// A fragment the version dropped: its live rows left.
+    Dropped(&'a Fragment),
+    /// A fragment the version added: its live rows arrived.
+    Added(&'a Fragment),
+    /// A fragment whose deletions changed (before, after).
+    Deletions(&'a Fragment, &'a Fragment),
+}
+
 /// The id of the row at `offset` of `fragment`.
 fn id_at(fragment: &Fragment, offset: u32) -> Result<u64> {
     match fragment.row_ids.sequence() {
@@ -206,6 +278,21 @@ impl Table {
     /// version not yet written; [`Error::VersionRemoved`] (naming the oldest version still
     /// readable) when cleanup removed one the range needs.
     pub async fn changes(&self, from: u64, to: u64) -> Result<ChangedRows> {
+        self.changes_with(from, to, ChangeRequest::default()).await
+    }
+
+    /// [`Self::changes`], reading only what `request` asks: with no user column, no value
+    /// at all (ids, kinds and versions come from the diff); with some kinds, only the
+    /// values those need (postimages and inserts alone read nothing at `from`).
+    ///
+    /// # Errors
+    /// As [`Self::changes`]; and a column `to` does not have.
+    pub async fn changes_with(
+        &self,
+        from: u64,
+        to: u64,
+        request: ChangeRequest,
+    ) -> Result<ChangedRows> {
         if from > to {
             return Err(Error::invalid(format!(
                 "a change read from version {from} to version {to}: the first version must \
@@ -214,26 +301,22 @@ impl Table {
         }
         let manifests = self.manifests_between(from, to).await?;
         let mut net = NetChanges::default();
-        let mut versions_diffed = 0;
-        let mut restored = false;
-        for pair in manifests.windows(2) {
-            let (before, after) = (&pair[0], &pair[1]);
-            if !changes_rows(after.transaction.operation) {
-                continue;
-            }
-            let (mut left, mut arrived) = self.diff(before, after).await?;
-            if after.transaction.operation == Operation::Restore {
-                // A restore puts back older fragments: rows it moves back unchanged (those a
-                // compaction had moved) are no change.
-                let unchanged = self
-                    .unchanged_moves(before, after, &left & &arrived)
-                    .await?;
-                left -= &unchanged;
-                arrived -= &unchanged;
-                restored = true;
-            }
-            net.record(after.version, &left, &arrived);
-            versions_diffed += 1;
+        // Versions are diffed a few at once (each diff's reads are independent), then
+        // recorded in order.
+        let pairs: Vec<(&Arc<Manifest>, &Arc<Manifest>)> = manifests
+            .windows(2)
+            .map(|pair| (&pair[0], &pair[1]))
+            .filter(|(_, after)| changes_rows(after.transaction.operation))
+            .collect();
+        let steps: Vec<_> = (pairs.into_iter())
+            .map(|(before, after)| self.step(before, after))
+            .collect();
+        let diffs: Vec<(u64, RoaringTreemap, RoaringTreemap)> = futures::stream::iter(steps)
+            .buffered(CONCURRENT_DIFFS)
+            .try_collect()
+            .await?;
+        for (version, left, arrived) in &diffs {
+            net.record(*version, left, arrived);
         }
         let (first, last) = match (manifests.first(), manifests.last()) {
             (Some(first), Some(last)) => (first.clone(), last.clone()),
@@ -243,50 +326,64 @@ impl Table {
             .iter()
             .map(|m| (m.version, m.timestamp_micros))
             .collect();
-        // Old values are read with the new schema: a column added since reads NULL, one
-        // renamed reads by its field id.
-        let before = Snapshot::new(
-            self.store.clone(),
-            Manifest {
-                schema: last.schema.clone(),
-                ..first.as_ref().clone()
-            },
-        );
-        let after = Snapshot::shared(self.store.clone(), last.clone());
-        let report = net.report();
-        let compared = columns_in_both(&first.schema, &last.schema);
-        let request = ScanRequest {
-            with_row_id: true,
-            ..Default::default()
+        // A restore may put rows back as they were: such pairs are found by comparing
+        // every column of both sides, so all of them are read, then what was asked kept.
+        let restored =
+            (manifests.iter().skip(1)).any(|m| m.transaction.operation == Operation::Restore);
+        let asked = request.clone();
+        let request = match restored {
+            true => ChangeRequest::default(),
+            false => request,
         };
-        let read_schema = after.scan_schema(&request)?;
-        let schema = change_schema(&read_schema);
+        // Old values show as the new schema's columns: a column added since reads NULL,
+        // one renamed reads by its field id.
+        let before = OldValues {
+            snapshot: Snapshot::shared(self.store.clone(), first.clone()),
+            shown_as: last.schema.clone(),
+        };
+        let after = Snapshot::shared(self.store.clone(), last.clone());
+        let mut report = net.report();
         let mut changed = ChangedRows {
             from,
             to,
-            schema: schema.clone(),
+            schema: Arc::new(ArrowSchema::empty()),
             batches: Vec::new(),
             inserted: 0,
             updated: 0,
             deleted: 0,
-            versions_diffed,
+            versions_diffed: diffs.len() as u64,
         };
-        for chunk in pair_chunks(&report, ROWS_PER_BATCH) {
-            for (_, _, kind) in chunk {
-                match kind {
-                    ChangeType::Insert => changed.inserted += 1,
-                    ChangeType::Delete => changed.deleted += 1,
-                    ChangeType::UpdatePostimage => changed.updated += 1,
-                    ChangeType::UpdatePreimage => {}
-                }
+        for (_, _, kind) in &report {
+            match kind {
+                ChangeType::Insert => changed.inserted += 1,
+                ChangeType::Delete => changed.deleted += 1,
+                ChangeType::UpdatePostimage => changed.updated += 1,
+                ChangeType::UpdatePreimage => {}
             }
-            let columns = read_chunk(chunk, (&before, &after), &request, &timestamps).await?;
+        }
+        if !restored {
+            report.retain(|(_, _, kind)| request.wants(*kind));
+        }
+        let read = ScanRequest {
+            columns: request.columns.clone(),
+            with_row_id: true,
+            ..Default::default()
+        };
+        let schema = change_schema(after.scan_schema(&read)?.as_ref());
+        let compared = columns_in_both(&first.schema, &last.schema);
+        for chunk in pair_chunks(&report, ROWS_PER_BATCH) {
+            let columns = read_chunk(chunk, (&before, &after), &read, &timestamps).await?;
             let mut batch = RecordBatch::try_new(schema.clone(), columns)?;
             if restored {
                 batch = drop_equal_pairs(batch, chunk, &compared, &mut changed.updated)?;
+                batch = asked.select(batch)?;
             }
             changed.batches.push(batch);
         }
+        changed.schema = match restored {
+            true => asked.select(RecordBatch::new_empty(schema))?.schema(),
+            false => schema,
+        };
         Ok(changed)
     }
 
@@ -303,17 +400,15 @@ impl Table {
             with_row_id: true,
             ..Default::default()
         };
-        let read_before = Snapshot::new(
-            self.store.clone(),
-            Manifest {
-                schema: after.schema.clone(),
-                ..before.as_ref().clone()
-            },
-        );
+        let read_before = OldValues {
+            snapshot: Snapshot::shared(self.store.clone(), before.clone()),
+            shown_as: after.schema.clone(),
+        };
         let read_after = Snapshot::shared(self.store.clone(), after.clone());
+        let output = read_after.scan_schema(&request)?;
         let (old, new) = futures::future::try_join(
-            read_before.take(&ids, request.clone()),
-            read_after.take(&ids, request),
+            read_before.take(&ids, &request, &output),
+            read_after.take(&ids, request.clone()),
         )
         .await?;
         if old.num_rows() != ids.len() || new.num_rows() != ids.len() {
@@ -391,40 +486,73 @@ impl Table {
         before: &Manifest,
         after: &Manifest,
     ) -> Result<(RoaringTreemap, RoaringTreemap)> {
-        let (mut left, mut arrived) = (RoaringTreemap::new(), RoaringTreemap::new());
+        let mut parts = Vec::new();
         let (mut old, mut new) = (
             before.fragments.iter().peekable(),
             after.fragments.iter().peekable(),
         );
         loop {
-            let (o, n) = (old.peek().copied(), new.peek().copied());
-            match (o, n) {
+            match (old.peek().copied(), new.peek().copied()) {
                 (None, None) => break,
                 (Some(o), n) if n.is_none_or(|n| o.id < n.id) => {
-                    left |= self.live_ids(o).await?;
+                    parts.push(Part::Dropped(o));
                     old.next();
                 }
                 (o, Some(n)) if o.is_none_or(|o| n.id < o.id) => {
-                    arrived |= self.live_ids(n).await?;
+                    parts.push(Part::Added(n));
                     new.next();
                 }
                 (Some(o), Some(n)) => {
                     if o.deletion != n.deletion {
-                        let (deleted, undeleted) = self
-                            .store
-                            .deletion_change(
-                                o.deletion.as_ref(),
-                                n.deletion.as_ref(),
-                                o.physical_rows,
-                            )
-                            .await?;
-                        ids_at(o, &deleted, &mut left)?;
-                        ids_at(n, &undeleted, &mut arrived)?;
+                        parts.push(Part::Deletions(o, n));
                     }
                     old.next();
                     new.next();
                 }
                 _ => return Err(Error::internal("fragment lists out of order")),
+            }
+        }
+        let reads: Vec<_> = parts.into_iter().map(|part| self.diff_part(part)).collect();
+        let mut diffs = futures::stream::iter(reads).buffer_unordered(CONCURRENT_FRAGMENT_READS);
+        let (mut left, mut arrived) = (RoaringTreemap::new(), RoaringTreemap::new());
+        while let Some((l, a)) = diffs.try_next().await? {
+            left |= l;
+            arrived |= a;
+        }
+        Ok((left, arrived))
+    }
+
+    /// Version `after`'s change to the rows of `before`: the ids that left their places
+    /// and those that arrived, rows a restore moved back unchanged left out.
+    async fn step(
+        &self,
+        before: &Arc<Manifest>,
+        after: &Arc<Manifest>,
+    ) -> Result<(u64, RoaringTreemap, RoaringTreemap)> {
+        let (mut left, mut arrived) = self.diff(before, after).await?;
+        if after.transaction.operation == Operation::Restore {
+            // A restore puts back older fragments: rows it moves back unchanged (those a
+            // compaction had moved) are no change.
+            let unchanged = (self.unchanged_moves(before, after, &left & &arrived)).await?;
+            left -= &unchanged;
+            arrived -= &unchanged;
+        }
+        Ok((after.version, left, arrived))
+    }
+
+    /// One fragment's part of a diff: (left, arrived).
+    async fn diff_part(&self, part: Part<'_>) -> Result<(RoaringTreemap, RoaringTreemap)> {
+        let (mut left, mut arrived) = (RoaringTreemap::new(), RoaringTreemap::new());
+        match part {
+            Part::Dropped(o) => left = self.live_ids(o).await?,
+            Part::Added(n) => arrived = self.live_ids(n).await?,
+            Part::Deletions(o, n) => {
+                let (deleted, undeleted) = self
+                    .store
+                    .deletion_change(o.deletion.as_ref(), n.deletion.as_ref(), o.physical_rows)
+                    .await?;
+                ids_at(o, &deleted, &mut left)?;
+                ids_at(n, &undeleted, &mut arrived)?;
             }
         }
         Ok((left, arrived))
@@ -441,165 +569,6 @@ impl Table {
         ids_at(fragment, &offsets, &mut ids)?;
         Ok(ids)
     }
-}
-
-/// `report` in chunks of about `size` changes, never parting a preimage from its postimage.
-fn pair_chunks(
-    report: &[(u64, u64, ChangeType)],
-    size: usize,
-) -> impl Iterator<Item = &[(u64, u64, ChangeType)]> {
-    let mut rest = report;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let mut end = size.min(rest.len());
-        if end < rest.len() && rest[end].2 == ChangeType::UpdatePostimage {
-            end += 1;
-        }
-        let (chunk, after) = rest.split_at(end);
-        rest = after;
-        Some(chunk)
-    })
-}
-
-/// Per row, whether `a` and `b` hold equal values in every column. Values of a type rows
-/// cannot be compared count as different.
-fn equal_rows(a: &RecordBatch, b: &RecordBatch) -> Result<Vec<bool>> {
-    let fields = a
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| SortField::new(f.data_type().clone()))
-        .collect();
-    let Ok(converter) = RowConverter::new(fields) else {
-        return Ok(vec![false; a.num_rows()]);
-    };
-    let (a, b) = (
-        converter.convert_columns(a.columns())?,
-        converter.convert_columns(b.columns())?,
-    );
-    Ok((0..a.num_rows()).map(|i| a.row(i) == b.row(i)).collect())
-}
-
-/// The positions, among `new`'s columns as read, of those `old` has too (by field id):
-/// the values a change is judged by. A column added in between reads NULL in old rows,
-/// and adding it changed no row.
-fn columns_in_both(old: &Schema, new: &Schema) -> Vec<usize> {
-    (new.fields.iter().enumerate())
-        .filter(|(_, f)| old.field_by_id(f.id).is_some())
-        .map(|(i, _)| i)
-        .collect()
-}
-
-/// `batch` without the update pairs whose preimage and postimage are equal in the
-/// `compared` columns: after a restore put a row back as it was, it did not change over
-/// the range.
-fn drop_equal_pairs(
-    batch: RecordBatch,
-    chunk: &[(u64, u64, ChangeType)],
-    compared: &[usize],
-    updated: &mut u64,
-) -> Result<RecordBatch> {
-    let values = batch.project(compared)?;
-    let mut keep = vec![true; chunk.len()];
-    for i in 0..chunk.len().saturating_sub(1) {
-        if chunk[i].2 == ChangeType::UpdatePreimage {
-            let (pre, post) = (values.slice(i, 1), values.slice(i + 1, 1));
-            if equal_rows(&pre, &post)?[0] {
-                (keep[i], keep[i + 1]) = (false, false);
-                *updated -= 1;
-            }
-        }
-    }
-    Ok(filter_record_batch(&batch, &BooleanArray::from(keep))?)
-}
-
-/// The schema of a change read: the read's columns, then the change's.
-pub(crate) fn change_schema(read: &ArrowSchema) -> SchemaRef {
-    let mut fields: Vec<Arc<Field>> = read.fields().iter().cloned().collect();
-    fields.push(Arc::new(Field::new(CHANGE_TYPE, DataType::Utf8, false)));
-    fields.push(Arc::new(Field::new(
-        COMMIT_VERSION,
-        DataType::UInt64,
-        false,
-    )));
-    fields.push(Arc::new(Field::new(
-        COMMIT_TIMESTAMP,
-        DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-        false,
-    )));
-    Arc::new(ArrowSchema::new_with_metadata(
-        fields,
-        read.metadata().clone(),
-    ))
-}
-
-/// The columns of one chunk of the report: old values taken from `before`, new ones from
-/// `after`, interleaved into report order.
-async fn read_chunk(
-    chunk: &[(u64, u64, ChangeType)],
-    (before, after): (&Snapshot, &Snapshot),
-    request: &ScanRequest,
-    timestamps: &HashMap<u64, i64>,
-) -> Result<Vec<ArrayRef>> {
-    let old_values =
-        |kind: ChangeType| matches!(kind, ChangeType::Delete | ChangeType::UpdatePreimage);
-    let (mut old_ids, mut new_ids) = (Vec::new(), Vec::new());
-    // Per reported row: which side it comes from and its row there.
-    let mut picks: Vec<(usize, usize)> = Vec::with_capacity(chunk.len());
-    for &(_, id, kind) in chunk {
-        let side = if old_values(kind) {
-            &mut old_ids
-        } else {
-            &mut new_ids
-        };
-        picks.push((usize::from(!old_values(kind)), side.len()));
-        side.push(RowId::from_u64(id));
-    }
-    let (old, new) = futures::future::try_join(
-        before.take(&old_ids, request.clone()),
-        after.take(&new_ids, request.clone()),
-    )
-    .await?;
-    for (batch, asked, side) in [(&old, old_ids.len(), "old"), (&new, new_ids.len(), "new")] {
-        if batch.num_rows() != asked {
-            return Err(Error::internal(format!(
-                "a change read found {} of the {asked} rows it reads {side} values of",
-                batch.num_rows()
-            )));
-        }
-    }
-    let mut columns = (0..old.num_columns())
-        .map(|i| {
-            let sides: [&dyn Array; 2] = [old.column(i).as_ref(), new.column(i).as_ref()];
-            Ok(interleave(&sides, &picks)?)
-        })
-        .collect::<Result<Vec<ArrayRef>>>()?;
-    let ids = old
-        .schema()
-        .index_of(ROW_ID)
-        .ok()
-        .and_then(|i| columns[i].as_any().downcast_ref::<UInt64Array>());
-    if !ids.is_some_and(|ids| ids.values().iter().eq(chunk.iter().map(|c| &c.1))) {
-        return Err(Error::internal(
-            "a change read's rows came back out of order",
-        ));
-    }
-    columns.push(Arc::new(StringArray::from_iter_values(
-        chunk.iter().map(|c| c.2.as_str()),
-    )));
-    columns.push(Arc::new(UInt64Array::from_iter_values(
-        chunk.iter().map(|c| c.0),
-    )));
-    let stamps: Vec<i64> = chunk
-        .iter()
-        .map(|c| timestamps.get(&c.0).copied().unwrap_or_default())
-        .collect();
-    columns.push(Arc::new(
-        TimestampMicrosecondArray::from(stamps).with_timezone("UTC"),
-    ));
-    Ok(columns)
 }
 
 #[cfg(test)]
@@ -631,20 +600,5 @@ mod tests {
                 (5, 3, ChangeType::UpdatePostimage),
             ]
         );
-    }
-
-    #[test]
-    fn chunks_keep_a_preimage_with_its_postimage() {
-        let report: Vec<(u64, u64, ChangeType)> = [
-            (2, 1, ChangeType::Insert),
-            (2, 2, ChangeType::UpdatePreimage),
-            (2, 2, ChangeType::UpdatePostimage),
-            (3, 3, ChangeType::Delete),
-        ]
-        .into();
-        let sizes: Vec<usize> = pair_chunks(&report, 2).map(<[_]>::len).collect();
-        assert_eq!(sizes, vec![3, 1]);
-        let sizes: Vec<usize> = pair_chunks(&report, 1).map(<[_]>::len).collect();
-        assert_eq!(sizes, vec![1, 2, 1]);
     }
 }

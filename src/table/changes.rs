@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use arrow::array::{RecordBatch, UInt64Array};
 
-use super::commit::Action;
+use super::commit::{Action, CarriedRow};
 use super::write::FragmentWriter;
 use super::{Committed, Table};
 use crate::error::{Error, Result};
@@ -34,29 +34,27 @@ impl RowChangeSet {
     }
 }
 
+/// Rows given new values, with each row's id and address as read.
+type UpdatedRows = (RecordBatch, Vec<(RowId, RowAddress)>);
+
 /// The updated rows as one batch in id order, with their ids: rows carried in id order
 /// keep their fragment's row-id sequence a few runs, where join order would make it one
 /// entry per row.
-fn in_id_order(
-    updated: Vec<(RecordBatch, Vec<(RowId, RowAddress)>)>,
-) -> Result<Option<(RecordBatch, Vec<RowId>)>> {
+fn in_id_order(updated: Vec<UpdatedRows>) -> Result<Option<UpdatedRows>> {
     let Some(schema) = updated.first().map(|(b, _)| b.schema()) else {
         return Ok(None);
     };
-    let ids: Vec<u64> = updated
+    let rows: Vec<(RowId, RowAddress)> = updated
         .iter()
-        .flat_map(|(_, ids)| ids.iter().map(|(id, _)| id.as_u64()))
+        .flat_map(|(_, rows)| rows.iter().copied())
         .collect();
+    let ids = UInt64Array::from_iter_values(rows.iter().map(|(id, _)| id.as_u64()));
     let batches: Vec<RecordBatch> = updated.into_iter().map(|(b, _)| b).collect();
     let all = arrow::compute::concat_batches(&schema, &batches)?;
-    let order = arrow::compute::sort_to_indices(&UInt64Array::from(ids.clone()), None, None)?;
+    let order = arrow::compute::sort_to_indices(&ids, None, None)?;
     let sorted = arrow::compute::take_record_batch(&all, &order)?;
-    let ids = order
-        .values()
-        .iter()
-        .map(|&i| RowId::from_u64(ids[i as usize]))
-        .collect();
-    Ok(Some((sorted, ids)))
+    let rows = order.values().iter().map(|&i| rows[i as usize]).collect();
+    Ok(Some((sorted, rows)))
 }
 
 impl Table {
@@ -88,10 +86,11 @@ impl Table {
         let target = read.manifest().fragment_row_target();
         let mut writer = FragmentWriter::new(&self.store, &schema, target, true);
         let written = async {
-            if let Some((batch, ids)) = in_id_order(changes.updated)? {
-                writer
-                    .push(batch, ids.into_iter().map(Some).collect())
-                    .await?;
+            if let Some((batch, rows)) = in_id_order(changes.updated)? {
+                let carried = (rows.into_iter())
+                    .map(|(id, addr)| Some(CarriedRow::read_at(read.manifest(), id, addr, true)))
+                    .collect();
+                writer.push(batch, carried).await?;
             }
             for batch in changes.inserted {
                 let carried = vec![None; batch.num_rows()];

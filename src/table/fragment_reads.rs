@@ -130,7 +130,8 @@ pub(super) fn at_most(
 }
 
 /// Streams the rows at `offsets` (all, if `None`) within the offsets `rows` of one fragment:
-/// its `columns`, then `_rowid` and `_rowaddr` if the request asks for them, as `output`.
+/// its `columns`, then `_rowid`, `_rowaddr` and the lineage columns if the request asks
+/// for them, as `output`.
 fn read_with_ids(
     store: &TableStore,
     fragment: &Fragment,
@@ -145,6 +146,7 @@ fn read_with_ids(
     let (with_id, with_addr) = (request.with_row_id, request.with_row_addr);
     let fragment_id = fragment.id;
     let sequence = fragment.row_ids.sequence().cloned();
+    let lineage = request.with_lineage.then(|| fragment.lineage.clone());
     // One walk over the sequence for the whole fragment: batches come in offset order.
     let mut cursor = SequenceCursor::default();
     store
@@ -173,6 +175,12 @@ fn read_with_ids(
                     .collect::<Vec<u64>>()
                     .into();
                 columns.push(Arc::new(addrs));
+            }
+            if let Some(lineage) = &lineage {
+                let created: UInt64Array = offsets.iter().map(|&o| lineage.created_at(o)).collect();
+                let updated: UInt64Array = offsets.iter().map(|&o| lineage.updated_at(o)).collect();
+                columns.push(Arc::new(created));
+                columns.push(Arc::new(updated));
             }
             Ok(RecordBatch::try_new_with_options(
                 output.clone(),

@@ -8,14 +8,14 @@ use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
 use roaring::RoaringBitmap;
 
-use super::commit::Action;
+use super::commit::{Action, CarriedRow};
 use super::scan_request::ScanRequest;
 use super::snapshot::Snapshot;
 use super::write::FragmentWriter;
 use super::{Committed, ProgressHandle, Table};
 use crate::error::{Error, Result};
 use crate::format::{Fragment, IndexSection, Manifest};
-use crate::rowid::{FragmentId, RowId};
+use crate::rowid::{FragmentId, RowAddress, RowId};
 
 /// Which fragments compaction rewrites.
 #[derive(Debug, Clone)]
@@ -258,7 +258,8 @@ impl Table {
                 let mut scan = read
                     .scan(ScanRequest {
                         with_row_id: true,
-                        with_row_addr: reuse,
+                        // Addresses say where each row's lineage is.
+                        with_row_addr: true,
                         fragments: Some(group.iter().map(|f| f.id).collect()),
                         blob_descriptors: reuse,
                         // Copied, an external value stays a reference to its object.
@@ -267,14 +268,19 @@ impl Table {
                     })
                     .await?;
                 while let Some(batch) = scan.try_next().await? {
-                    let ids = batch
-                        .column(schema.fields.len())
-                        .as_any()
-                        .downcast_ref::<arrow::array::UInt64Array>()
-                        .ok_or_else(|| Error::internal("scan lost _rowid"))?
-                        .values()
-                        .iter()
-                        .map(|&v| Some(RowId::from_u64(v)))
+                    let system = |i: usize, name: &str| {
+                        (batch.column(schema.fields.len() + i).as_any())
+                            .downcast_ref::<arrow::array::UInt64Array>()
+                            .map(|c| c.values().clone())
+                            .ok_or_else(|| Error::internal(format!("scan lost {name}")))
+                    };
+                    let (ids, addrs) = (system(0, "_rowid")?, system(1, "_rowaddr")?);
+                    // Rows move unchanged: each keeps its lineage.
+                    let ids = (ids.iter().zip(addrs.iter()))
+                        .map(|(&id, &addr)| {
+                            let (id, addr) = (RowId::from_u64(id), RowAddress::from_u64(addr));
+                            Some(CarriedRow::read_at(read.manifest(), id, addr, false))
+                        })
                         .collect();
                     report.rows_rewritten += batch.num_rows() as u64;
                     let user = batch.project(&(0..schema.fields.len()).collect::<Vec<_>>())?;

@@ -168,6 +168,7 @@ mod tests {
             files: Vec::new(),
             deletion: None,
             row_ids: crate::format::FragmentRowIds::Native,
+            lineage: Default::default(),
         }
     }
 

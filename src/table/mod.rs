@@ -23,6 +23,7 @@ mod blob_reads;
 pub use blob_reads::SidecarUsage;
 mod blob_sizes;
 mod change_reads;
+mod change_values;
 mod changes;
 mod clone;
 mod commit;
@@ -54,8 +55,10 @@ use crate::io::{check_storable, ManifestLayout, TableStore};
 use write::{delete_written, write_native_fragments};
 
 pub use alter::{ColumnValues, NewColumn};
-pub(crate) use change_reads::change_schema;
-pub use change_reads::{ChangeType, ChangedRows, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
+pub use change_reads::{
+    ChangeRequest, ChangeType, ChangedRows, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION,
+};
+pub(crate) use change_values::change_schema;
 pub use changes::RowChangeSet;
 pub use clone::{CloneTarget, Cloned};
 pub use declared::{ColumnDefault, Declarations, TableConstraint};
@@ -64,7 +67,9 @@ pub use index::{IndexBuild, IndexOptions, IndexProbe};
 pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, Compaction};
 pub use merge::TieredMerge;
 pub use progress::{Progress, ProgressHandle};
-pub use scan_request::{ScanMetrics, ScanRequest, ROW_ADDR, ROW_ID};
+pub use scan_request::{
+    ScanMetrics, ScanRequest, ROW_ADDR, ROW_CREATED_VERSION, ROW_ID, ROW_UPDATED_VERSION,
+};
 pub use snapshot::Snapshot;
 pub use write::{BatchUpdate, RowMatch};
 

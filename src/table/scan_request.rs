@@ -15,6 +15,12 @@ use crate::rowid::{FragmentId, RowId, RowIdSet};
 pub const ROW_ID: &str = "_rowid";
 /// The name of the system column holding a row's current address.
 pub const ROW_ADDR: &str = "_rowaddr";
+/// The name of the lineage column holding the version that first wrote a row (NULL when
+/// the table did not record it yet).
+pub const ROW_CREATED_VERSION: &str = "_row_created_version";
+/// The name of the lineage column holding the version that last changed a row's values
+/// (compaction and merges move rows without changing them).
+pub const ROW_UPDATED_VERSION: &str = "_row_updated_version";
 
 /// What a scan reads.
 #[derive(Debug, Clone, Default)]
@@ -25,6 +31,9 @@ pub struct ScanRequest {
     pub with_row_id: bool,
     /// Adds the `_rowaddr` column.
     pub with_row_addr: bool,
+    /// Adds the lineage columns `_row_created_version` and `_row_updated_version` (after
+    /// `_rowid` and `_rowaddr`), from fragment metadata.
+    pub with_lineage: bool,
     /// Only rows whose ids are in this set (a mask: native ranges − tombstones + moves).
     pub row_ids: Option<RowIdSet>,
     /// Only rows whose ids are in this range, answered per fragment from its ids (a native
@@ -94,6 +103,12 @@ impl ScanRequest {
     /// Adds the `_rowaddr` column after the user columns (and `_rowid`).
     pub fn with_row_addr(mut self) -> Self {
         self.with_row_addr = true;
+        self
+    }
+
+    /// Adds the lineage columns after the other system columns.
+    pub fn with_lineage(mut self) -> Self {
+        self.with_lineage = true;
         self
     }
 

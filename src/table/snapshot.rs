@@ -17,7 +17,9 @@ use tokio::sync::OnceCell;
 use super::deferred_blobs::DeferredBlobs;
 use super::filter::predicate_layout;
 use super::fragment_reads::{at_most, FragmentReads, ReadFilter};
-use super::scan_request::{ScanRequest, ROW_ADDR, ROW_ID};
+use super::scan_request::{
+    ScanRequest, ROW_ADDR, ROW_CREATED_VERSION, ROW_ID, ROW_UPDATED_VERSION,
+};
 use crate::error::{Error, Result};
 use crate::format::{Fragment, Manifest, Schema};
 use crate::io::{FileColumns, PagePruning, SelectPages, TableStore};
@@ -247,6 +249,11 @@ impl Snapshot {
         }
         if request.with_row_addr {
             arrow_fields.push(ArrowField::new(ROW_ADDR, DataType::UInt64, false));
+        }
+        if request.with_lineage {
+            for name in [ROW_CREATED_VERSION, ROW_UPDATED_VERSION] {
+                arrow_fields.push(ArrowField::new(name, DataType::UInt64, true));
+            }
         }
         let described = fields.iter().filter(|f| as_descriptors(f)).map(|f| f.id);
         let lean = fields.iter().filter(|f| lean(f)).map(|f| f.id);

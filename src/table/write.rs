@@ -12,7 +12,7 @@ use arrow::row::{RowConverter, SortField};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
-use super::commit::{Action, NewFragment};
+use super::commit::{Action, CarriedRow, NewFragment, THIS_COMMIT};
 use super::filter::{RowPredicate, WholeRowPredicate};
 use super::progress::{ProgressHandle, ScanProgress};
 use super::scan_request::{ScanRequest, ROW_ADDR, ROW_ID};
@@ -72,6 +72,8 @@ pub(crate) struct FragmentWriter<'a> {
     /// The fragment's data file being written, once it has a row.
     pending: Option<DataFileWriter<'a>>,
     pending_ids: Vec<Option<RowId>>,
+    /// Per pending row: (created, last updated) versions.
+    pending_lineage: Vec<(u64, u64)>,
     carries_ids: bool,
     done: Vec<NewFragment>,
 }
@@ -89,13 +91,18 @@ impl<'a> FragmentWriter<'a> {
             max_rows: max_rows as usize,
             pending: None,
             pending_ids: Vec::new(),
+            pending_lineage: Vec::new(),
             carries_ids,
             done: Vec::new(),
         }
     }
 
-    /// Adds rows; `ids[i]` is the carried id of row i (`None`: a new row).
-    pub(crate) async fn push(&mut self, batch: RecordBatch, ids: Vec<Option<RowId>>) -> Result<()> {
+    /// Adds rows; `ids[i]` is the row i carried from elsewhere (`None`: a new row).
+    pub(crate) async fn push(
+        &mut self,
+        batch: RecordBatch,
+        ids: Vec<Option<CarriedRow>>,
+    ) -> Result<()> {
         self.schema.check_input(&batch.schema())?;
         self.push_rows(batch, ids, None).await
     }
@@ -106,7 +113,7 @@ impl<'a> FragmentWriter<'a> {
     pub(crate) async fn push_described(
         &mut self,
         batch: RecordBatch,
-        ids: Vec<Option<RowId>>,
+        ids: Vec<Option<CarriedRow>>,
         sources: &[Option<DataFile>],
         repack: &RepackSidecars,
     ) -> Result<()> {
@@ -116,7 +123,7 @@ impl<'a> FragmentWriter<'a> {
     async fn push_rows(
         &mut self,
         mut batch: RecordBatch,
-        mut ids: Vec<Option<RowId>>,
+        mut ids: Vec<Option<CarriedRow>>,
         described: Option<(&[Option<DataFile>], &RepackSidecars)>,
     ) -> Result<()> {
         if self.schema.fields.is_empty() && batch.num_rows() > 0 {
@@ -140,7 +147,13 @@ impl<'a> FragmentWriter<'a> {
                 None => file.push(&rows).await?,
             }
             if self.carries_ids {
-                self.pending_ids.extend(ids.drain(..take));
+                for row in ids.drain(..take) {
+                    self.pending_ids.push(row.map(|r| r.id));
+                    self.pending_lineage.push(match row {
+                        Some(r) => (r.created, r.updated),
+                        None => (THIS_COMMIT, THIS_COMMIT),
+                    });
+                }
             }
             batch = batch.slice(take, batch.num_rows() - take);
             if file.rows() as usize == self.max_rows {
@@ -162,6 +175,9 @@ impl<'a> FragmentWriter<'a> {
             carried_ids: self
                 .carries_ids
                 .then(|| std::mem::take(&mut self.pending_ids)),
+            lineage: self
+                .carries_ids
+                .then(|| std::mem::take(&mut self.pending_lineage)),
         });
         Ok(())
     }
@@ -421,9 +437,10 @@ impl Table {
                         matched.num_rows()
                     )));
                 }
-                writer
-                    .push(updated, ids.iter().copied().map(Some).collect())
-                    .await?;
+                let carried = (ids.iter().zip(&addrs))
+                    .map(|(&id, &addr)| Some(CarriedRow::read_at(read.manifest(), id, addr, true)))
+                    .collect();
+                writer.push(updated, carried).await?;
                 rows.extend(ids.into_iter().zip(addrs));
                 progress.matched(matched.num_rows());
             }
@@ -472,9 +489,10 @@ impl Table {
             read.manifest().fragment_row_target(),
             true,
         );
-        writer
-            .push(updated, found_ids.iter().copied().map(Some).collect())
-            .await?;
+        let carried = (found_ids.iter().zip(&addrs))
+            .map(|(&id, &addr)| Some(CarriedRow::read_at(read.manifest(), id, addr, true)))
+            .collect();
+        writer.push(updated, carried).await?;
         let fragments = writer.finish().await?;
         let rows = found_ids.into_iter().zip(addrs).collect();
         self.commit_write_then_merge(&read, Action::Update { rows, fragments })

@@ -232,6 +232,54 @@ async fn a_change_read_reads_only_what_changed() {
     // one (a GET or two each), never the 8 others' (a GET each at least).
     assert!(tally.get <= 3 + 2 + 3 * 2, "{tally:?}");
     assert_eq!(tally.list, 0, "{tally:?}");
+
+    // Asking no column reads no data at all: the manifests and deletion files say it all.
+    let cold = Table::open(counted.clone(), "t".into());
+    counted.reset();
+    let ids_only = natal::ChangeRequest {
+        columns: Some(vec![]),
+        kinds: None,
+    };
+    let read = cold.changes_with(from, to, ids_only).await.unwrap();
+    assert_eq!(
+        read.batches[0].num_columns(),
+        4,
+        "_rowid and the change's columns"
+    );
+    assert_eq!(
+        report_kinds(&read.batches),
+        ["update_preimage", "update_postimage", "delete"]
+    );
+    assert_eq!(counted.tally().get, 3 + 2, "{:?}", counted.tally());
+    // New values only (what Lance's delta gives): nothing read at `from`.
+    let cold = Table::open(counted.clone(), "t".into());
+    counted.reset();
+    let new_values = natal::ChangeRequest {
+        columns: None,
+        kinds: Some(vec![
+            natal::ChangeType::Insert,
+            natal::ChangeType::UpdatePostimage,
+        ]),
+    };
+    let read = cold.changes_with(from, to, new_values).await.unwrap();
+    assert_eq!(report_kinds(&read.batches), ["update_postimage"]);
+    assert_eq!((read.inserted, read.updated, read.deleted), (0, 1, 1));
+    assert!(counted.tally().get <= 3 + 2 + 2, "{:?}", counted.tally());
+}
+
+fn report_kinds(batches: &[RecordBatch]) -> Vec<String> {
+    (batches.iter())
+        .flat_map(|b| {
+            let kinds = b
+                .column_by_name(natal::CHANGE_TYPE)
+                .unwrap()
+                .as_string::<i32>();
+            kinds
+                .iter()
+                .map(|k| k.unwrap().to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// `natal_changes` in SQL: the range pinned when planned, the table's columns and the
@@ -257,6 +305,23 @@ async fn natal_changes_answers_in_sql() {
         "+---+---+------------------+-----------------+",
     ];
     assert_eq!(answer(&ctx, query).await.unwrap(), expected.join("\n"));
+    // Filters on `_change_type` are the read's own: it reads only what they keep.
+    let kept = "SELECT k, _change_type FROM natal_changes('t', 2) \
+                WHERE _change_type IN ('insert', 'update_postimage') ORDER BY k";
+    let expected = [
+        "+---+------------------+",
+        "| k | _change_type     |",
+        "+---+------------------+",
+        "| 2 | update_postimage |",
+        "| 4 | insert           |",
+        "+---+------------------+",
+    ];
+    assert_eq!(answer(&ctx, kept).await.unwrap(), expected.join("\n"));
+    let plan = answer(&ctx, &format!("EXPLAIN {kept}")).await.unwrap();
+    assert!(plan.contains("kinds=[insert, update_postimage]"), "{plan}");
+    assert!(!plan.contains("FilterExec"), "{plan}");
+    let other = "SELECT count(*) AS n FROM natal_changes('t', 2) WHERE k > 2";
+    assert!(answer(&ctx, other).await.unwrap().contains("| 2 |"));
     let count = "SELECT count(*) AS n FROM natal_changes('t', 3, 4)";
     assert!(answer(&ctx, count).await.unwrap().contains("| 1 |"));
     // The same version at both ends: nothing changed.

@@ -126,7 +126,8 @@ fn a_system_column_beside_a_star_works_in_commands_files_and_the_repl() {
     ]);
     assert!(setup.status.success(), "{}", text(&setup.stderr));
     let query = "SELECT *, _rowid FROM \"t$rows\" ORDER BY a;";
-    let expected = "a,_rowaddr,_rowid\n10,0,0\n20,1,1\n";
+    let expected = "a,_rowaddr,_row_created_version,_row_updated_version,_rowid\n\
+                    10,0,2,2,0\n20,1,2,2,1\n";
 
     let command = natal(&["--root", root, "-q", "--format", "csv", "-c", query]);
     assert!(command.status.success(), "{}", text(&command.stderr));

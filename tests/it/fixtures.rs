@@ -18,7 +18,10 @@
 //! blob values beside the other kinds and Arrow metadata on nested fields; since
 //! 2026-12-03-reuse, `b` compacted with a Blob Reuse Index (its files name the sidecars of
 //! the files they replaced); since 2026-12-04-clones, shallow clones `c` (of `t`, then
-//! changed), `cc` (of `c`) and `bc` (of `b`), whose manifests name storage bases.
+//! changed), `cc` (of `c`) and `bc` (of `b`), whose manifests name storage bases; since
+//! 2026-12-04-lineage, `t`'s fragments record row lineage (`expected-l.txt`: every version's
+//! `_row_created_version` and `_row_updated_version`); older fixtures' rows read them as
+//! NULL until today's natal rewrites them.
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -53,6 +56,7 @@ const FIXTURES: &[&str] = &[
     "2026-12-03-external",
     "2026-12-03-reuse",
     "2026-12-04-clones",
+    "2026-12-04-lineage",
 ];
 
 /// Where the fixtures live.
@@ -172,6 +176,51 @@ pub async fn describe(table: &Table) -> natal::Result<String> {
     Ok(out)
 }
 
+/// Every version's rows' lineage (id, created, last updated; `-` for not recorded), one
+/// line each.
+async fn describe_lineage(table: &Table) -> natal::Result<String> {
+    let mut out = String::new();
+    for manifest in table.versions().await? {
+        writeln!(out, "version {}", manifest.version).ok();
+        let snapshot = table.at_version(manifest.version).await?;
+        for (id, (created, updated)) in read_lineage(&snapshot).await? {
+            let shown = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+            writeln!(out, "  {id} {} {}", shown(created), shown(updated)).ok();
+        }
+    }
+    Ok(out)
+}
+
+/// Each live row's lineage, by id.
+async fn read_lineage(
+    snapshot: &natal::Snapshot,
+) -> natal::Result<BTreeMap<u64, (Option<u64>, Option<u64>)>> {
+    use arrow::datatypes::UInt64Type;
+    let request = natal::ScanRequest {
+        columns: Some(vec![]),
+        with_row_id: true,
+        with_lineage: true,
+        ..Default::default()
+    };
+    let batches: Vec<arrow::array::RecordBatch> =
+        futures::TryStreamExt::try_collect(snapshot.scan(request).await?).await?;
+    let mut out = BTreeMap::new();
+    for batch in &batches {
+        let ids = batch.column(0).as_primitive::<UInt64Type>();
+        let (created, updated) = (
+            batch.column(1).as_primitive::<UInt64Type>(),
+            batch.column(2).as_primitive::<UInt64Type>(),
+        );
+        for (i, id) in ids.values().iter().enumerate() {
+            let at = |c: &arrow::array::UInt64Array| {
+                arrow::array::Array::is_valid(c, i).then(|| c.value(i))
+            };
+            out.insert(*id, (at(created), at(updated)));
+        }
+    }
+    Ok(out)
+}
+
 /// Writes a fixture into `dir` (a catalog root holding table `t`) with today's natal.
 async fn write_fixture(dir: &Path) {
     std::fs::create_dir_all(dir).expect("fixture directory");
@@ -182,6 +231,9 @@ async fn write_fixture(dir: &Path) {
     write_history(&table).await.expect("history");
     let expected = describe(&table).await.expect("describe");
     std::fs::write(dir.join("expected.txt"), expected).expect("expected.txt");
+    // Row lineage (since 2026-12-04-lineage).
+    let expected = describe_lineage(&table).await.expect("lineage");
+    std::fs::write(dir.join("expected-l.txt"), expected).expect("expected-l.txt");
     // Nested columns (since 2026-12-02-nested), written through SQL.
     let ctx = datafusion::prelude::SessionContext::new();
     natal::datafusion::register(&ctx, dir.to_str().expect("a UTF-8 path")).expect("catalog");
@@ -270,6 +322,24 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
             first_difference(&expected, &found)
         );
 
+        // Lineage as that natal recorded it; none before it recorded any.
+        match std::fs::read_to_string(fixture.join("expected-l.txt")) {
+            Ok(expected) => {
+                let found = describe_lineage(&table).await.unwrap();
+                assert!(
+                    found == expected,
+                    "{fixture:?} reads its lineage differently:\n{}",
+                    first_difference(&expected, &found)
+                );
+            }
+            Err(_) => {
+                let latest = table.latest().await.unwrap();
+                let lineage = read_lineage(&latest).await.unwrap();
+                assert!(lineage.values().all(|l| *l == (None, None)), "{fixture:?}");
+            }
+        }
+        let recorded_before = fixture.join("expected-l.txt").exists();
+
         // SQL over it, with the index probed.
         let ctx = datafusion::prelude::SessionContext::new();
         natal::datafusion::register(&ctx, scratch.path().to_str().unwrap()).unwrap();
@@ -305,15 +375,17 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
         // (Its writes pad the fixture's extra columns with NULL.)
         let mut model = before;
         let schema = Arc::new(table.latest().await.unwrap().schema().clone());
-        table
+        let appended = table
             .append(vec![pad(batch(&[(1000, 1), (1001, 2)]), &schema)])
             .await
-            .unwrap();
+            .unwrap()
+            .version;
         model.extend([(1000, 1), (1001, 2)]);
-        table
+        let updated = table
             .update_where(key_matches(|k| k % 4 == 0), &padded_update(5, schema))
             .await
-            .unwrap();
+            .unwrap()
+            .version;
         for (k, v) in model.iter_mut() {
             if k % 4 == 0 {
                 *v += 5;
@@ -336,6 +408,7 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
         .await;
         model.insert(2000, 20);
         assert_eq!(latest_by_key(&table).await, model, "{fixture:?}");
+        check_lineage_after_writes(&ctx, (appended, updated), recorded_before).await;
 
         // And the versions the old natal wrote still read as they did.
         let again = describe(&table).await.unwrap();
@@ -437,6 +510,62 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
                 first_difference(&expected, &found)
             );
             crate::clone::write_to_fixture_clones(scratch.path()).await;
+        }
+    }
+}
+
+/// After today's writes to a fixture (an append in `appended`, an update of every fourth
+/// key in `updated`, a compaction, an INSERT last): rows written today say when, and so do
+/// rows updated today; the others keep what the fixture recorded (nothing, before
+/// lineage was recorded), compaction notwithstanding.
+async fn check_lineage_after_writes(
+    ctx: &datafusion::prelude::SessionContext,
+    (appended, updated): (u64, u64),
+    recorded_before: bool,
+) {
+    use arrow::datatypes::UInt64Type;
+    let batches = ctx
+        .sql("SELECT key, _row_created_version, _row_updated_version FROM \"t$rows\"")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let inserted = ctx
+        .sql("SELECT max(version) FROM \"t$versions\"")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap()[0]
+        .column(0)
+        .as_primitive::<UInt64Type>()
+        .value(0);
+    for batch in &batches {
+        let keys = batch.column(0).as_primitive::<Int64Type>();
+        let (created, last) = (
+            batch.column(1).as_primitive::<UInt64Type>(),
+            batch.column(2).as_primitive::<UInt64Type>(),
+        );
+        for i in 0..batch.num_rows() {
+            let key = keys.value(i);
+            let at = |c: &arrow::array::UInt64Array| {
+                arrow::array::Array::is_valid(c, i).then(|| c.value(i))
+            };
+            let (born, changed) = (at(created), at(last));
+            // What the fixture's own rows read: what it recorded, or nothing.
+            let old = |v: Option<u64>| v.filter(|_| recorded_before);
+            let expected = match key {
+                2000 => (Some(inserted), Some(inserted)),
+                1000 => (Some(appended), Some(updated)),
+                1001 => (Some(appended), Some(appended)),
+                k if k % 4 == 0 => (old(born), Some(updated)),
+                _ => (old(born), old(changed)),
+            };
+            assert_eq!((born, changed), expected, "key {key}: created, updated");
+            if recorded_before {
+                assert!(born.is_some() && changed.is_some(), "key {key}");
+            }
         }
     }
 }

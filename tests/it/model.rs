@@ -164,7 +164,13 @@ pub(crate) struct Model {
     pub(crate) schemas: HashMap<u64, Extras>,
     /// Names handed to extras so far (never reused).
     pub(crate) names: u32,
+    /// Each live row's lineage now, and of every version: id → (created, last updated).
+    pub(crate) lineage: Lineage,
+    pub(crate) lineages: HashMap<u64, Lineage>,
 }
+
+/// Per id, the version that created the row and the version that last changed its values.
+pub type Lineage = BTreeMap<u64, (u64, u64)>;
 
 /// What an operation is expected to do to the model, computed against the state it read.
 enum Expect {
@@ -181,7 +187,7 @@ enum Expect {
     },
     /// Values unchanged (compaction, checkpoint); rows may move.
     NoValueChange,
-    Restore(State, Extras),
+    Restore(State, Extras, Lineage),
     /// Rows unchanged; the extras go from `before` to `after`.
     Schema {
         before: Extras,
@@ -343,7 +349,11 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
         Op::Restore(index) => {
             let (version, state) = model.versions[index.index(model.versions.len())].clone();
             let extras = model.schemas[&version].clone();
-            (Action::Restore(version), Expect::Restore(state, extras))
+            let lineage = model.lineages[&version].clone();
+            (
+                Action::Restore(version),
+                Expect::Restore(state, extras, lineage),
+            )
         }
         Op::Schema(op) => {
             let before = model.extras.clone();
@@ -429,12 +439,14 @@ async fn apply(model: &mut Model, expect: Expect, ran: Ran, table: &Table) {
         } => {
             if replace_all {
                 model.live.clear();
+                model.lineage.clear();
             }
             if !keeps_extras {
                 forget(&mut model.extras, changed.keys().copied());
             }
             for id in removed {
                 assert!(model.live.remove(&id).is_some(), "removed id {id} was live");
+                model.lineage.remove(&id);
             }
             for (id, values) in changed {
                 assert!(
@@ -442,6 +454,9 @@ async fn apply(model: &mut Model, expect: Expect, ran: Ran, table: &Table) {
                     "changed id {id} was live"
                 );
                 model.moved.insert(id);
+                if let Some(lineage) = model.lineage.get_mut(&id) {
+                    lineage.1 = version;
+                }
             }
             let mut new_ids: Vec<u64> = actual
                 .keys()
@@ -462,6 +477,7 @@ async fn apply(model: &mut Model, expect: Expect, ran: Ran, table: &Table) {
                 assert!(!model.ever.contains(&id), "id {id} reused");
                 assert_eq!(actual[&id].addr, id, "a new row's id is its birth address");
                 model.live.insert(id, (actual[&id].key, actual[&id].val));
+                model.lineage.insert(id, (version, version));
             }
         }
         Expect::NoValueChange => {
@@ -474,15 +490,17 @@ async fn apply(model: &mut Model, expect: Expect, ran: Ran, table: &Table) {
                 }
             }
         }
-        Expect::Restore(state, extras) => {
+        Expect::Restore(state, extras, lineage) => {
             model.live = state;
             model.extras = extras;
+            model.lineage = lineage;
         }
         Expect::Schema { after, .. } => model.extras = schema_changed(&model.extras, after),
     }
     model.ever.extend(model.live.keys().copied());
     model.versions.push((version, model.live.clone()));
     model.schemas.insert(version, model.extras.clone());
+    model.lineages.insert(version, model.lineage.clone());
 }
 
 pub(crate) async fn check(model: &Model, table: &Table) {
@@ -572,6 +590,7 @@ pub(crate) async fn check(model: &Model, table: &Table) {
         .await;
     }
     crate::model_changes::check_changes(model, table).await;
+    crate::model_changes::check_lineage(model, table).await;
 }
 
 /// Records the versions a handle's tiered merges published after its write (values
@@ -749,6 +768,8 @@ async fn run_case(ops: Vec<(Index, Op)>, fragment_rows: u64, files: bool, merge:
         extras: Extras::new(),
         schemas: HashMap::from([(1, Extras::new())]),
         names: 0,
+        lineage: Lineage::new(),
+        lineages: HashMap::from([(1, Lineage::new())]),
     };
     let mut branches = Branches::new(table, model, store);
     for (at, op) in &ops {

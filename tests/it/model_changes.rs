@@ -1,11 +1,13 @@
 //! Change reads against the model: for pairs of retained versions, `Table::changes(a, b)`
 //! applied to the model's rows of `a` gives its rows of `b`, ids included; each change
 //! carries the version of the row's last change in the range, which the model's history
-//! confirms; and rows only moved (compaction, merges) are never reported.
+//! confirms; and rows only moved (compaction, merges) are never reported. And lineage:
+//! every live row's `_row_created_version` and `_row_updated_version`, in every retained
+//! version, are the model's record of its history.
 
 use std::collections::HashMap;
 
-use arrow::array::{AsArray, RecordBatch};
+use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Int64Type, UInt64Type};
 use natal::Table;
 
@@ -105,4 +107,44 @@ async fn check_pair(model: &Model, table: &Table, i: usize, j: usize) {
         (read.inserted, read.updated, read.deleted),
         (count("insert"), count("update_postimage"), count("delete"))
     );
+}
+
+/// Every retained version's lineage columns against the model's.
+pub(crate) async fn check_lineage(model: &Model, table: &Table) {
+    for (version, _) in &model.versions {
+        let snapshot = table.at_version(*version).await.unwrap();
+        let request = natal::ScanRequest {
+            columns: Some(vec![]),
+            with_row_id: true,
+            with_lineage: true,
+            ..Default::default()
+        };
+        let batches: Vec<RecordBatch> =
+            futures::TryStreamExt::try_collect(snapshot.scan(request).await.unwrap())
+                .await
+                .unwrap();
+        let mut read = crate::model::Lineage::new();
+        for batch in &batches {
+            let column = |name: &str| batch.column_by_name(name).expect(name).clone();
+            let ids = column(natal::ROW_ID);
+            let created = column(natal::ROW_CREATED_VERSION);
+            let updated = column(natal::ROW_UPDATED_VERSION);
+            let (ids, created, updated) = (
+                ids.as_primitive::<UInt64Type>(),
+                created.as_primitive::<UInt64Type>(),
+                updated.as_primitive::<UInt64Type>(),
+            );
+            for i in 0..batch.num_rows() {
+                assert!(
+                    created.is_valid(i) && updated.is_valid(i),
+                    "lineage recorded"
+                );
+                read.insert(ids.value(i), (created.value(i), updated.value(i)));
+            }
+        }
+        assert_eq!(
+            read, model.lineages[version],
+            "the lineage of version {version}"
+        );
+    }
 }

@@ -64,7 +64,11 @@ impl Branches {
     async fn drop_broken_clones(&mut self) {
         let mut kept = Vec::new();
         for (table, model, shallow) in std::mem::take(&mut self.branches) {
-            match readable(&model, &table).await {
+            // A fresh handle, as a new process would read it: a file the handle cached
+            // before the source's cleanup removed it must not hide its loss.
+            let (store, root) = (table.store().underlying(), table.store().root());
+            let fresh = Table::open_with(store.clone(), root.clone(), table.options().clone());
+            match readable(&model, &fresh).await {
                 Ok(()) => kept.push((table, model, shallow)),
                 Err(e) => {
                     assert!(
@@ -113,6 +117,7 @@ async fn clone_branch(
         .flat_map(|(_, s)| s.keys().copied())
         .collect();
     let extras = model.schemas[&version].clone();
+    let lineage = model.lineages[&version].clone();
     let branch = Model {
         live: state.clone(),
         ever,
@@ -122,6 +127,8 @@ async fn clone_branch(
         extras: extras.clone(),
         schemas: HashMap::from([(version, extras)]),
         names: model.names,
+        lineages: HashMap::from([(version, lineage.clone())]),
+        lineage,
     };
     (clone, branch)
 }

@@ -78,7 +78,11 @@ pub async fn describe(ctx: &SessionContext, table: &Table) -> String {
             manifest.transaction.operation
         )
         .ok();
-        let sql = format!("SELECT * FROM \"n@v{version}$rows\" ORDER BY _rowid");
+        // As described before `n$rows` had lineage columns.
+        let sql = format!(
+            "SELECT * EXCLUDE (_row_created_version, _row_updated_version) \
+             FROM \"n@v{version}$rows\" ORDER BY _rowid"
+        );
         let batches = match ctx.sql(&sql).await {
             Ok(frame) => frame.collect().await,
             Err(e) => Err(e),

@@ -4,9 +4,41 @@
 use std::sync::Arc;
 
 use crate::format::{
-    DataFile, Fragment, FragmentRowIds, IndexSegment, Manifest, Operation, Schema,
+    DataFile, Fragment, FragmentRowIds, IndexSegment, Lineage, Manifest, Operation, Schema,
+    VersionRuns, UNKNOWN_VERSION,
 };
 use crate::rowid::{FragmentId, RowAddress, RowId, RowIdSequence};
+
+/// A version in a new fragment's lineage that is the version its commit lands as (not
+/// known until it lands: a rebase changes it).
+pub(crate) const THIS_COMMIT: u64 = u64::MAX;
+
+/// A row a write carries from elsewhere, keeping its id: its id and the versions that
+/// created it and last changed it (`THIS_COMMIT` for the write's own, `UNKNOWN_VERSION`
+/// when not recorded).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CarriedRow {
+    pub id: RowId,
+    pub created: u64,
+    pub updated: u64,
+}
+
+impl CarriedRow {
+    /// The row `id` read at `addr` of `read`, its values `changed` by this write (an
+    /// update's) or not (a compaction's).
+    pub(crate) fn read_at(read: &Manifest, id: RowId, addr: RowAddress, changed: bool) -> Self {
+        let lineage = read.fragment(addr.fragment_id()).map(|f| &f.lineage);
+        let at = |version: Option<u64>| version.unwrap_or(UNKNOWN_VERSION);
+        Self {
+            id,
+            created: at(lineage.and_then(|l| l.created_at(addr.offset()))),
+            updated: match changed {
+                true => THIS_COMMIT,
+                false => at(lineage.and_then(|l| l.updated_at(addr.offset()))),
+            },
+        }
+    }
+}
 
 /// A data file written for a new fragment, with the ids of its rows.
 #[derive(Debug, Clone)]
@@ -16,10 +48,14 @@ pub(crate) struct NewFragment {
     /// `None`: every row is new (native). Otherwise per row: `Some(id)` for a row carried
     /// from elsewhere, `None` for a new row.
     pub carried_ids: Option<Vec<Option<RowId>>>,
+    /// With `carried_ids`, per row: the versions that created it and last changed it
+    /// (`THIS_COMMIT` for a new row's, or a changed row's last change).
+    pub lineage: Option<Vec<(u64, u64)>>,
 }
 
 impl NewFragment {
-    pub(super) fn into_fragment(self, id: FragmentId) -> Fragment {
+    /// The fragment, given its id and the version its commit lands as.
+    pub(super) fn into_fragment(self, id: FragmentId, version: u64) -> Fragment {
         let row_ids = self.carried_ids.and_then(|ids| {
             let all_native = ids.iter().all(Option::is_none);
             (!all_native).then(|| {
@@ -34,12 +70,26 @@ impl NewFragment {
                 Arc::new(RowIdSequence::from_ids(&ids))
             })
         });
+        let mut lineage = Lineage::native(version);
+        if let Some(rows) = &self.lineage {
+            // Runs only where a row's version is not the fragment's own.
+            let runs = |pick: fn(&(u64, u64)) -> u64| {
+                let versions: Vec<u64> = (rows.iter().map(pick))
+                    .map(|v| if v == THIS_COMMIT { version } else { v })
+                    .collect();
+                (versions.iter().any(|&v| v != version))
+                    .then(|| Arc::new(VersionRuns::from_values(&versions)))
+            };
+            lineage.row_created = runs(|r| r.0);
+            lineage.row_updated = runs(|r| r.1);
+        }
         Fragment {
             id,
             files: vec![self.file],
             deletion: None,
             physical_rows: self.rows,
             row_ids: FragmentRowIds::of(row_ids),
+            lineage,
         }
     }
 }

@@ -150,7 +150,7 @@ pub(super) fn add_fragments(
         let id = m.allocate_fragment_id()?;
         summary.rows_added += new.rows as u64;
         summary.fragments_added.push(id);
-        m.fragments.push(new.clone().into_fragment(id));
+        m.fragments.push(new.clone().into_fragment(id, m.version));
     }
     Ok(())
 }
@@ -302,7 +302,7 @@ async fn apply_compaction(
     for new in fragments {
         let id = m.allocate_fragment_id()?;
         summary.fragments_added.push(id);
-        let mut fragment = new.clone().into_fragment(id);
+        let mut fragment = new.clone().into_fragment(id, m.version);
         if !deleted_since.is_empty() {
             let mut deleted = RoaringBitmap::new();
             if let Some(ids) = &new.carried_ids {

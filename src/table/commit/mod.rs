@@ -25,7 +25,7 @@ use crate::format::Manifest;
 use crate::io::TableStore;
 use crate::table::TableOptions;
 
-pub(crate) use action::{Action, NewFragment};
+pub(crate) use action::{Action, CarriedRow, NewFragment, THIS_COMMIT};
 use apply::{add_fragments, apply};
 use rebase::rebase;
 

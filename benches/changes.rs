@@ -1,0 +1,278 @@
+//! Change reads (issue 40's figures): a table of `NATAL_BENCH_ROWS` rows (default 10M,
+//! fragments of 1M) on a local directory, then 10 rounds, each an UPDATE of 0.1% of the rows
+//! (`val = val + 1`) and a DELETE of 0.01% (1% updated and 0.1% deleted in all), the rows
+//! either scattered (`id % 1000 = i`) or clustered (contiguous blocks). Then the change
+//! between the versions before and after the rounds, read cold (a fresh session and store
+//! each run, the OS's page cache warm):
+//! - `natal_changes('t', from, to)`, every column of every change (preimages and deleted
+//!   rows' values included);
+//! - the same answer by SQL, a diff of the two versions (`EXCEPT` both ways on all columns);
+//! - Lance 14 (`benches/lance_changes.py`, interpreter `NATAL_BENCH_PYTHON`) on the same rows
+//!   and rounds: `delta()`'s inserted rows, updated rows (new values only) and deleted ids.
+//!
+//! Bytes are what natal's reads got from the store; Lance's are its process's `rchar`.
+//!
+//! ```text
+//! NATAL_BENCH_PYTHON=/path/to/venv/bin/python cargo bench --bench changes
+//! ```
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use common::{env, median, ms, write_table, Rng};
+use datafusion::prelude::SessionContext;
+use natal::internals::io::InstrumentedStore;
+use object_store::local::LocalFileSystem;
+
+const RUNS: usize = 3;
+const ROUNDS: u64 = 10;
+
+async fn run(ctx: &SessionContext, sql: &str) -> Vec<RecordBatch> {
+    natal::datafusion::sql(ctx, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+async fn latest_version(ctx: &SessionContext) -> u64 {
+    let batches = run(ctx, "SELECT max(version) FROM \"t$versions\"").await;
+    let column = batches[0].column(0);
+    column
+        .as_any()
+        .downcast_ref::<arrow::array::UInt64Array>()
+        .expect("versions")
+        .value(0)
+}
+
+/// The rows round `round` updates and deletes (as `lance_changes.py` picks them).
+fn predicates(clustered: bool, rows: u64, round: u64) -> (String, String) {
+    if !clustered {
+        return (
+            format!("id % 1000 = {round}"),
+            format!("id % 10000 = {}", 5500 + round),
+        );
+    }
+    let block = rows / 10 * round;
+    let start = block + rows / 20;
+    (
+        format!("id >= {block} AND id < {}", block + rows / 1000),
+        format!("id >= {start} AND id < {}", start + rows / 10000),
+    )
+}
+
+/// One cold run of `sql` (statements separated by `;`, run in turn in one session) on the
+/// table under `root`: milliseconds, rows, GETs and bytes.
+async fn cold(root: &Path, sql: &str) -> (f64, usize, u64, u64) {
+    let local = LocalFileSystem::new_with_prefix(root).expect("local store");
+    let store = Arc::new(InstrumentedStore::new(Arc::new(local)));
+    let ctx = SessionContext::new();
+    let url = url::Url::parse("counted://bench").expect("url");
+    ctx.register_object_store(&url, store.clone());
+    natal::datafusion::register(&ctx, "counted://bench/").expect("catalog");
+    let start = Instant::now();
+    let mut rows = 0;
+    for statement in sql.split(';') {
+        rows += (run(&ctx, statement).await.iter())
+            .map(RecordBatch::num_rows)
+            .sum::<usize>();
+    }
+    let time = ms(start);
+    let tally = store.tally();
+    (time, rows, tally.get, tally.bytes_read)
+}
+
+struct Figures {
+    ms: f64,
+    rows: usize,
+    gets: u64,
+    bytes: u64,
+}
+
+async fn measure(root: &Path, sql: &str) -> Figures {
+    let runs: Vec<(f64, usize, u64, u64)> = {
+        let mut runs = Vec::new();
+        for _ in 0..RUNS {
+            runs.push(cold(root, sql).await);
+        }
+        runs
+    };
+    let (_, rows, gets, bytes) = runs[0];
+    Figures {
+        ms: median(runs.iter().map(|r| r.0).collect()),
+        rows,
+        gets,
+        bytes,
+    }
+}
+
+fn lance(python: &str, args: &[&str]) -> Option<serde_json::Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/lance_changes.py");
+    let out = Command::new(python).arg(script).args(args).output().ok()?;
+    if !out.status.success() {
+        eprintln!(
+            "lance_changes.py {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+fn field(v: &Option<serde_json::Value>, name: &str) -> f64 {
+    (v.as_ref())
+        .and_then(|v| v.get(name)?.as_f64())
+        .unwrap_or(f64::NAN)
+}
+
+fn mib(bytes: f64) -> f64 {
+    bytes / (1u64 << 20) as f64
+}
+
+#[tokio::main]
+async fn main() {
+    let rows = env("NATAL_BENCH_ROWS", 10_000_000);
+    let python = std::env::var("NATAL_BENCH_PYTHON").unwrap_or("python3".into());
+    let base = std::env::var("NATAL_BENCH_DIR").map_or(std::env::temp_dir(), Into::into);
+    let dir = base.join(format!("natal-changes-{}", std::process::id()));
+    println!(
+        "{rows} rows in fragments of 1M; {ROUNDS} rounds of an UPDATE of 0.1% and a DELETE of \
+         0.01% of the rows; the change over all rounds, read cold (median of {RUNS})\n"
+    );
+    println!("| rows changed | read | time | rows | GETs | bytes read | time / SQL diff |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut lance_rows = Vec::new();
+    for clustered in [false, true] {
+        let pattern = if clustered { "clustered" } else { "scattered" };
+        let root = dir.join(pattern);
+        std::fs::create_dir_all(&root).expect("bench directory");
+        let root_text = root.to_str().expect("utf-8");
+        let ctx = SessionContext::new();
+        write_table(&ctx, &format!("{root_text}/t"), rows, 1 << 20, &mut Rng(7))
+            .await
+            .expect("table");
+        natal::datafusion::register(&ctx, root_text).expect("catalog");
+        let from = latest_version(&ctx).await;
+        for round in 0..ROUNDS {
+            let (update, delete) = predicates(clustered, rows, round);
+            run(&ctx, &format!("UPDATE t SET val = val + 1 WHERE {update}")).await;
+            run(&ctx, &format!("DELETE FROM t WHERE {delete}")).await;
+        }
+        let to = latest_version(&ctx).await;
+        let changes = measure(
+            &root,
+            &format!("SELECT * FROM natal_changes('t', {from}, {to})"),
+        )
+        .await;
+        // What Lance's delta gives: new values of inserted and updated rows, deleted ids.
+        let as_lance = measure(
+            &root,
+            &format!(
+                "SELECT * FROM natal_changes('t', {from}, {to}) \
+                 WHERE _change_type IN ('insert', 'update_postimage'); \
+                 SELECT _rowid FROM natal_changes('t', {from}, {to}) \
+                 WHERE _change_type = 'delete'"
+            ),
+        )
+        .await;
+        let columns = "id, val, payload";
+        let diff = measure(
+            &root,
+            &format!(
+                "(SELECT {columns} FROM \"t@v{from}\" EXCEPT SELECT {columns} FROM \"t@v{to}\") \
+                 UNION ALL \
+                 (SELECT {columns} FROM \"t@v{to}\" EXCEPT SELECT {columns} FROM \"t@v{from}\")"
+            ),
+        )
+        .await;
+        for (what, f) in [
+            (format!("natal_changes (v{from} → v{to})"), &changes),
+            (
+                "natal_changes, new values and deleted ids".to_string(),
+                &as_lance,
+            ),
+            ("SQL diff (EXCEPT both ways)".to_string(), &diff),
+        ] {
+            println!(
+                "| {pattern} | {what} | {:.0} ms | {} | {} | {:.1} MiB | {:.3}× |",
+                f.ms,
+                f.rows,
+                f.gets,
+                mib(f.bytes as f64),
+                f.ms / diff.ms
+            );
+        }
+        let lance_dir = dir.join(format!("lance-{pattern}"));
+        let lance_text = lance_dir.to_str().expect("utf-8");
+        let rows_text = rows.to_string();
+        let rounds_text = ROUNDS.to_string();
+        let written = lance(
+            &python,
+            &["write", "--dir", lance_text, "--rows", &rows_text],
+        );
+        let edited = written.and_then(|_| {
+            lance(
+                &python,
+                &[
+                    "edit",
+                    "--dir",
+                    lance_text,
+                    "--rows",
+                    &rows_text,
+                    "--rounds",
+                    &rounds_text,
+                    "--pattern",
+                    pattern,
+                ],
+            )
+        });
+        if let Some(edited) = edited {
+            let from_text = format!("{}", field(&Some(edited), "from") as u64);
+            let runs: Vec<Option<serde_json::Value>> = (0..RUNS)
+                .map(|_| {
+                    lance(
+                        &python,
+                        &["delta", "--dir", lance_text, "--from", &from_text],
+                    )
+                })
+                .collect();
+            let time = median(runs.iter().map(|r| field(r, "seconds") * 1e3).collect());
+            lance_rows.push(format!(
+                "| {pattern} | {:.0} ms | {} inserted, {} updated, {} deleted ids | {:.1} MiB | \
+                 {:.2}× | {:.2}× |",
+                time,
+                field(&runs[0], "inserted"),
+                field(&runs[0], "updated"),
+                field(&runs[0], "deleted"),
+                mib(field(&runs[0], "bytes")),
+                as_lance.ms / time,
+                changes.ms / time
+            ));
+        }
+        std::fs::remove_dir_all(&root).ok();
+        std::fs::remove_dir_all(&lance_dir).ok();
+    }
+    if lance_rows.is_empty() {
+        eprintln!("Lance is not importable by `{python}`: natal alone");
+    } else {
+        println!(
+            "\nLance 14.0.2 `delta()` (each run a fresh process), the same rows and rounds:\n"
+        );
+        println!(
+            "| rows changed | time | rows | bytes read (rchar) | natal, the same output / Lance \
+             | natal_changes, all of it / Lance |"
+        );
+        println!("|---|---|---|---|---|---|");
+        for row in lance_rows {
+            println!("{row}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

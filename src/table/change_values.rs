@@ -1,0 +1,282 @@
+//! The values of a change read: each chunk of the report read by id from the two ends of
+//! the range (old values from `from`, new ones from `to`) and interleaved into report
+//! order, and the pairs a restore put back as they were dropped.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, RecordBatch, StringArray, TimestampMicrosecondArray, UInt64Array,
+};
+use arrow::compute::{filter_record_batch, interleave};
+use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef, TimeUnit};
+use arrow::row::{RowConverter, SortField};
+
+use super::change_reads::{ChangeType, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
+use super::scan_request::{ScanRequest, ROW_ID};
+use super::Snapshot;
+use crate::error::{Error, Result};
+use crate::format::Schema;
+use crate::rowid::RowId;
+
+/// `report` in chunks of about `size` changes, never parting a preimage from its postimage.
+pub(super) fn pair_chunks(
+    report: &[(u64, u64, ChangeType)],
+    size: usize,
+) -> impl Iterator<Item = &[(u64, u64, ChangeType)]> {
+    let mut rest = report;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut end = size.min(rest.len());
+        if end < rest.len() && rest[end].2 == ChangeType::UpdatePostimage {
+            end += 1;
+        }
+        let (chunk, after) = rest.split_at(end);
+        rest = after;
+        Some(chunk)
+    })
+}
+
+/// Per row, whether `a` and `b` hold equal values in every column. Values of a type rows
+/// cannot be compared count as different.
+pub(super) fn equal_rows(a: &RecordBatch, b: &RecordBatch) -> Result<Vec<bool>> {
+    let fields = a
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| SortField::new(f.data_type().clone()))
+        .collect();
+    let Ok(converter) = RowConverter::new(fields) else {
+        return Ok(vec![false; a.num_rows()]);
+    };
+    let (a, b) = (
+        converter.convert_columns(a.columns())?,
+        converter.convert_columns(b.columns())?,
+    );
+    Ok((0..a.num_rows()).map(|i| a.row(i) == b.row(i)).collect())
+}
+
+/// The positions, among `new`'s columns as read, of those `old` has too (by field id):
+/// the values a change is judged by. A column added in between reads NULL in old rows,
+/// and adding it changed no row.
+pub(super) fn columns_in_both(old: &Schema, new: &Schema) -> Vec<usize> {
+    (new.fields.iter().enumerate())
+        .filter(|(_, f)| old.field_by_id(f.id).is_some())
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// `batch` without the update pairs whose preimage and postimage are equal in the
+/// `compared` columns: after a restore put a row back as it was, it did not change over
+/// the range.
+pub(super) fn drop_equal_pairs(
+    batch: RecordBatch,
+    chunk: &[(u64, u64, ChangeType)],
+    compared: &[usize],
+    updated: &mut u64,
+) -> Result<RecordBatch> {
+    let values = batch.project(compared)?;
+    let mut keep = vec![true; chunk.len()];
+    for i in 0..chunk.len().saturating_sub(1) {
+        if chunk[i].2 == ChangeType::UpdatePreimage {
+            let (pre, post) = (values.slice(i, 1), values.slice(i + 1, 1));
+            if equal_rows(&pre, &post)?[0] {
+                (keep[i], keep[i + 1]) = (false, false);
+                *updated -= 1;
+            }
+        }
+    }
+    Ok(filter_record_batch(&batch, &BooleanArray::from(keep))?)
+}
+
+/// The schema of a change read: the read's columns, then the change's.
+pub(crate) fn change_schema(read: &ArrowSchema) -> SchemaRef {
+    let mut fields: Vec<Arc<Field>> = read.fields().iter().cloned().collect();
+    fields.push(Arc::new(Field::new(CHANGE_TYPE, DataType::Utf8, false)));
+    fields.push(Arc::new(Field::new(
+        COMMIT_VERSION,
+        DataType::UInt64,
+        false,
+    )));
+    fields.push(Arc::new(Field::new(
+        COMMIT_TIMESTAMP,
+        DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        false,
+    )));
+    Arc::new(ArrowSchema::new_with_metadata(
+        fields,
+        read.metadata().clone(),
+    ))
+}
+
+/// Old values: rows of an earlier version, read with that version's own schema (its files
+/// hold its field ids) and shown as a later version's columns, matched by field id. A
+/// column the earlier version lacked, or held as a type that does not cast to the later
+/// one's, reads NULL.
+pub(super) struct OldValues {
+    /// The earlier version.
+    pub snapshot: Snapshot,
+    /// The later version's schema.
+    pub shown_as: Schema,
+}
+
+impl OldValues {
+    /// The live rows `ids` as `output` (the later version's scan schema for `request`).
+    pub(super) async fn take(
+        &self,
+        ids: &[RowId],
+        request: &ScanRequest,
+        output: &SchemaRef,
+    ) -> Result<RecordBatch> {
+        let old_schema = self.snapshot.schema();
+        // Each output column's name in the earlier version, if it had the column.
+        let old_names: Vec<Option<&str>> = (output.fields().iter())
+            .map(|f| {
+                let id = self.shown_as.field_by_name(f.name())?.id;
+                Some(old_schema.field_by_id(id)?.name.as_str())
+            })
+            .collect();
+        let read = ScanRequest {
+            columns: Some(old_names.iter().flatten().map(|n| n.to_string()).collect()),
+            with_row_id: true,
+            ..request.clone()
+        };
+        let old = self.snapshot.take(ids, read).await?;
+        let columns = (output.fields().iter().zip(&old_names))
+            .map(|(field, old_name)| {
+                let name = if field.name() == ROW_ID {
+                    Some(ROW_ID)
+                } else {
+                    *old_name
+                };
+                let column = name.and_then(|n| old.column_by_name(n));
+                Ok(match column {
+                    Some(c) if c.data_type() == field.data_type() => c.clone(),
+                    Some(c) if arrow::compute::can_cast_types(c.data_type(), field.data_type()) => {
+                        arrow::compute::cast(c, field.data_type())?
+                    }
+                    _ => arrow::array::new_null_array(field.data_type(), old.num_rows()),
+                })
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        Ok(RecordBatch::try_new(output.clone(), columns)?)
+    }
+}
+
+/// The columns of one chunk of the report: old values taken from `before`, new ones from
+/// `after`, interleaved into report order.
+pub(super) async fn read_chunk(
+    chunk: &[(u64, u64, ChangeType)],
+    (before, after): (&OldValues, &Snapshot),
+    request: &ScanRequest,
+    timestamps: &HashMap<u64, i64>,
+) -> Result<Vec<ArrayRef>> {
+    let old_values =
+        |kind: ChangeType| matches!(kind, ChangeType::Delete | ChangeType::UpdatePreimage);
+    let (mut old_ids, mut new_ids) = (Vec::new(), Vec::new());
+    // Per reported row: which side it comes from and its row there.
+    let mut picks: Vec<(usize, usize)> = Vec::with_capacity(chunk.len());
+    for &(_, id, kind) in chunk {
+        let side = if old_values(kind) {
+            &mut old_ids
+        } else {
+            &mut new_ids
+        };
+        picks.push((usize::from(!old_values(kind)), side.len()));
+        side.push(RowId::from_u64(id));
+    }
+    let mut columns = match request.columns.as_ref().is_some_and(Vec::is_empty) {
+        // No value asked: the ids are all there is to read, and the report has them.
+        true => {
+            vec![Arc::new(UInt64Array::from_iter_values(chunk.iter().map(|c| c.1))) as ArrayRef]
+        }
+        false => {
+            values(
+                chunk,
+                (&old_ids, &new_ids),
+                &picks,
+                (before, after),
+                request,
+            )
+            .await?
+        }
+    };
+    columns.push(Arc::new(StringArray::from_iter_values(
+        chunk.iter().map(|c| c.2.as_str()),
+    )));
+    columns.push(Arc::new(UInt64Array::from_iter_values(
+        chunk.iter().map(|c| c.0),
+    )));
+    let stamps: Vec<i64> = chunk
+        .iter()
+        .map(|c| timestamps.get(&c.0).copied().unwrap_or_default())
+        .collect();
+    columns.push(Arc::new(
+        TimestampMicrosecondArray::from(stamps).with_timezone("UTC"),
+    ));
+    Ok(columns)
+}
+
+/// The values and `_rowid` of `chunk`'s rows: `old_ids` taken from `before`, `new_ids`
+/// from `after`, interleaved by `picks`.
+async fn values(
+    chunk: &[(u64, u64, ChangeType)],
+    (old_ids, new_ids): (&[RowId], &[RowId]),
+    picks: &[(usize, usize)],
+    (before, after): (&OldValues, &Snapshot),
+    request: &ScanRequest,
+) -> Result<Vec<ArrayRef>> {
+    let output = after.scan_schema(request)?;
+    let (old, new) = futures::future::try_join(
+        before.take(old_ids, request, &output),
+        after.take(new_ids, request.clone()),
+    )
+    .await?;
+    for (batch, asked, side) in [(&old, old_ids.len(), "old"), (&new, new_ids.len(), "new")] {
+        if batch.num_rows() != asked {
+            return Err(Error::internal(format!(
+                "a change read found {} of the {asked} rows it reads {side} values of",
+                batch.num_rows()
+            )));
+        }
+    }
+    let columns = (0..old.num_columns())
+        .map(|i| {
+            let sides: [&dyn Array; 2] = [old.column(i).as_ref(), new.column(i).as_ref()];
+            Ok(interleave(&sides, picks)?)
+        })
+        .collect::<Result<Vec<ArrayRef>>>()?;
+    let ids = old
+        .schema()
+        .index_of(ROW_ID)
+        .ok()
+        .and_then(|i| columns[i].as_any().downcast_ref::<UInt64Array>());
+    if !ids.is_some_and(|ids| ids.values().iter().eq(chunk.iter().map(|c| &c.1))) {
+        return Err(Error::internal(
+            "a change read's rows came back out of order",
+        ));
+    }
+    Ok(columns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_keep_a_preimage_with_its_postimage() {
+        let report: Vec<(u64, u64, ChangeType)> = [
+            (2, 1, ChangeType::Insert),
+            (2, 2, ChangeType::UpdatePreimage),
+            (2, 2, ChangeType::UpdatePostimage),
+            (3, 3, ChangeType::Delete),
+        ]
+        .into();
+        let sizes: Vec<usize> = pair_chunks(&report, 2).map(<[_]>::len).collect();
+        assert_eq!(sizes, vec![3, 1]);
+        let sizes: Vec<usize> = pair_chunks(&report, 1).map(<[_]>::len).collect();
+        assert_eq!(sizes, vec![1, 2, 1]);
+    }
+}
