@@ -6,6 +6,9 @@
 //! each run, the OS's page cache warm):
 //! - `natal_changes('t', from, to)`, every column of every change (preimages and deleted
 //!   rows' values included);
+//! - `natal_changes` giving what Lance's `delta()` gives: new values of inserted and updated
+//!   rows (`_change_type` filtered: nothing read at `from`), and deleted rows' ids (no value
+//!   read);
 //! - the same answer by SQL, a diff of the two versions (`EXCEPT` both ways on all columns);
 //! - Lance 14 (`benches/lance_changes.py`, interpreter `NATAL_BENCH_PYTHON`) on the same rows
 //!   and rounds: `delta()`'s inserted rows, updated rows (new values only) and deleted ids.

@@ -29,6 +29,7 @@ mod filter;
 mod functions;
 mod guard;
 mod leaf;
+mod lineage;
 mod merge;
 mod metadata;
 mod partitions;

@@ -18,6 +18,7 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use super::dml::{DmlExec, DmlKind, NatalSink};
 use super::filter::ExprPredicate;
+use super::lineage::{is_lineage, may_match, on_lineage};
 use super::partitions::{partition_fragments, Piece};
 use super::pruning::prune_fragments;
 use super::pushdown::{classify, index_probe, Classified};
@@ -69,12 +70,6 @@ fn system_fields() -> [Field; 4] {
         Field::new(ROW_CREATED_VERSION, DataType::UInt64, true),
         Field::new(ROW_UPDATED_VERSION, DataType::UInt64, true),
     ]
-}
-
-/// True for the lineage columns of `t$rows`, which come from fragment metadata after the
-/// rows are read.
-fn is_lineage(name: &str) -> bool {
-    name == ROW_CREATED_VERSION || name == ROW_UPDATED_VERSION
 }
 
 impl NatalTableProvider {
@@ -196,10 +191,12 @@ impl NatalTableProvider {
 /// (`random() < 0.1`: evaluating it twice would not be the same filter) and one calling an
 /// async function (only DataFusion's own async exec can evaluate it).
 pub(super) fn pushdown_of(filter: &Expr) -> TableProviderFilterPushDown {
-    // Lineage columns are not read by the scan's filters: DataFusion filters them after.
-    let on_lineage = || filter.column_refs().iter().any(|c| is_lineage(&c.name));
-    if filter.is_volatile() || calls_async(filter) || on_lineage() {
+    if filter.is_volatile() || calls_async(filter) {
         TableProviderFilterPushDown::Unsupported
+    } else if on_lineage(filter) {
+        // Lineage columns come after the rows are read: DataFusion filters them, and the
+        // scan only skips fragments that cannot match.
+        TableProviderFilterPushDown::Inexact
     } else {
         TableProviderFilterPushDown::Exact
     }
@@ -423,11 +420,13 @@ impl NatalTableProvider {
             .iter()
             .map(|n| scan_order.iter().position(|s| s == n).unwrap_or(0))
             .collect();
+        let (lineage_filters, filters): (Vec<Expr>, Vec<Expr>) =
+            filters.iter().cloned().partition(on_lineage);
         let Classified {
             row_ids,
             row_id_range: row_id_range_all,
             column_filters,
-        } = classify(filters);
+        } = classify(&filters);
         let index = index_probe(&snapshot, &column_filters).map(Arc::new);
         let candidates: Vec<&Fragment> = snapshot.manifest().fragments.iter().collect();
         let conjunction = column_filters.into_iter().reduce(|a, b| a.and(b));
@@ -445,6 +444,9 @@ impl NatalTableProvider {
             // Given pieces were pruned where they were planned.
             _ => vec![true; candidates.len()],
         };
+        let keep: Vec<bool> = (keep.into_iter().zip(&candidates))
+            .map(|(keep, f)| keep && lineage_filters.iter().all(|e| may_match(e, f)))
+            .collect();
         let filter = conjunction
             .map(|c| ExprPredicate::try_new(state, &snapshot, c).map(Arc::new))
             .transpose()?;
@@ -516,6 +518,12 @@ impl NatalTableProvider {
     /// The rows a DELETE or UPDATE with `filters` names: `_rowid` sets and ranges as masks
     /// (a take, as in a SELECT), the other filters evaluated as the scan reads.
     fn row_match(&self, state: &dyn Session, filters: &[Expr]) -> Result<RowMatch> {
+        if filters.iter().any(on_lineage) {
+            return Err(DataFusionError::Plan(format!(
+                "DELETE and UPDATE cannot filter on {ROW_CREATED_VERSION} or \
+                 {ROW_UPDATED_VERSION} yet; select the rows' _rowid first and filter on it"
+            )));
+        }
         let Classified {
             row_ids,
             row_id_range,
