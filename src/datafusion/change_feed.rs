@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::ScalarValue;
+use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -36,6 +37,32 @@ pub(super) struct ChangesProvider {
     from: u64,
     to: u64,
     schema: SchemaRef,
+    /// Received by a Ballista scheduler: the change is read when the scheduler plans, and
+    /// its rows go to the executors in the plan (an exec of its own would not reach them).
+    sent: bool,
+}
+
+impl ChangesProvider {
+    /// The provider a client sent (`codec.rs`), over `table` opened here.
+    pub(super) fn sent(table: Table, (from, to): (u64, u64), schema: SchemaRef) -> Self {
+        Self {
+            table,
+            from,
+            to,
+            schema,
+            sent: true,
+        }
+    }
+
+    /// The table it reads.
+    pub(super) fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// The versions compared: (from, to).
+    pub(super) fn range(&self) -> (u64, u64) {
+        (self.from, self.to)
+    }
 }
 
 /// The provider `natal_changes(args)` names: checks the arguments, finds `to` (the latest
@@ -84,6 +111,7 @@ pub(super) fn provider(table: Table, args: &[Expr]) -> Result<Arc<dyn TableProvi
         from,
         to,
         schema,
+        sent: false,
     }))
 }
 
@@ -111,7 +139,7 @@ impl TableProvider for ChangesProvider {
 
     async fn scan(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
         _limit: Option<usize>,
@@ -134,15 +162,20 @@ impl TableProvider for ChangesProvider {
                 Some(kinds) => kinds.into_iter().filter(|k| allowed.contains(k)).collect(),
             });
         }
-        Ok(Arc::new(ChangesExec {
+        let exec = ChangesExec {
             table: self.table.clone(),
             range: (self.from, self.to),
             request: ChangeRequest {
                 columns: Some(columns),
                 kinds,
             },
-            properties: leaf_properties(schema, 1, EmissionType::Final),
-        }))
+            properties: leaf_properties(schema.clone(), 1, EmissionType::Final),
+        };
+        if !self.sent {
+            return Ok(Arc::new(exec));
+        }
+        let batches: Vec<_> = exec.execute(0, state.task_ctx())?.try_collect().await?;
+        Ok(MemorySourceConfig::try_new_exec(&[batches], schema, None)?)
     }
 }
 

@@ -32,6 +32,7 @@ use datafusion_proto::physical_plan::{
 use datafusion_proto::protobuf;
 use prost::Message;
 
+use super::change_feed::ChangesProvider;
 use super::file_source::{data_source_exec, NatalFileSource, NatalPieces, ScanSource};
 use super::partitions::Piece;
 use super::placement::PlacementProvider;
@@ -178,6 +179,10 @@ impl LogicalExtensionCodec for NatalLogicalCodec {
                 index,
                 nodes,
             })),
+            WireProvider::Changes { url, from, to } => {
+                let table = super::sent::open(&url, &ctx.runtime_env())?;
+                Ok(Arc::new(ChangesProvider::sent(table, (from, to), schema)))
+            }
         }
     }
 
@@ -201,6 +206,13 @@ impl LogicalExtensionCodec for NatalLogicalCodec {
                 url: table_url(&placement.table)?,
                 index: placement.index.clone(),
                 nodes: placement.nodes,
+            }
+        } else if let Some(changes) = node.downcast_ref::<ChangesProvider>() {
+            let (from, to) = changes.range();
+            WireProvider::Changes {
+                url: table_url(changes.table())?,
+                from,
+                to,
             }
         } else if let Some(memory) = node.downcast_ref::<MemTable>() {
             // natal's metadata tables and functions' answers: rows resolved at planning,

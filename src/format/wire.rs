@@ -77,6 +77,15 @@ pub enum WireProvider {
         /// Among how many nodes.
         nodes: u64,
     },
+    /// `natal_changes('t', from, to)` of the table at a URL, its versions pinned.
+    Changes {
+        /// The table's root as a URL.
+        url: String,
+        /// The version compared against.
+        from: u64,
+        /// The version compared.
+        to: u64,
+    },
 }
 
 impl WireProvider {
@@ -94,6 +103,13 @@ impl WireProvider {
                     nodes: *nodes,
                 })
             }
+            WireProvider::Changes { url, from, to } => {
+                proto::wire_provider::Kind::Changes(proto::WireChanges {
+                    url: url.clone(),
+                    from: *from,
+                    to: *to,
+                })
+            }
         };
         sealed(&proto::WireProvider { kind: Some(kind) })
     }
@@ -109,6 +125,11 @@ impl WireProvider {
                 url: p.url,
                 index: p.index,
                 nodes: p.nodes,
+            }),
+            Some(proto::wire_provider::Kind::Changes(c)) => Ok(WireProvider::Changes {
+                url: c.url,
+                from: c.from,
+                to: c.to,
             }),
             None => Err(bad("a table of no known kind")),
         }
@@ -283,6 +304,11 @@ mod tests {
                 url: "file:///w/t".into(),
                 index: "by_city".into(),
                 nodes: 3,
+            },
+            WireProvider::Changes {
+                url: "s3://b/t".into(),
+                from: 3,
+                to: 9,
             },
         ] {
             assert_eq!(WireProvider::decode(&provider.encode()).unwrap(), provider);

@@ -1,7 +1,8 @@
 //! natal on an in-process Ballista cluster (cargo feature `ballista`): one scheduler and two
 //! executors, each on its own runtime, none sharing the client's, built from Ballista's own
 //! library with natal's codecs, settings and functions installed. natal SQL on the cluster
-//! answers row for row (duplicates counted) as a local session does; writes are refused.
+//! answers row for row (duplicates counted) as a local session does — change reads and
+//! lineage columns too; writes are refused.
 
 #[path = "../../benches/cluster/mod.rs"]
 mod harness;
@@ -77,7 +78,27 @@ async fn natal_sql_on_a_ballista_cluster_answers_as_a_local_session() {
         "SELECT name, data_type FROM \"u$schema\"",
         "SELECT segment_seq, node FROM natal_segment_placement('u', 'name_idx', 2)",
     ];
+    // Change reads and lineage, from the version before the UPDATE.
+    let versions = rows(&local, "SELECT version, operation FROM \"t$versions\"").await;
+    let before_update = (versions.iter())
+        .find(|row| row.contains("update"))
+        .and_then(|row| row.split('|').nth(1)?.trim().parse::<u64>().ok())
+        .map(|v| v - 1)
+        .expect("an update version");
+    let lineage_queries = [
+        "SELECT k, v, _rowid, _change_type, _commit_version FROM natal_changes('t', 1)".to_string(),
+        format!(
+            "SELECT _rowid, k, _commit_version FROM natal_changes('t', {before_update}) \
+             WHERE _change_type = 'delete'"
+        ),
+        format!(
+            "SELECT k, _row_created_version, _row_updated_version FROM \"t$rows\" \
+             WHERE _row_updated_version > {before_update}"
+        ),
+    ];
+    let queries = (queries.iter().map(|q| q.to_string())).chain(lineage_queries);
     for query in queries {
+        let query = query.as_str();
         let expected = rows(&local, query).await;
         assert!(!expected.is_empty(), "{query}");
         assert_eq!(rows(&remote, query).await, expected, "{query}");
