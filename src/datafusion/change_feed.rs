@@ -23,8 +23,8 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::{StreamExt, TryStreamExt};
 
+use super::arguments::literal_u64;
 use super::catalog::blocking_for;
-use super::functions::literal_u64;
 use super::leaf::{leaf_exec_methods, leaf_properties};
 use crate::table::{ChangeRequest, ChangeType, ScanRequest, Table, CHANGE_TYPE};
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
-use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::common::DFSchema;
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::session_state::SessionState;
@@ -28,6 +28,7 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::execution_plan::EmissionType;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 
+use super::arguments::{literal_string, literal_u64};
 use super::catalog::NatalSchemaProvider;
 use super::dml::count_schema;
 use super::leaf::{figures_stream, leaf_exec_methods, leaf_properties};
@@ -258,49 +259,6 @@ impl NatalFunction {
     /// The SQL name of the function.
     pub fn name(&self) -> &'static str {
         self.name
-    }
-}
-
-fn literal_string(name: &str, args: &[Expr], i: usize, what: &str) -> Result<String> {
-    match args.get(i) {
-        Some(Expr::Literal(
-            ScalarValue::Utf8(Some(s))
-            | ScalarValue::LargeUtf8(Some(s))
-            | ScalarValue::Utf8View(Some(s)),
-            _,
-        )) => Ok(s.clone()),
-        Some(other) => Err(DataFusionError::Plan(format!(
-            "{name}: argument {} ({what}) must be a string literal, got {other}",
-            i + 1
-        ))),
-        None => Err(DataFusionError::Plan(format!(
-            "{name}: missing argument {} ({what})",
-            i + 1
-        ))),
-    }
-}
-
-pub(super) fn literal_u64(name: &str, args: &[Expr], i: usize, what: &str) -> Result<Option<u64>> {
-    match args.get(i) {
-        None => Ok(None),
-        // Only integer literals: a cast would truncate `1.7` to version 1.
-        Some(Expr::Literal(value, _)) if value.data_type().is_integer() => {
-            match value.cast_to(&DataType::UInt64) {
-                Ok(ScalarValue::UInt64(Some(v))) => Ok(Some(v)),
-                _ => Err(DataFusionError::Plan(format!(
-                    "{name}: argument {} ({what}) must be a non-negative integer, got {value}",
-                    i + 1
-                ))),
-            }
-        }
-        Some(Expr::Literal(value, _)) => Err(DataFusionError::Plan(format!(
-            "{name}: argument {} ({what}) must be a non-negative integer, got {value}",
-            i + 1
-        ))),
-        Some(other) => Err(DataFusionError::Plan(format!(
-            "{name}: argument {} ({what}) must be a literal, got {other}",
-            i + 1
-        ))),
     }
 }
 

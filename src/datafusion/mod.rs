@@ -12,6 +12,7 @@
 //! ```
 
 mod alter;
+mod arguments;
 mod blob_ddl;
 mod blob_read;
 mod blob_sizes;

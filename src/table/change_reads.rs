@@ -27,21 +27,13 @@ use roaring::{RoaringBitmap, RoaringTreemap};
 
 use super::change_values::{
     change_schema, columns_in_both, drop_equal_pairs, equal_rows, pair_chunks, read_chunk,
-    OldValues,
+    ChangeType, OldValues, CHANGE_TYPE,
 };
 use super::scan_request::ScanRequest;
 use super::{Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::{Fragment, Manifest, Operation};
 use crate::rowid::{RowAddress, RowId};
-
-/// The column naming what happened to a row: `insert`, `update_preimage`,
-/// `update_postimage` or `delete` (Delta's change data feed names).
-pub const CHANGE_TYPE: &str = "_change_type";
-/// The column holding the version of a row's last change in the range.
-pub const COMMIT_VERSION: &str = "_commit_version";
-/// The column holding when that version was committed (UTC, microseconds).
-pub const COMMIT_TIMESTAMP: &str = "_commit_timestamp";
 
 /// Manifests read at once.
 const CONCURRENT_MANIFEST_READS: usize = 8;
@@ -51,44 +43,6 @@ const CONCURRENT_DIFFS: usize = 4;
 const CONCURRENT_FRAGMENT_READS: usize = 8;
 /// Changed rows read and reported per batch.
 const ROWS_PER_BATCH: usize = 64 * 1024;
-
-/// What happened to a row between two versions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ChangeType {
-    /// The row was deleted; its values are those it had at `from`.
-    Delete,
-    /// The row's values at `from`, before the range's updates.
-    UpdatePreimage,
-    /// The row's values at `to`, after them.
-    UpdatePostimage,
-    /// The row was inserted; its values are those it has at `to`.
-    Insert,
-}
-
-impl ChangeType {
-    /// Every kind, in report order within a row.
-    pub const ALL: [ChangeType; 4] = [
-        ChangeType::Delete,
-        ChangeType::UpdatePreimage,
-        ChangeType::UpdatePostimage,
-        ChangeType::Insert,
-    ];
-
-    /// The kind `_change_type` names `name`, if any.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
-    }
-
-    /// The name `_change_type` holds.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChangeType::Delete => "delete",
-            ChangeType::UpdatePreimage => "update_preimage",
-            ChangeType::UpdatePostimage => "update_postimage",
-            ChangeType::Insert => "insert",
-        }
-    }
-}
 
 /// What a change read returns ([`Table::changes_with`]); everything by default.
 #[derive(Debug, Clone, Default)]

@@ -1,6 +1,7 @@
-//! The values of a change read: each chunk of the report read by id from the two ends of
-//! the range (old values from `from`, new ones from `to`) and interleaved into report
-//! order, and the pairs a restore put back as they were dropped.
+//! What a change read reports and the values it reports: the kinds of change and the
+//! change's columns; each chunk of the report read by id from the two ends of the range
+//! (old values from `from`, new ones from `to`) and interleaved into report order, and the
+//! pairs a restore put back as they were dropped.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,12 +13,57 @@ use arrow::compute::{filter_record_batch, interleave};
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef, TimeUnit};
 use arrow::row::{RowConverter, SortField};
 
-use super::change_reads::{ChangeType, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
 use super::scan_request::{ScanRequest, ROW_ID};
 use super::Snapshot;
 use crate::error::{Error, Result};
 use crate::format::Schema;
 use crate::rowid::RowId;
+
+/// The column naming what happened to a row: `insert`, `update_preimage`,
+/// `update_postimage` or `delete` (Delta's change data feed names).
+pub const CHANGE_TYPE: &str = "_change_type";
+/// The column holding the version of a row's last change in the range.
+pub const COMMIT_VERSION: &str = "_commit_version";
+/// The column holding when that version was committed (UTC, microseconds).
+pub const COMMIT_TIMESTAMP: &str = "_commit_timestamp";
+
+/// What happened to a row between two versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ChangeType {
+    /// The row was deleted; its values are those it had at `from`.
+    Delete,
+    /// The row's values at `from`, before the range's updates.
+    UpdatePreimage,
+    /// The row's values at `to`, after them.
+    UpdatePostimage,
+    /// The row was inserted; its values are those it has at `to`.
+    Insert,
+}
+
+impl ChangeType {
+    /// Every kind, in report order within a row.
+    pub const ALL: [ChangeType; 4] = [
+        ChangeType::Delete,
+        ChangeType::UpdatePreimage,
+        ChangeType::UpdatePostimage,
+        ChangeType::Insert,
+    ];
+
+    /// The kind `_change_type` names `name`, if any.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+
+    /// The name `_change_type` holds.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeType::Delete => "delete",
+            ChangeType::UpdatePreimage => "update_preimage",
+            ChangeType::UpdatePostimage => "update_postimage",
+            ChangeType::Insert => "insert",
+        }
+    }
+}
 
 /// `report` in chunks of about `size` changes, never parting a preimage from its postimage.
 pub(super) fn pair_chunks(
