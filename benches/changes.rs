@@ -9,6 +9,7 @@
 //! - `natal_changes` giving what Lance's `delta()` gives: new values of inserted and updated
 //!   rows (`_change_type` filtered: nothing read at `from`), and deleted rows' ids (no value
 //!   read);
+//! - `natal_changes` reading no value: ids, kinds and versions (the diff's own cost);
 //! - the same answer by SQL, a diff of the two versions (`EXCEPT` both ways on all columns);
 //! - Lance 14 (`benches/lance_changes.py`, interpreter `NATAL_BENCH_PYTHON`) on the same rows
 //!   and rounds: `delta()`'s inserted rows, updated rows (new values only) and deleted ids.
@@ -185,6 +186,15 @@ async fn main() {
             ),
         )
         .await;
+        // The diff alone: ids, kinds and versions, no value read.
+        let ids_only = measure(
+            &root,
+            &format!(
+                "SELECT _rowid, _change_type, _commit_version \
+                 FROM natal_changes('t', {from}, {to})"
+            ),
+        )
+        .await;
         let columns = "id, val, payload";
         let diff = measure(
             &root,
@@ -200,6 +210,10 @@ async fn main() {
             (
                 "natal_changes, new values and deleted ids".to_string(),
                 &as_lance,
+            ),
+            (
+                "natal_changes, ids and kinds only (no value read)".to_string(),
+                &ids_only,
             ),
             ("SQL diff (EXCEPT both ways)".to_string(), &diff),
         ] {
