@@ -39,10 +39,12 @@ pub enum Error {
         /// The version asked for.
         version: u64,
     },
-    /// A read needs a version that cleanup removed (a change read over its range).
+    /// A read needs a version the table no longer has: cleanup removed it, or it is older
+    /// than the table's first version (a clone's history starts at the version cloned).
     #[error(
-        "version {version} of the table at '{table}' was removed by cleanup; the oldest \
-         version still readable is {oldest}"
+        "version {version} of the table at '{table}' is no longer readable (removed by \
+         cleanup, or older than the table's first version); the oldest version still \
+         readable is {oldest}"
     )]
     VersionRemoved {
         /// The table's location.
