@@ -193,30 +193,21 @@ enum Part<'a> {
     Deletions(&'a Fragment, &'a Fragment),
 }
 
-/// The id of the row at `offset` of `fragment`.
-fn id_at(fragment: &Fragment, offset: u32) -> Result<u64> {
-    match fragment.row_ids.sequence() {
-        None => Ok(RowAddress::new(fragment.id, offset).as_u64()),
-        Some(sequence) => sequence
-            .get(offset as usize)
-            .map(RowId::as_u64)
-            .ok_or_else(|| {
-                Error::internal(format!(
-                    "offset {offset} is past fragment {}'s row ids",
-                    fragment.id
-                ))
-            }),
-    }
-}
-
 fn ids_at(fragment: &Fragment, offsets: &RoaringBitmap, into: &mut RoaringTreemap) -> Result<()> {
     if fragment.row_ids.is_native() {
         let base = RowAddress::new(fragment.id, 0).as_u64();
         into.extend(offsets.iter().map(|o| base + o as u64));
         return Ok(());
     }
-    for offset in offsets {
-        into.insert(id_at(fragment, offset)?);
+    let Some(sequence) = fragment.row_ids.sequence() else {
+        return Err(Error::internal("a carried fragment without its row ids"));
+    };
+    // Offsets ascend: one walk over the sequence.
+    for id in sequence.get_many(offsets.iter()) {
+        let id = id.ok_or_else(|| {
+            Error::internal(format!("an offset past fragment {}'s row ids", fragment.id))
+        })?;
+        into.insert(id.as_u64());
     }
     Ok(())
 }
