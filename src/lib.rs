@@ -56,12 +56,12 @@ pub use io::{external_blob, BlobPlace, BlobReader, BlobReferences, IndexLookup, 
 pub use operation::Operation;
 pub use rowid::{FragmentId, RowAddress, RowId, RowIdSet};
 pub use table::{
-    BatchUpdate, ChangeRequest, ChangeType, ChangedRows, CleanupPolicy, CleanupReport, CloneTarget,
-    Cloned, ColumnDefault, ColumnValues, Committed, CompactOptions, Compaction, Declarations,
-    IndexBuild, IndexOptions, IndexProbe, NewColumn, Progress, RowChangeSet, RowChanges, RowMatch,
-    RowPredicate, ScanMetrics, ScanRequest, SidecarUsage, Snapshot, Table, TableConstraint,
-    TableOptions, TieredMerge, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ROW_ADDR,
-    ROW_CREATED_VERSION, ROW_ID, ROW_UPDATED_VERSION,
+    BatchUpdate, ChangeRequest, ChangeStream, ChangeType, ChangedRows, CleanupPolicy,
+    CleanupReport, CloneTarget, Cloned, ColumnDefault, ColumnValues, Committed, CompactOptions,
+    Compaction, Declarations, IndexBuild, IndexOptions, IndexProbe, NewColumn, Progress,
+    RowChangeSet, RowChanges, RowMatch, RowPredicate, ScanMetrics, ScanRequest, SidecarUsage,
+    Snapshot, Table, TableConstraint, TableOptions, TieredMerge, CHANGE_TYPE, COMMIT_TIMESTAMP,
+    COMMIT_VERSION, ROW_ADDR, ROW_CREATED_VERSION, ROW_ID, ROW_UPDATED_VERSION,
 };
 
 /// natal's insides, for its own benches, tests and fuzzers: the on-disk types and their

@@ -255,16 +255,18 @@ impl ExecutionPlan for ChangesExec {
         let (table, (from, to)) = (self.table.clone(), self.range);
         let request = self.request.clone();
         let output = self.properties.eq_properties.schema().clone();
+        // The versions are diffed when first polled; values are read chunk by chunk.
         let batches = futures::stream::once(async move {
-            let changed = table.changes_with(from, to, request).await?;
+            let changed = table.change_stream(from, to, request).await?;
             // The read's columns in the order the plan asked for them.
-            let batches = changed.batches.into_iter().map(move |batch| {
+            let batches = changed.batches.map(move |batch| {
+                let batch = batch?;
                 let positions = (output.fields().iter())
                     .map(|f| batch.schema().index_of(f.name()))
                     .collect::<std::result::Result<Vec<usize>, _>>()?;
-                Ok(batch.project(&positions)?)
+                Ok::<_, DataFusionError>(batch.project(&positions)?)
             });
-            Ok::<_, DataFusionError>(futures::stream::iter(batches))
+            Ok::<_, DataFusionError>(batches)
         })
         .try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(

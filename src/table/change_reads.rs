@@ -17,11 +17,12 @@
 //! postimage (its values at `to`); `_commit_version` is the version of its last change.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arrow::array::{Array, BooleanArray, RecordBatch, StringArray};
 use arrow::compute::filter_record_batch;
-use arrow::datatypes::{Schema as ArrowSchema, SchemaRef};
+use arrow::datatypes::SchemaRef;
 use futures::{StreamExt, TryStreamExt};
 use roaring::{RoaringBitmap, RoaringTreemap};
 
@@ -86,6 +87,70 @@ impl ChangeRequest {
             .collect::<Result<Vec<usize>>>()?;
         positions.extend(user..schema.fields().len());
         Ok(batch.project(&positions)?)
+    }
+}
+
+/// The rows that changed between two versions, read as they are asked for
+/// ([`Table::change_stream`]).
+pub struct ChangeStream {
+    /// The version compared against.
+    pub from: u64,
+    /// The version compared.
+    pub to: u64,
+    /// The columns of the batches.
+    pub schema: SchemaRef,
+    /// The changes, in the order [`ChangedRows::batches`] gives them.
+    pub batches: futures::stream::BoxStream<'static, Result<RecordBatch>>,
+    /// Rows inserted.
+    pub inserted: u64,
+    /// Rows updated; over a range holding a restore, before the rows it put back as they
+    /// were are dropped (as the batches are read).
+    pub updated: u64,
+    /// Rows deleted.
+    pub deleted: u64,
+    /// Versions whose rows were diffed.
+    pub versions_diffed: u64,
+    dropped_pairs: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for ChangeStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChangeStream")
+            .field("from", &self.from)
+            .field("to", &self.to)
+            .field("inserted", &self.inserted)
+            .field("updated", &self.updated)
+            .field("deleted", &self.deleted)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What reading one chunk of a change needs.
+struct ChunkReader {
+    before: OldValues,
+    after: Snapshot,
+    read: ScanRequest,
+    timestamps: HashMap<u64, i64>,
+    /// The columns as read (every column and kind when the range holds a restore).
+    schema: SchemaRef,
+    compared: Vec<usize>,
+    /// Over a range holding a restore: what was asked, kept after equal pairs are dropped.
+    restored: Option<ChangeRequest>,
+    dropped_pairs: Arc<AtomicU64>,
+}
+
+impl ChunkReader {
+    async fn read(&self, chunk: &[(u64, u64, ChangeType)]) -> Result<RecordBatch> {
+        let (before, after) = (&self.before, &self.after);
+        let columns = read_chunk(chunk, (before, after), &self.read, &self.timestamps).await?;
+        let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
+        let Some(asked) = &self.restored else {
+            return Ok(batch);
+        };
+        let mut dropped = 0;
+        let batch = drop_equal_pairs(batch, chunk, &self.compared, &mut dropped)?;
+        self.dropped_pairs.fetch_add(dropped, Ordering::Relaxed);
+        asked.select(batch)
     }
 }
 
@@ -238,6 +303,32 @@ impl Table {
         to: u64,
         request: ChangeRequest,
     ) -> Result<ChangedRows> {
+        let stream = self.change_stream(from, to, request).await?;
+        let batches: Vec<RecordBatch> = stream.batches.try_collect().await?;
+        Ok(ChangedRows {
+            from,
+            to,
+            schema: stream.schema,
+            batches,
+            inserted: stream.inserted,
+            updated: stream.updated - stream.dropped_pairs.load(Ordering::Relaxed),
+            deleted: stream.deleted,
+            versions_diffed: stream.versions_diffed,
+        })
+    }
+
+    /// [`Self::changes_with`] as a stream: the versions are diffed now, and the changed rows'
+    /// values read chunk by chunk as the batches are asked for, so a large change is never
+    /// held whole.
+    ///
+    /// # Errors
+    /// As [`Self::changes_with`]; errors reading values come in the stream.
+    pub async fn change_stream(
+        &self,
+        from: u64,
+        to: u64,
+        request: ChangeRequest,
+    ) -> Result<ChangeStream> {
         if from > to {
             return Err(Error::invalid(format!(
                 "a change read from version {from} to version {to}: the first version must \
@@ -288,21 +379,12 @@ impl Table {
         };
         let after = Snapshot::shared(self.store.clone(), last.clone());
         let mut report = net.report();
-        let mut changed = ChangedRows {
-            from,
-            to,
-            schema: Arc::new(ArrowSchema::empty()),
-            batches: Vec::new(),
-            inserted: 0,
-            updated: 0,
-            deleted: 0,
-            versions_diffed: diffs.len() as u64,
-        };
+        let (mut inserted, mut updated, mut deleted) = (0, 0, 0);
         for (_, _, kind) in &report {
             match kind {
-                ChangeType::Insert => changed.inserted += 1,
-                ChangeType::Delete => changed.deleted += 1,
-                ChangeType::UpdatePostimage => changed.updated += 1,
+                ChangeType::Insert => inserted += 1,
+                ChangeType::Delete => deleted += 1,
+                ChangeType::UpdatePostimage => updated += 1,
                 ChangeType::UpdatePreimage => {}
             }
         }
@@ -314,22 +396,44 @@ impl Table {
             with_row_id: true,
             ..Default::default()
         };
-        let schema = change_schema(after.scan_schema(&read)?.as_ref());
-        let compared = columns_in_both(&first.schema, &last.schema);
-        for chunk in pair_chunks(&report, ROWS_PER_BATCH) {
-            let columns = read_chunk(chunk, (&before, &after), &read, &timestamps).await?;
-            let mut batch = RecordBatch::try_new(schema.clone(), columns)?;
-            if restored {
-                batch = drop_equal_pairs(batch, chunk, &compared, &mut changed.updated)?;
-                batch = asked.select(batch)?;
-            }
-            changed.batches.push(batch);
-        }
-        changed.schema = match restored {
-            true => asked.select(RecordBatch::new_empty(schema))?.schema(),
-            false => schema,
+        let read_schema = change_schema(after.scan_schema(&read)?.as_ref());
+        let schema = match restored {
+            true => asked
+                .select(RecordBatch::new_empty(read_schema.clone()))?
+                .schema(),
+            false => read_schema.clone(),
         };
-        Ok(changed)
+        let dropped_pairs = Arc::new(AtomicU64::new(0));
+        let reader = Arc::new(ChunkReader {
+            before,
+            after,
+            read,
+            timestamps,
+            schema: read_schema,
+            compared: columns_in_both(&first.schema, &last.schema),
+            restored: restored.then_some(asked),
+            dropped_pairs: dropped_pairs.clone(),
+        });
+        let chunks: Vec<Vec<(u64, u64, ChangeType)>> = pair_chunks(&report, ROWS_PER_BATCH)
+            .map(<[_]>::to_vec)
+            .collect();
+        let batches = futures::stream::iter(chunks)
+            .then(move |chunk| {
+                let reader = reader.clone();
+                async move { reader.read(&chunk).await }
+            })
+            .boxed();
+        Ok(ChangeStream {
+            from,
+            to,
+            schema,
+            batches,
+            inserted,
+            updated,
+            deleted,
+            versions_diffed: diffs.len() as u64,
+            dropped_pairs,
+        })
     }
 
     /// Of `moved` (ids that left a place and arrived at another in `after`), those whose

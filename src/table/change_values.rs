@@ -115,13 +115,13 @@ pub(super) fn columns_in_both(old: &Schema, new: &Schema) -> Vec<usize> {
 }
 
 /// `batch` without the update pairs whose preimage and postimage are equal in the
-/// `compared` columns: after a restore put a row back as it was, it did not change over
-/// the range.
+/// `compared` columns (counted into `dropped`): after a restore put a row back as it was,
+/// it did not change over the range.
 pub(super) fn drop_equal_pairs(
     batch: RecordBatch,
     chunk: &[(u64, u64, ChangeType)],
     compared: &[usize],
-    updated: &mut u64,
+    dropped: &mut u64,
 ) -> Result<RecordBatch> {
     let values = batch.project(compared)?;
     let mut keep = vec![true; chunk.len()];
@@ -130,7 +130,7 @@ pub(super) fn drop_equal_pairs(
             let (pre, post) = (values.slice(i, 1), values.slice(i + 1, 1));
             if equal_rows(&pre, &post)?[0] {
                 (keep[i], keep[i + 1]) = (false, false);
-                *updated -= 1;
+                *dropped += 1;
             }
         }
     }

@@ -55,7 +55,7 @@ use crate::io::{check_storable, ManifestLayout, TableStore};
 use write::{delete_written, write_native_fragments};
 
 pub use alter::{ColumnValues, NewColumn};
-pub use change_reads::{ChangeRequest, ChangedRows};
+pub use change_reads::{ChangeRequest, ChangeStream, ChangedRows};
 pub(crate) use change_values::change_schema;
 pub use change_values::{ChangeType, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
 pub use changes::RowChangeSet;

@@ -84,6 +84,16 @@ async fn a_change_read_reports_each_rows_net_change_by_id() {
         ]
     );
     assert_eq!((all.inserted, all.updated, all.deleted), (2, 2, 1));
+    // As a stream: the same rows, read as they are asked for.
+    let stream = table
+        .change_stream(2, 7, natal::ChangeRequest::default())
+        .await
+        .unwrap();
+    assert_eq!((stream.inserted, stream.updated, stream.deleted), (2, 2, 1));
+    let streamed: Vec<RecordBatch> = futures::TryStreamExt::try_collect(stream.batches)
+        .await
+        .unwrap();
+    assert_eq!(report(&streamed), report(&all.batches));
     assert_eq!(all.versions_diffed, 4, "the compaction is not diffed");
     // The compaction alone moved rows and changed none.
     assert!(report(&table.changes(6, 7).await.unwrap().batches).is_empty());
