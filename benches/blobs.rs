@@ -139,17 +139,7 @@ fn mib_per_s(bytes: u64, millis: f64) -> f64 {
 
 /// Runs `benches/lance_blobs.py` with `args`; its JSON answer, or `None` without Lance.
 fn lance(python: Option<&str>, args: &[&str]) -> Option<Value> {
-    let python = python?;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/lance_blobs.py");
-    let out = Command::new(python).arg(script).args(args).output().ok()?;
-    if !out.status.success() {
-        eprintln!(
-            "lance_blobs.py {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return None;
-    }
-    serde_json::from_slice(&out.stdout).ok()
+    common::python_json(python?, "lance_blobs.py", args)
 }
 
 fn seconds(v: &Option<Value>) -> Option<f64> {

@@ -24,7 +24,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -118,22 +117,11 @@ async fn measure(root: &Path, sql: &str) -> Figures {
 }
 
 fn lance(python: &str, args: &[&str]) -> Option<serde_json::Value> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/lance_changes.py");
-    let out = Command::new(python).arg(script).args(args).output().ok()?;
-    if !out.status.success() {
-        eprintln!(
-            "lance_changes.py {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return None;
-    }
-    serde_json::from_slice(&out.stdout).ok()
+    common::python_json(python, "lance_changes.py", args)
 }
 
 fn field(v: &Option<serde_json::Value>, name: &str) -> f64 {
-    (v.as_ref())
-        .and_then(|v| v.get(name)?.as_f64())
-        .unwrap_or(f64::NAN)
+    common::json_number(v, name).unwrap_or(f64::NAN)
 }
 
 fn mib(bytes: f64) -> f64 {

@@ -21,7 +21,6 @@ mod common;
 mod s3_server;
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -271,20 +270,11 @@ async fn measure(
 
 /// Runs `benches/lance_clone.py` with `args`: its JSON answer, or `None` without Lance.
 fn lance(python: &str, args: &[&str]) -> Option<serde_json::Value> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/lance_clone.py");
-    let out = Command::new(python).arg(script).args(args).output().ok()?;
-    if !out.status.success() {
-        eprintln!(
-            "lance_clone.py {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return None;
-    }
-    serde_json::from_slice(&out.stdout).ok()
+    common::python_json(python, "lance_clone.py", args)
 }
 
 fn field(v: &Option<serde_json::Value>, name: &str) -> Option<f64> {
-    v.as_ref()?.get(name)?.as_f64()
+    common::json_number(v, name)
 }
 
 #[tokio::main]

@@ -19,8 +19,7 @@ import shutil
 import time
 
 import lance
-import numpy as np
-import pyarrow as pa
+from lance_rows import bench_rows
 
 
 def read_chars():
@@ -34,32 +33,9 @@ def read_chars():
 
 def write(args):
     shutil.rmtree(args.dir, ignore_errors=True)
-    rng = np.random.default_rng(7)
-    schema = pa.schema(
-        [pa.field("id", pa.int64()), pa.field("val", pa.int64()), pa.field("payload", pa.string())]
-    )
-
-    def batches():
-        start = 0
-        while start < args.rows:
-            n = min(1 << 16, args.rows - start)
-            ids = np.arange(start, start + n, dtype=np.int64)
-            yield pa.record_batch(
-                [
-                    pa.array(ids),
-                    pa.array(rng.integers(0, 1_000_000, n, dtype=np.int64)),
-                    pa.array([f"payload-{i:012d}" for i in ids]),
-                ],
-                schema=schema,
-            )
-            start += n
-
     begun = time.perf_counter()
     ds = lance.write_dataset(
-        pa.RecordBatchReader.from_batches(schema, batches()),
-        args.dir,
-        max_rows_per_file=1 << 20,
-        enable_stable_row_ids=True,
+        bench_rows(args.rows), args.dir, max_rows_per_file=1 << 20, enable_stable_row_ids=True
     )
     print(json.dumps({"seconds": time.perf_counter() - begun, "version": ds.version}))
 

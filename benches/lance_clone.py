@@ -19,9 +19,8 @@ import shutil
 import time
 
 import lance
-import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
+from lance_rows import bench_rows
 
 
 def bytes_under(path):
@@ -37,29 +36,8 @@ def files_under(path):
 
 def write(args):
     shutil.rmtree(args.dir, ignore_errors=True)
-    rng = np.random.default_rng(7)
-    schema = pa.schema(
-        [pa.field("id", pa.int64()), pa.field("val", pa.int64()), pa.field("payload", pa.string())]
-    )
-
-    def batches():
-        start = 0
-        while start < args.rows:
-            n = min(1 << 16, args.rows - start)
-            ids = np.arange(start, start + n, dtype=np.int64)
-            yield pa.record_batch(
-                [
-                    pa.array(ids),
-                    pa.array(rng.integers(0, 1_000_000, n, dtype=np.int64)),
-                    pa.array([f"payload-{i:012d}" for i in ids]),
-                ],
-                schema=schema,
-            )
-            start += n
-
     begun = time.perf_counter()
-    reader = pa.RecordBatchReader.from_batches(schema, batches())
-    lance.write_dataset(reader, args.dir, max_rows_per_file=1 << 20)
+    lance.write_dataset(bench_rows(args.rows), args.dir, max_rows_per_file=1 << 20)
     print(json.dumps({"seconds": time.perf_counter() - begun, "bytes": bytes_under(args.dir)}))
 
 

@@ -170,3 +170,31 @@ pub fn bytes_under(dir: &std::path::Path) -> u64 {
         })
         .sum()
 }
+
+/// Runs `benches/<script>` (a peer's side of a bench) with the interpreter `python` and
+/// `args`: the JSON object it printed, or `None` (its error told) if it failed.
+#[allow(dead_code)] // not every bench runs a peer
+pub fn python_json(python: &str, script: &str, args: &[&str]) -> Option<serde_json::Value> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("benches")
+        .join(script);
+    let out = std::process::Command::new(python)
+        .arg(path)
+        .args(args)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!(
+            "{script} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+/// The number `name` of a peer's JSON answer, if there is one.
+#[allow(dead_code)] // not every bench runs a peer
+pub fn json_number(answer: &Option<serde_json::Value>, name: &str) -> Option<f64> {
+    answer.as_ref()?.get(name)?.as_f64()
+}

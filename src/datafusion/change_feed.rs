@@ -26,7 +26,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::arguments::literal_u64;
 use super::catalog::blocking_for;
 use super::leaf::{leaf_exec_methods, leaf_properties};
-use crate::table::{ChangeRequest, ChangeType, ScanRequest, Table, CHANGE_TYPE};
+use crate::table::{ChangeRequest, ChangeType, ScanRequest, Table, CHANGE_COLUMNS, CHANGE_TYPE};
 
 const NAME: &str = "natal_changes";
 
@@ -148,7 +148,7 @@ impl TableProvider for ChangesProvider {
         let projection = projection.cloned().unwrap_or(all);
         let schema = Arc::new(self.schema.project(&projection)?);
         // The table's columns come first, then `_rowid` and the change's three.
-        let user = self.schema.fields().len() - 4;
+        let user = self.schema.fields().len() - CHANGE_COLUMNS;
         let columns = (projection.iter().filter(|&&i| i < user))
             .map(|&i| self.schema.field(i).name().clone())
             .collect();

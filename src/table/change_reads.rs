@@ -28,7 +28,7 @@ use roaring::{RoaringBitmap, RoaringTreemap};
 
 use super::change_values::{
     change_schema, columns_in_both, drop_equal_pairs, equal_rows, pair_chunks, read_chunk,
-    ChangeType, OldValues, CHANGE_TYPE,
+    ChangeType, OldValues, CHANGE_COLUMNS, CHANGE_TYPE,
 };
 use super::scan_request::ScanRequest;
 use super::{Snapshot, Table};
@@ -76,7 +76,7 @@ impl ChangeRequest {
             return Ok(batch);
         };
         // The asked columns, then `_rowid` and the change's columns.
-        let user = schema.fields().len() - 4;
+        let user = schema.fields().len() - CHANGE_COLUMNS;
         let mut positions = columns
             .iter()
             .map(|name| {
@@ -195,23 +195,14 @@ struct NetChanges(HashMap<u64, Track>);
 impl NetChanges {
     /// Records that `left` ids left their places in `version` and `arrived` ids appeared.
     fn record(&mut self, version: u64, left: &RoaringTreemap, arrived: &RoaringTreemap) {
-        for id in left.iter() {
-            let live = arrived.contains(id);
+        for id in (left | arrived).iter() {
+            // Seen first leaving, a row was live at `from`.
             let track = self.0.entry(id).or_insert(Track {
-                existed: true,
-                live: true,
-                version,
-            });
-            track.live = live;
-            track.version = version;
-        }
-        for id in (arrived - left).iter() {
-            let track = self.0.entry(id).or_insert(Track {
-                existed: false,
+                existed: left.contains(id),
                 live: false,
                 version,
             });
-            track.live = true;
+            track.live = arrived.contains(id);
             track.version = version;
         }
     }

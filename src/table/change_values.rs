@@ -137,6 +137,9 @@ pub(super) fn drop_equal_pairs(
     Ok(filter_record_batch(&batch, &BooleanArray::from(keep))?)
 }
 
+/// The columns a change read adds after the table's: `_rowid` and the change's three.
+pub(crate) const CHANGE_COLUMNS: usize = 4;
+
 /// The schema of a change read: the read's columns, then the change's.
 pub(crate) fn change_schema(read: &ArrowSchema) -> SchemaRef {
     let mut fields: Vec<Arc<Field>> = read.fields().iter().cloned().collect();

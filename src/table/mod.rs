@@ -57,6 +57,7 @@ use write::{delete_written, write_native_fragments};
 pub use alter::{ColumnValues, NewColumn};
 pub use change_reads::{ChangeRequest, ChangeStream, ChangedRows};
 pub(crate) use change_values::change_schema;
+pub(crate) use change_values::CHANGE_COLUMNS;
 pub use change_values::{ChangeType, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
 pub use changes::RowChangeSet;
 pub use clone::{CloneTarget, Cloned};

@@ -33,6 +33,7 @@ mod merge_into;
 mod model;
 mod model_actions;
 mod model_changes;
+mod model_check;
 mod model_clone;
 mod model_index;
 mod model_schema;

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use natal::Table;
 use proptest::sample::Index;
 
-use crate::model::{check, step, Model, Op};
+use crate::model::{step, Model, Op};
+use crate::model_check::check;
 
 /// The table and its clones, each with its model and whether it is a shallow clone (which
 /// may read its source's files).
