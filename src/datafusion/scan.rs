@@ -301,6 +301,8 @@ impl PartitionRead<'_> {
             rows_masked: counter("rows_masked"),
             rows_filtered: counter("rows_filtered"),
             rows_page_pruned: counter("rows_page_pruned"),
+            rows_late_skipped: counter("rows_late_skipped"),
+            bytes_late_skipped: counter("bytes_late_skipped"),
         });
         let on_batch = reporter.clone();
         let report = futures::stream::once(async move { reporter.report() })
@@ -350,12 +352,15 @@ impl PartitionRead<'_> {
 /// adds what was counted since the last.
 struct MetricsReporter {
     counters: Arc<ScanMetrics>,
-    /// What has been added so far: bytes read, rows masked, filtered, page-pruned.
-    reported: [std::sync::atomic::AtomicU64; 4],
+    /// What has been added so far: bytes read, rows masked, filtered, page-pruned, rows
+    /// and bytes a two-step read skipped.
+    reported: [std::sync::atomic::AtomicU64; 6],
     bytes_read: Count,
     rows_masked: Count,
     rows_filtered: Count,
     rows_page_pruned: Count,
+    rows_late_skipped: Count,
+    bytes_late_skipped: Count,
 }
 
 impl MetricsReporter {
@@ -365,6 +370,8 @@ impl MetricsReporter {
             (&self.counters.rows_masked, &self.rows_masked),
             (&self.counters.rows_filtered, &self.rows_filtered),
             (&*self.counters.rows_page_pruned, &self.rows_page_pruned),
+            (&self.counters.rows_late_skipped, &self.rows_late_skipped),
+            (&self.counters.bytes_late_skipped, &self.bytes_late_skipped),
         ];
         for ((counter, metric), reported) in counters.into_iter().zip(&self.reported) {
             // Counters only grow: whoever raises `reported` adds the difference, once.

@@ -14,6 +14,7 @@ use roaring::RoaringBitmap;
 
 use super::deferred_blobs::DeferredBlobs;
 use super::filter::{filter_batch, RowPredicate};
+use super::late_read::LateRead;
 use super::scan_request::ScanRequest;
 use crate::error::Result;
 use crate::format::Fragment;
@@ -30,6 +31,9 @@ pub(super) struct FragmentReads {
     pub(super) pages: Option<PagePruning>,
     /// Blob columns fetched only for the rows the filter keeps.
     pub(super) deferred: Option<Arc<DeferredBlobs>>,
+    /// The filter read first on its own, then the output for the passing rows only, where
+    /// a fragment has enough rows for two steps to pay.
+    pub(super) late: Option<Arc<LateRead>>,
 }
 
 /// A scan's filter, placed in the wider read it needs.
@@ -64,6 +68,10 @@ impl FragmentReads {
         rows: std::ops::Range<u32>,
         prune_pages: bool,
     ) -> BoxStream<'static, Result<RecordBatch>> {
+        let pages = self.pages.clone().filter(|_| prune_pages);
+        if let Some(late) = (self.late.clone()).filter(|l| l.applies(offsets.as_ref(), &rows)) {
+            return late.read(store, fragment, (offsets, rows), pages, &self.request);
+        }
         let rows = read_with_ids(
             store,
             fragment,
@@ -71,7 +79,7 @@ impl FragmentReads {
             &self.schema,
             &self.request,
             (offsets, rows),
-            self.pages.clone().filter(|_| prune_pages),
+            pages,
         );
         let limit = self.request.limit;
         let Some(filter) = self.filter.clone() else {
@@ -132,7 +140,7 @@ pub(super) fn at_most(
 /// Streams the rows at `offsets` (all, if `None`) within the offsets `rows` of one fragment:
 /// its `columns`, then `_rowid`, `_rowaddr` and the lineage columns if the request asks
 /// for them, as `output`.
-fn read_with_ids(
+pub(super) fn read_with_ids(
     store: &TableStore,
     fragment: &Fragment,
     columns: &FileColumns,

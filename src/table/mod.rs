@@ -32,6 +32,7 @@ mod deferred_blobs;
 mod filter;
 mod fragment_reads;
 mod index;
+mod late_read;
 mod maintenance;
 mod merge;
 mod progress;

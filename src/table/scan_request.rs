@@ -148,4 +148,10 @@ pub struct ScanMetrics {
     pub rows_filtered: AtomicU64,
     /// Rows not read because their pages' min/max rule the filter out.
     pub rows_page_pruned: Arc<AtomicU64>,
+    /// Rows the filter rejected before the scan's other columns were read (late
+    /// materialization): those columns were never decoded for them.
+    pub rows_late_skipped: AtomicU64,
+    /// The bytes (before compression, by the columns' average width) of the columns not
+    /// read for `rows_late_skipped`.
+    pub bytes_late_skipped: AtomicU64,
 }

@@ -17,6 +17,7 @@ use tokio::sync::OnceCell;
 use super::deferred_blobs::DeferredBlobs;
 use super::filter::predicate_layout;
 use super::fragment_reads::{at_most, FragmentReads, ReadFilter};
+use super::late_read::LateRead;
 use super::scan_request::{
     ScanRequest, ROW_ADDR, ROW_CREATED_VERSION, ROW_ID, ROW_UPDATED_VERSION,
 };
@@ -427,6 +428,7 @@ impl Snapshot {
                 filter: None,
                 pages: None,
                 deferred,
+                late: None,
             });
         };
         let (probe_ids, probe) = self.projection(&predicate_layout(predicate.as_ref()))?;
@@ -441,6 +443,14 @@ impl Snapshot {
                 rows_pruned: request.metrics.as_ref().map(|m| m.rows_page_pruned.clone()),
             }
         });
+        // Descriptors a filter sees are the request's: the two-step read does not ask for them.
+        let late = match request.blob_descriptors {
+            true => None,
+            false => {
+                let output = (columns.clone(), output.clone());
+                LateRead::plan(&self.manifest, output, &predicate, |r| self.projection(r))?
+            }
+        };
         let mut names: Vec<String> = output.fields()[..columns.len()]
             .iter()
             .map(|f| f.name().clone())
@@ -493,6 +503,7 @@ impl Snapshot {
             filter: Some(Arc::new(filter)),
             pages,
             deferred,
+            late: late.map(Arc::new),
         })
     }
 

@@ -241,6 +241,21 @@ pub fn catalog_session() -> (tempfile::TempDir, SessionContext) {
     (dir, ctx)
 }
 
+/// `sql`'s physical plan, and the plan as DataFusion prints it.
+pub async fn physical_plan(ctx: &SessionContext, sql: &str) -> (Arc<dyn ExecutionPlan>, String) {
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let shown = datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(false)
+        .to_string();
+    (plan, shown)
+}
+
 /// The sum of a metric over every node of `plan` named `node`.
 pub fn metric(plan: &Arc<dyn ExecutionPlan>, node: &str, name: &str) -> usize {
     let own = (plan.name() == node)

@@ -27,6 +27,7 @@ mod fixtures;
 mod fuzz;
 mod fuzz_cases;
 mod index;
+mod late;
 mod latest;
 mod merge;
 mod merge_into;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::SessionContext;
 
-use crate::common::{catalog_session, metric, run};
+use crate::common::{catalog_session, metric, physical_plan, run};
 
 /// Table `t (k, v)` of keys `0..rows` (`v = 10 k`), keys below 100 deleted.
 async fn keys_with_the_first_100_deleted(rows: u64) -> (tempfile::TempDir, SessionContext) {
@@ -119,21 +119,6 @@ async fn loads_and_compactions_report_progress() {
     assert_eq!(updates.first().map(|e| e.1), Some(0));
     assert_eq!(updates.last().map(|e| e.1), Some(15_000));
     assert!(events.last().is_some_and(|e| e.3), "compaction finishes");
-}
-
-/// The physical plan of `sql`, and how `EXPLAIN` shows it.
-async fn physical_plan(ctx: &SessionContext, sql: &str) -> (Arc<dyn ExecutionPlan>, String) {
-    let plan = ctx
-        .sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
-    let shown = datafusion::physical_plan::displayable(plan.as_ref())
-        .indent(false)
-        .to_string();
-    (plan, shown)
 }
 
 /// The `i64` values of the first column of `sql`'s result, sorted.
@@ -590,4 +575,54 @@ async fn long_operations_report_their_progress() {
             "{operation} examined every row: {last:?}"
         );
     }
+}
+
+/// `count(*)`, `min` and `max` are answered from the manifest where its figures are exact:
+/// the plan holds no scan, so no data file is read. Where they are only bounds (a long
+/// string's truncated maximum, a file with deletions) the rows are read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_counts_and_bounds_answer_without_reading_data() {
+    let (_dir, ctx) = catalog_session();
+    run(&ctx, "CREATE TABLE t (k BIGINT NOT NULL, s VARCHAR)").await;
+    run(
+        &ctx,
+        "INSERT INTO t SELECT value, 'name ' || value FROM generate_series(1, 1000)",
+    )
+    .await;
+    let scans = |sql: &'static str| {
+        let ctx = ctx.clone();
+        async move { physical_plan(&ctx, sql).await.1.contains("NatalScanExec") }
+    };
+    let answer_of = |sql: &'static str| {
+        let ctx = ctx.clone();
+        async move {
+            let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+            let row: Vec<String> = (batches[0].columns().iter())
+                .map(|c| arrow::util::display::array_value_to_string(c, 0).unwrap())
+                .collect();
+            row
+        }
+    };
+    let aggregates = "SELECT count(*), min(k), max(k), max(s) FROM t";
+    assert!(!scans(aggregates).await, "answered from statistics");
+    assert_eq!(
+        answer_of(aggregates).await,
+        ["1000", "1", "1000", "name 999"]
+    );
+
+    // A maximum longer than a bound keeps is truncated in the manifest: read, not trusted.
+    let long = "z".repeat(200);
+    run(&ctx, &format!("INSERT INTO t VALUES (2000, '{long}')")).await;
+    assert!(scans("SELECT max(s) FROM t").await);
+    assert_eq!(answer_of("SELECT max(s) FROM t").await, [long]);
+    assert!(!scans("SELECT count(*), max(k) FROM t").await);
+
+    // A deleted maximum may still be the file's bound: the count stays exact, the bound not.
+    run(&ctx, "DELETE FROM t WHERE k = 2000").await;
+    assert!(!scans("SELECT count(*) FROM t").await);
+    assert!(scans("SELECT max(k) FROM t").await);
+    assert_eq!(
+        answer_of("SELECT count(*), max(k) FROM t").await,
+        ["1000", "1000"]
+    );
 }
