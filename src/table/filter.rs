@@ -3,9 +3,10 @@
 //! and yields only the passing rows: no `FilterExec` over the scan, and a `LIMIT` stops it.
 //!
 //! Reading the predicate's columns first and the rest only for passing rows (late
-//! materialization) was measured and not kept: with matches spread over the table (1% of
-//! rows at random) nearly every page still holds one, and the fine row selection cost more
-//! than it saved (145 ms vs 89 ms for the `sql` bench's filtered scan).
+//! materialization, `late_read.rs`) is kept for wide rows only: over narrow ones, with
+//! matches spread over the table (1% of rows at random), nearly every page still holds one,
+//! and the fine row selection cost more than it saved (145 ms vs 89 ms for the `sql` bench's
+//! filtered scan).
 
 use std::fmt;
 
