@@ -64,6 +64,17 @@ pub(super) fn filter_batch(
     output: &[usize],
     schema: &SchemaRef,
 ) -> Result<RecordBatch> {
+    let keep = passing_rows(predicate, batch, probe)?;
+    let kept = filter_record_batch(&batch.project(output)?, &keep)?;
+    Ok(kept.with_schema(schema.clone())?)
+}
+
+/// Which rows of `batch` pass `predicate` (reading the columns at `probe`), one answer a row.
+pub(super) fn passing_rows(
+    predicate: &dyn RowPredicate,
+    batch: &RecordBatch,
+    probe: &[usize],
+) -> Result<BooleanArray> {
     let keep = predicate.evaluate(&batch.project(probe)?)?;
     if keep.len() != batch.num_rows() {
         return Err(Error::invalid(format!(
@@ -72,8 +83,7 @@ pub(super) fn filter_batch(
             batch.num_rows()
         )));
     }
-    let kept = filter_record_batch(&batch.project(output)?, &keep)?;
-    Ok(kept.with_schema(schema.clone())?)
+    Ok(keep)
 }
 
 /// A Rust closure as a [`RowPredicate`] over whole rows: it sees every user column, then

@@ -5,8 +5,8 @@
 //! columns that hold a passing row, and skips within them the values of the rows that do not.
 //!
 //! It is chosen when planned, by width: the columns the filter does not read must be at
-//! least [`WIDTH_RATIO`] times the bytes of those it does (the manifest's per-file column
-//! sizes). A narrow table gains nothing (every page of every column still holds a passing
+//! least [`WIDTH_RATIO`] times the bytes of those it does, and [`MIN_ROW_BYTES`] a row (the
+//! manifest's per-file column sizes). A narrow table gains nothing (every page of every column still holds a passing
 //! row, and decoding a few integers costs less than skipping them), and a filter that keeps
 //! most rows then reads its columns twice: the ratio keeps that second read a small share of
 //! the whole. The second step reads dense matches as a run (the rows that fail dropped
@@ -22,7 +22,7 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringBitmap;
 
-use super::filter::{predicate_layout, RowPredicate};
+use super::filter::{passing_rows, predicate_layout, RowPredicate};
 use super::fragment_reads::read_with_ids;
 use super::scan_request::{ScanMetrics, ScanRequest, ROW_ADDR};
 use crate::error::{Error, Result};
@@ -31,8 +31,18 @@ use crate::io::{FileColumns, PagePruning, TableStore};
 use crate::rowid::RowAddress;
 
 /// How much wider (in bytes) the output's other columns must be than the filter's for a
-/// scan to read in two steps. Measured (`cargo bench --bench late`, BENCHMARKS.md).
+/// scan to read in two steps. A judgment, not a tuned figure: the `sql` bench's rows (3.5×:
+/// an id and a 20-byte string beside the filtered integer) stay in one step, where two were
+/// measured slower; the `late` bench's (5 KiB beside an integer) gain at every selectivity.
+/// Sizes are as stored, after Parquet's encodings: strings that share prefixes with their
+/// neighbours count for less than they decode to, which errs towards one step.
 const WIDTH_RATIO: u64 = 4;
+
+/// The fewest bytes a row the output's other columns must hold, on average, for two steps.
+/// Values of a few numbers decode faster than Parquet skips them: TPC-H's `lineitem`
+/// filtered on a dictionary-coded flag (q10, q19: 24 bytes a row beside 1) ran 1.26-1.36×
+/// DataFusion's Parquet in two steps, 0.8-1.0× in one (BENCHMARKS.md, stop 50).
+const MIN_ROW_BYTES: u64 = 256;
 
 /// Fewer rows than this in a fragment (a take, an index's answer) are read in one step:
 /// a second step would be a second round of requests for rows that are few already.
@@ -157,15 +167,7 @@ impl LateRead {
         let mut passing = RoaringBitmap::new();
         let mut rejected = 0u64;
         while let Some(batch) = batches.try_next().await? {
-            let keep = self.predicate.evaluate(&batch.project(&self.probe)?)?;
-            if keep.len() != batch.num_rows() {
-                return Err(Error::invalid(format!(
-                    "filter {} answered {} rows of {}",
-                    self.predicate,
-                    keep.len(),
-                    batch.num_rows()
-                )));
-            }
+            let keep = passing_rows(self.predicate.as_ref(), &batch, &self.probe)?;
             let addrs = (batch.column(self.addr_at).as_primitive_opt::<UInt64Type>())
                 .ok_or_else(|| Error::internal("a filter's read lost its rows' addresses"))?;
             let before = passing.len();
@@ -202,12 +204,15 @@ impl LateRead {
 }
 
 /// Whether the columns `deferred` hold at least [`WIDTH_RATIO`] times the bytes of
-/// `probe` across `manifest`'s fragments. A column whose size no file records counts as
-/// nothing deferred, and as too much to probe: an unknown width never picks two steps.
+/// `probe` across `manifest`'s fragments, and [`MIN_ROW_BYTES`] a row. A column whose size
+/// no file records counts as nothing deferred, and as too much to probe: an unknown width
+/// never picks two steps.
 fn wide_enough(manifest: &Manifest, deferred: &[FieldId], probe: &[FieldId]) -> bool {
     let mut deferred_bytes = 0u64;
     let mut probe_bytes = 0u64;
+    let mut rows = 0u64;
     for fragment in &manifest.fragments {
+        rows += u64::from(fragment.physical_rows);
         let size = |id: &FieldId| {
             fragment
                 .column_stats(*id)
@@ -225,7 +230,8 @@ fn wide_enough(manifest: &Manifest, deferred: &[FieldId], probe: &[FieldId]) -> 
             }
         }
     }
-    deferred_bytes > 0 && deferred_bytes >= probe_bytes.max(1).saturating_mul(WIDTH_RATIO)
+    deferred_bytes >= rows.max(1).saturating_mul(MIN_ROW_BYTES)
+        && deferred_bytes >= probe_bytes.max(1).saturating_mul(WIDTH_RATIO)
 }
 
 /// The bytes (before compression) of the columns `deferred` that `rows` of `fragment` hold,

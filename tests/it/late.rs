@@ -16,7 +16,7 @@ use crate::common::{answer, catalog_session, metric, physical_plan, run};
 const ROWS: i64 = 100_000;
 
 /// `t (k, f, doc)`: `f` is a permutation of `0..ROWS` scattered over the keys (so `f < n`
-/// keeps `n` rows spread over the table), `doc` 224 bytes from its key's hash (no two
+/// keeps `n` rows spread over the table), `doc` 320 bytes from its key's hash (no two
 /// neighbours share a prefix: Parquet stores it at its width).
 async fn wide_table() -> (tempfile::TempDir, SessionContext) {
     let (dir, ctx) = catalog_session();
@@ -38,7 +38,7 @@ async fn wide_table() -> (tempfile::TempDir, SessionContext) {
 }
 
 /// `doc` of the row whose key is `value`.
-const DOC: &str = "repeat(md5(CAST(value AS VARCHAR)), 7)";
+const DOC: &str = "repeat(md5(CAST(value AS VARCHAR)), 10)";
 
 /// The key the scattered column gives `f` (the inverse of `k * 7919 mod ROWS`).
 fn keys_with_f_below(n: i64) -> Vec<i64> {
