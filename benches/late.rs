@@ -8,9 +8,11 @@
 //! Parquet with its defaults but for row groups of 128Ki rows (its default of 1M rows would
 //! buffer 5 GiB per row group; natal's are about 50Ki rows at this width).
 //!
-//! Prints, for `SELECT key, s, b WHERE f < X` keeping 0.01%, 1% and 50% of rows, the median
-//! of [`RUNS`] runs (batches streamed and dropped, not held), the rows out and the bytes
-//! the scan read (natal's `bytes_read`, Parquet's `bytes_scanned`).
+//! Prints, for `SELECT key, s, b WHERE f < X` keeping 0.01%, 1%, 50% and 90% of rows, the
+//! median of [`RUNS`] runs (batches streamed and dropped, not held), the rows out and the
+//! bytes the scan read (natal's `bytes_read`, Parquet's `bytes_scanned`), natal in two steps
+//! and with `natal.late_materialization` off. `NATAL_LATE_DATA=dir` keeps the tables in
+//! `dir` for later runs to read again.
 //!
 //! ```text
 //! NATAL_BENCH_DIR=/some/disk cargo bench --bench late
@@ -120,20 +122,12 @@ async fn measure(ctx: &SessionContext, sql: &str, bytes_metric: &str) -> Measure
     }
 }
 
-#[tokio::main]
-async fn main() -> datafusion::error::Result<()> {
-    let total = env("NATAL_BENCH_ROWS", 1_000_000);
-    let base =
-        std::env::var("NATAL_BENCH_DIR").map_or(std::env::temp_dir(), std::path::PathBuf::from);
-    let dir = tempfile::tempdir_in(base)?;
-    let root = dir.path().to_string_lossy().to_string();
-    let config = SessionConfig::new().set_usize(
-        "datafusion.execution.parquet.max_row_group_size",
-        128 * 1024,
-    );
-    let ctx = SessionContext::new_with_config(config);
-    natal::datafusion::register(&ctx, &root)?;
-
+/// Writes `total` rows as the natal table `t` under `root`, then as Parquet in `plain`.
+async fn write_tables(
+    ctx: &SessionContext,
+    root: &str,
+    total: u64,
+) -> datafusion::error::Result<()> {
     let start = Instant::now();
     let (store, path) =
         natal::datafusion::resolve_location(ctx.runtime_env().as_ref(), &format!("{root}/t"))?;
@@ -158,6 +152,36 @@ async fn main() -> datafusion::error::Result<()> {
         "DataFusion wrote them as Parquet in {:.1} s",
         ms(start) / 1e3
     );
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> datafusion::error::Result<()> {
+    let total = env("NATAL_BENCH_ROWS", 1_000_000);
+    // `NATAL_LATE_DATA`: a directory the tables are kept in and read again by later runs.
+    let (_temporary, root) = match std::env::var("NATAL_LATE_DATA") {
+        Ok(kept) => (None, std::path::PathBuf::from(kept)),
+        Err(_) => {
+            let base = std::env::var("NATAL_BENCH_DIR")
+                .map_or(std::env::temp_dir(), std::path::PathBuf::from);
+            let dir = tempfile::tempdir_in(base)?;
+            let root = dir.path().to_path_buf();
+            (Some(dir), root)
+        }
+    };
+    let written = root.join("plain").exists();
+    let root = root.to_string_lossy().to_string();
+    let config = SessionConfig::new().set_usize(
+        "datafusion.execution.parquet.max_row_group_size",
+        128 * 1024,
+    );
+    let ctx = SessionContext::new_with_config(config);
+    natal::datafusion::register(&ctx, &root)?;
+
+    let plain_dir = format!("{root}/plain");
+    if !written {
+        write_tables(&ctx, &root, total).await?;
+    }
     let listing =
         ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
     ctx.register_listing_table(
@@ -182,20 +206,32 @@ async fn main() -> datafusion::error::Result<()> {
         .await?;
     println!(
         "on disk: natal {:.2} GiB, Parquet {:.2} GiB",
-        common::bytes_under(&dir.path().join("t")) as f64 / (1u64 << 30) as f64,
+        common::bytes_under(&std::path::Path::new(&root).join("t")) as f64 / (1u64 << 30) as f64,
         common::bytes_under(std::path::Path::new(&plain_dir)) as f64 / (1u64 << 30) as f64,
     );
 
     println!();
-    println!("| rows kept | natal | Parquet, pushdown off | Parquet, pushdown on | natal / off | natal / on |");
-    println!("|---|---|---|---|---|---|");
-    for (label, below) in [("0.01%", 100), ("1%", 10_000), ("50%", 500_000)] {
+    println!(
+        "| rows kept | natal | natal, one step | Parquet, pushdown off | Parquet, pushdown on \
+         | natal / one step | natal / off | natal / on |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for (label, below) in [
+        ("0.01%", 100),
+        ("1%", 10_000),
+        ("50%", 500_000),
+        ("90%", 900_000),
+    ] {
         let query = |t: &str| format!("SELECT key, s, b FROM {t} WHERE f < {below}");
         let natal = measure(&ctx, &query("t"), "bytes_read").await;
+        ctx.sql("SET natal.late_materialization = false").await?;
+        let one_step = measure(&ctx, &query("t"), "bytes_read").await;
+        ctx.sql("SET natal.late_materialization = true").await?;
         let off = measure(&ctx, &query("plain"), "bytes_scanned").await;
         let on = measure(&pushdown, &query("plain"), "bytes_scanned").await;
-        assert_eq!(natal.rows, off.rows, "natal and Parquet answer alike");
-        assert_eq!(natal.rows, on.rows, "natal and Parquet answer alike");
+        for other in [&one_step, &off, &on] {
+            assert_eq!(natal.rows, other.rows, "natal and Parquet answer alike");
+        }
         let cell = |m: &Measured| {
             format!(
                 "{:.1} ms, {:.1} MiB",
@@ -204,11 +240,13 @@ async fn main() -> datafusion::error::Result<()> {
             )
         };
         println!(
-            "| {label} ({} rows) | {} | {} | {} | {:.2}× | {:.2}× |",
+            "| {label} ({} rows) | {} | {} | {} | {} | {:.2}× | {:.2}× | {:.2}× |",
             natal.rows,
             cell(&natal),
+            cell(&one_step),
             cell(&off),
             cell(&on),
+            natal.ms / one_step.ms,
             natal.ms / off.ms,
             natal.ms / on.ms,
         );

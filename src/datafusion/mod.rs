@@ -78,6 +78,9 @@ datafusion::common::extensions_options! {
         /// Merge small fragments after each write (`INSERT`, `UPDATE`, `natal_update`),
         /// this many of one size tier at a time (`TableOptions::merge`); 0: never.
         pub merge_fan_in: u32, default = 8
+        /// Read a filtered scan of wide rows in two steps, the filter's columns first and
+        /// the others only for the rows that pass (`table/late_read.rs`); false: one step.
+        pub late_materialization: bool, default = true
     }
 }
 
@@ -100,6 +103,14 @@ pub(crate) fn session_merge(
         )),
         fan_in => Ok(Some(Some(crate::table::TieredMerge { fan_in }))),
     }
+}
+
+/// Whether the session lets filtered scans of wide rows read in two steps (`true` where it
+/// has no natal options).
+pub(crate) fn session_late_materialization(
+    options: &datafusion::common::config::ConfigOptions,
+) -> bool {
+    (options.extensions.get::<NatalOptions>()).is_none_or(|natal| natal.late_materialization)
 }
 
 /// Set on a session (`SessionConfig::with_extension(Arc::new(NatalProgress(..)))`) to be

@@ -502,6 +502,7 @@ impl NatalTableProvider {
             ) / 100.0,
             blob_sizes: Vec::new(),
             blob_references: self.blob_references,
+            late_materialization: super::session_late_materialization(state.config_options()),
         };
         Ok((plan, output))
     }

@@ -323,6 +323,7 @@ impl PartitionRead<'_> {
             blob_descriptors: false,
             lean_blob_descriptors: false,
             blob_references: plan.blob_references,
+            filter_in_one_step: !plan.late_materialization,
             blob_sizes: plan.blob_sizes.clone(),
             // Exact (the planner may drop its own limit for it, `with_fetch`): the snapshot
             // scan cuts the last batch, and fetches no blob payload past it.

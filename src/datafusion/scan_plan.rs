@@ -56,4 +56,6 @@ pub(crate) struct ScanPlan {
     /// Blob values read as references, not bytes (a read whose rows are written back
     /// unchanged in those columns: `MergeExec`'s target).
     pub blob_references: crate::BlobReferences,
+    /// Whether a filtered scan of wide rows may read in two steps (`natal.late_materialization`).
+    pub late_materialization: bool,
 }

@@ -68,6 +68,9 @@ pub struct ScanRequest {
     /// These blob columns read as their values' sizes in bytes (`Int64`, NULL for NULL),
     /// from descriptors alone: `octet_length` without a payload byte read.
     pub blob_sizes: Vec<String>,
+    /// Reads a filter's columns with the others in one step, even where the rows are wide
+    /// enough for two steps to pay (late materialization off).
+    pub filter_in_one_step: bool,
     /// At most this many rows (after the filter). Blob payloads are then fetched only for
     /// the rows returned, not for every row of the batches read to find them.
     pub limit: Option<usize>,

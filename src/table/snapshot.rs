@@ -444,7 +444,7 @@ impl Snapshot {
             }
         });
         // Descriptors a filter sees are the request's: the two-step read does not ask for them.
-        let late = match request.blob_descriptors {
+        let late = match request.blob_descriptors || request.filter_in_one_step {
             true => None,
             false => {
                 let output = (columns.clone(), output.clone());

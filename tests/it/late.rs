@@ -144,6 +144,14 @@ async fn a_selective_filter_reads_wide_columns_only_for_passing_rows() {
         few * 3 < every,
         "{few} bytes read for 40 rows, {every} for all of them"
     );
+
+    // The session can turn two steps off: the same answer, read in one.
+    run(&ctx, "SET natal.late_materialization = false").await;
+    let (plan, _) = physical_plan(&ctx, query).await;
+    let batches = collect(plan.clone(), ctx.task_ctx()).await.unwrap();
+    assert_eq!(by_key(&batches), expected);
+    assert_eq!(metric(&plan, "NatalScanExec", "rows_late_skipped"), 0);
+    assert_eq!(metric(&plan, "NatalScanExec", "rows_filtered"), filtered);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
