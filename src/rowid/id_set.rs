@@ -47,6 +47,11 @@ impl IdSet {
         self.bits[slot / 64] & (1 << (slot % 64)) != 0 && self.sorted.binary_search(&id).is_ok()
     }
 
+    /// The ids, ascending.
+    pub fn sorted(&self) -> &[u64] {
+        &self.sorted
+    }
+
     /// Ids in the set.
     pub fn len(&self) -> usize {
         self.sorted.len()

@@ -127,6 +127,20 @@ pub struct SegmentCursor {
 
 /// How many holes lie below the value at `index` of a range starting at `start`: the holes
 /// `h` (the k-th, from 0) with `h - start - k <= index`, a prefix since that count only grows.
+/// The first index of `0..len` whose value (`value_at`, ascending) is at least `v`.
+fn lower_bound(len: usize, value_at: impl Fn(usize) -> Option<u64>, v: u64) -> usize {
+    let (mut lo, mut hi) = (0usize, len);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if value_at(mid).is_some_and(|m| m < v) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 fn holes_below(holes: &EncodedU64Array, start: u64, index: u64) -> usize {
     let (mut lo, mut hi) = (0usize, holes.len());
     while lo < hi {
@@ -267,6 +281,57 @@ impl U64Segment {
         }
     }
 
+    /// Calls `found(index, value)` for each value of `wanted` (ascending, distinct) this
+    /// segment holds, in ascending value order for the sorted kinds: a search per wanted value
+    /// in the segment's span for ranges, holes and sorted arrays (a few wanted values need
+    /// not walk a long segment), a walk for bitmaps and unsorted arrays.
+    pub fn find_each(
+        &self,
+        wanted: &[u64],
+        contains: impl Fn(u64) -> bool,
+        found: &mut impl FnMut(usize, u64),
+    ) {
+        let within = |start: u64, end: u64| {
+            let from = wanted.partition_point(|&v| v < start);
+            let to = wanted.partition_point(|&v| v < end);
+            &wanted[from..to]
+        };
+        match self {
+            Self::Range(r) => {
+                for &v in within(r.start, r.end) {
+                    found((v - r.start) as usize, v);
+                }
+            }
+            Self::RangeWithHoles { range, holes } => {
+                for &v in within(range.start, range.end) {
+                    let below = lower_bound(holes.len(), |i| holes.get(i), v);
+                    if holes.get(below) != Some(v) {
+                        found((v - range.start) as usize - below, v);
+                    }
+                }
+            }
+            Self::SortedArray(a) => {
+                let (Some(first), Some(last)) = (a.get(0), a.get(a.len().saturating_sub(1))) else {
+                    return;
+                };
+                for &v in within(first, last.saturating_add(1)) {
+                    let at = lower_bound(a.len(), |i| a.get(i), v);
+                    if a.get(at) == Some(v) {
+                        found(at, v);
+                    }
+                }
+            }
+            Self::RangeWithBitmap { range, .. } if within(range.start, range.end).is_empty() => {}
+            Self::RangeWithBitmap { .. } | Self::Array(_) => {
+                for (index, v) in self.iter().enumerate() {
+                    if contains(v) {
+                        found(index, v);
+                    }
+                }
+            }
+        }
+    }
+
     /// The value at `index`, if any: O(1) for ranges and arrays, O(log holes) for holes,
     /// O(span / 64) for bitmaps. Reads of ascending indexes use [`Self::get_from`].
     pub fn get(&self, index: usize) -> Option<u64> {
@@ -357,6 +422,40 @@ impl U64Segment {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        /// `find_each` finds what a walk of the segment with the wanted set finds, at the
+        /// same indexes, whatever the segment's kind.
+        #[test]
+        fn find_each_finds_what_a_walk_finds(
+            start in 0u64..1_000,
+            steps in proptest::collection::vec((1u64..40, any::<bool>()), 1..300),
+            shuffle in any::<bool>(),
+            picks in proptest::collection::vec(0u64..20_000, 0..60),
+        ) {
+            let mut values = Vec::with_capacity(steps.len());
+            let mut next = start;
+            for (step, dense) in steps {
+                next += if dense { 1 } else { step };
+                values.push(next);
+            }
+            if shuffle {
+                values.reverse();
+            }
+            let segment = U64Segment::from_slice(&values);
+            let mut wanted: Vec<u64> = picks.into_iter().chain(values.iter().step_by(7).copied()).collect();
+            wanted.sort_unstable();
+            wanted.dedup();
+            let mut walked: Vec<(usize, u64)> = (segment.iter().enumerate())
+                .filter(|(_, v)| wanted.binary_search(v).is_ok())
+                .collect();
+            let mut found = Vec::new();
+            segment.find_each(&wanted, |v| wanted.binary_search(&v).is_ok(), &mut |i, v| found.push((i, v)));
+            walked.sort_unstable();
+            found.sort_unstable();
+            prop_assert_eq!(found, walked);
+        }
+    }
 
     #[test]
     fn chooses_by_shape() {

@@ -360,11 +360,26 @@ fn moved_pairs<'a>(
     };
     for (fragment, sequence) in sequences {
         let base = RowAddress::new(fragment, 0).as_u64();
-        for (offset, id) in sequence.iter().enumerate() {
-            let addr = base + offset as u64;
-            if id.as_u64() != addr && only.is_none_or(|w| w.contains(id.as_u64())) {
-                pairs.push((id.as_u64(), addr));
+        let Some(wanted) = only else {
+            for (offset, id) in sequence.iter().enumerate() {
+                let addr = base + offset as u64;
+                if id.as_u64() != addr {
+                    pairs.push((id.as_u64(), addr));
+                }
             }
+            continue;
+        };
+        // A few ids among many carried rows: searched for in each sorted segment, not
+        // walked (a cold take after 1M updates spent 5 ms walking ~1M carried ids).
+        let mut first = base;
+        for segment in sequence.segments() {
+            segment.find_each(wanted.sorted(), |v| wanted.contains(v), &mut |index, id| {
+                let addr = first + index as u64;
+                if id != addr {
+                    pairs.push((id, addr));
+                }
+            });
+            first += segment.len() as u64;
         }
     }
     pairs

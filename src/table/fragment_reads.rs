@@ -6,8 +6,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, UInt64Array};
-use arrow::datatypes::{Schema as ArrowSchema, SchemaRef};
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use roaring::RoaringBitmap;
@@ -15,11 +15,11 @@ use roaring::RoaringBitmap;
 use super::deferred_blobs::DeferredBlobs;
 use super::filter::{filter_batch, RowPredicate};
 use super::late_read::LateRead;
+use super::rows_with_ids::read_with_ids;
 use super::scan_request::ScanRequest;
 use crate::error::Result;
 use crate::format::Fragment;
 use crate::io::{FileColumns, PagePruning, TableStore};
-use crate::rowid::{RowAddress, RowId, SequenceCursor};
 
 /// How each fragment of one scan is read (see `Snapshot::fragment_reads`).
 pub(super) struct FragmentReads {
@@ -135,66 +135,4 @@ pub(super) fn at_most(
         futures::future::ready(cut)
     })
     .boxed()
-}
-
-/// Streams the rows at `offsets` (all, if `None`) within the offsets `rows` of one fragment:
-/// its `columns`, then `_rowid`, `_rowaddr` and the lineage columns if the request asks
-/// for them, as `output`.
-pub(super) fn read_with_ids(
-    store: &TableStore,
-    fragment: &Fragment,
-    columns: &FileColumns,
-    output: &SchemaRef,
-    request: &ScanRequest,
-    (offsets, rows): (Option<RoaringBitmap>, std::ops::Range<u32>),
-    pages: Option<PagePruning>,
-) -> BoxStream<'static, Result<RecordBatch>> {
-    let user = Arc::new(ArrowSchema::new(output.fields()[..columns.len()].to_vec()));
-    let output = output.clone();
-    let (with_id, with_addr) = (request.with_row_id, request.with_row_addr);
-    let fragment_id = fragment.id;
-    let sequence = fragment.row_ids.sequence().cloned();
-    let lineage = request.with_lineage.then(|| fragment.lineage.clone());
-    // One walk over the sequence for the whole fragment: batches come in offset order.
-    let mut cursor = SequenceCursor::default();
-    store
-        .read_fragment(fragment, columns, user, offsets, rows, pages)
-        .map(move |item| {
-            let (batch, offsets) = item?;
-            let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-            if with_id {
-                let ids: Vec<u64> = match &sequence {
-                    Some(seq) => offsets
-                        .iter()
-                        .map(|&o| seq.get_from(o, &mut cursor).map_or(u64::MAX, RowId::as_u64))
-                        .collect(),
-                    None => offsets
-                        .iter()
-                        .map(|&o| RowAddress::new(fragment_id, o).as_u64())
-                        .collect(),
-                };
-                let ids = UInt64Array::from(ids);
-                columns.push(Arc::new(ids));
-            }
-            if with_addr {
-                let addrs: UInt64Array = offsets
-                    .iter()
-                    .map(|&o| RowAddress::new(fragment_id, o).as_u64())
-                    .collect::<Vec<u64>>()
-                    .into();
-                columns.push(Arc::new(addrs));
-            }
-            if let Some(lineage) = &lineage {
-                let created: UInt64Array = offsets.iter().map(|&o| lineage.created_at(o)).collect();
-                let updated: UInt64Array = offsets.iter().map(|&o| lineage.updated_at(o)).collect();
-                columns.push(Arc::new(created));
-                columns.push(Arc::new(updated));
-            }
-            Ok(RecordBatch::try_new_with_options(
-                output.clone(),
-                columns,
-                &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
-            )?)
-        })
-        .boxed()
 }

@@ -23,7 +23,7 @@ use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringBitmap;
 
 use super::filter::{passing_rows, predicate_layout, RowPredicate};
-use super::fragment_reads::read_with_ids;
+use super::rows_with_ids::read_with_ids;
 use super::scan_request::{ScanMetrics, ScanRequest, ROW_ADDR};
 use crate::error::{Error, Result};
 use crate::format::{FieldId, Fragment, Manifest};

@@ -37,6 +37,7 @@ mod maintenance;
 mod merge;
 mod progress;
 mod recovery;
+mod rows_with_ids;
 mod scan_request;
 mod snapshot;
 mod write;
