@@ -14,11 +14,19 @@
 //! skip it with `NATAL_TPCH_WRITE=0`. `NATAL_TPCH_QUERIES=1,12,18` runs some queries only,
 //! `NATAL_TPCH_CHURN=0` skips the churn, `NATAL_TPCH_KEEP=1` leaves the tables in place.
 //!
+//! Beside DataFusion's defaults, each query is also timed on the same Parquet files with
+//! `datafusion.execution.parquet.pushdown_filters` on, and, when `NATAL_BENCH_PYTHON` names
+//! a Python with the `duckdb` package, by DuckDB (`benches/duckdb_tpch.py`, fresh connection
+//! per run) as a reference (its answers' row counts are checked, its times reported).
+//!
 //! ```text
 //! cargo bench --bench tpch
 //! NATAL_TPCH_SF=10 NATAL_TPCH_RUNS=3 cargo bench --bench tpch
 //! ```
 
+#[allow(dead_code)]
+#[path = "common/mod.rs"]
+mod common;
 #[allow(dead_code)]
 #[path = "../tests/it/s3_server.rs"]
 mod s3_server;
@@ -49,33 +57,91 @@ where
     Ok(median(times))
 }
 
-/// Checks that natal and Parquet give the same answer to every query, then times both.
+/// One query's times (ms): natal, DataFusion's Parquet with its defaults and with
+/// `pushdown_filters` on, and DuckDB's if it ran.
+struct Times {
+    q: usize,
+    natal: f64,
+    parquet: f64,
+    pushdown: f64,
+    duckdb: Option<f64>,
+}
+
+/// Checks that natal and Parquet (pushdown off and on) give the same answer to every query,
+/// then times each; DuckDB's figures (`duckdb`, by query) are checked by row count.
 async fn compare(
     dirs: &Dirs,
     queries: &[usize],
     sf: f64,
     runs: usize,
-) -> Result<Vec<(usize, f64, f64)>> {
+    duckdb: &Option<serde_json::Value>,
+) -> Result<Vec<Times>> {
     let mut out = Vec::new();
     for &q in queries {
         let natal = tpch::canonical(&tpch::run(&tpch::natal_session(dirs)?, q, sf).await?)?;
-        let plain = tpch::canonical(&tpch::run(&tpch::parquet_session(dirs).await?, q, sf).await?)?;
-        if natal != plain {
-            return Err(DataFusionError::Execution(format!(
-                "q{q}: natal's answer ({} rows) differs from Parquet's ({} rows)",
-                natal.len(),
-                plain.len()
-            )));
+        for pushdown in [false, true] {
+            let session = tpch::parquet_session_with(dirs, pushdown).await?;
+            let plain = tpch::canonical(&tpch::run(&session, q, sf).await?)?;
+            if natal != plain {
+                return Err(DataFusionError::Execution(format!(
+                    "q{q}: natal's answer ({} rows) differs from Parquet's ({} rows, pushdown {pushdown})",
+                    natal.len(),
+                    plain.len()
+                )));
+            }
+        }
+        let duckdb = duckdb.as_ref().and_then(|d| d.get(q.to_string()));
+        if let Some(rows) = duckdb.and_then(|d| d.get("rows")).and_then(|r| r.as_u64()) {
+            if rows as usize != natal.len() {
+                return Err(DataFusionError::Execution(format!(
+                    "q{q}: DuckDB returned {rows} rows, natal {}",
+                    natal.len()
+                )));
+            }
         }
         let natal_ms = time_query(|| async { tpch::natal_session(dirs) }, q, sf, runs).await?;
         let plain_ms = time_query(|| tpch::parquet_session(dirs), q, sf, runs).await?;
+        let pushdown_ms =
+            time_query(|| tpch::parquet_session_with(dirs, true), q, sf, runs).await?;
         eprintln!(
-            "q{q}: natal {natal_ms:.0} ms, Parquet {plain_ms:.0} ms ({} rows)",
+            "q{q}: natal {natal_ms:.0} ms, Parquet {plain_ms:.0} ms, pushdown {pushdown_ms:.0} ms ({} rows)",
             natal.len()
         );
-        out.push((q, natal_ms, plain_ms));
+        out.push(Times {
+            q,
+            natal: natal_ms,
+            parquet: plain_ms,
+            pushdown: pushdown_ms,
+            duckdb: duckdb.and_then(|d| d.get("ms")).and_then(|m| m.as_f64()),
+        });
     }
     Ok(out)
+}
+
+/// DuckDB's times over the Parquet files (`benches/duckdb_tpch.py`), if `NATAL_BENCH_PYTHON`
+/// names a Python that has it.
+fn duckdb_times(
+    dirs: &Dirs,
+    queries: &[usize],
+    sf: f64,
+    runs: usize,
+) -> Result<Option<serde_json::Value>> {
+    let Ok(python) = std::env::var("NATAL_BENCH_PYTHON") else {
+        return Ok(None);
+    };
+    let texts: serde_json::Map<String, serde_json::Value> = queries
+        .iter()
+        .map(|&q| (q.to_string(), serde_json::Value::from(tpch::query(q, sf))))
+        .collect();
+    let file = dirs.parquet.join("queries.json");
+    std::fs::write(&file, serde_json::Value::Object(texts).to_string())?;
+    let args = [
+        dirs.parquet.to_string_lossy().to_string(),
+        file.to_string_lossy().to_string(),
+        runs.to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Ok(common::python_json(&python, "duckdb_tpch.py", &args))
 }
 
 /// lineitem from memory: natal's `CREATE TABLE AS` against DataFusion's `COPY`.
@@ -168,25 +234,40 @@ fn print_writes(title: &str, (natal_s, natal_bytes): (f64, u64), (copy_s, copy_b
     );
 }
 
-fn print_table(title: &str, rows: &[(usize, f64, f64)]) {
+fn print_table(title: &str, rows: &[Times]) {
     println!("{title}\n");
-    println!("| query | natal | Parquet | natal / Parquet |");
-    println!("|---|---|---|---|");
-    for (q, natal, plain) in rows {
+    println!("| query | natal | Parquet | Parquet, pushdown | DuckDB | natal / Parquet | natal / pushdown | natal / DuckDB |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let duckdb = |t: &Times| t.duckdb.map_or("–".to_string(), |d| format!("{d:.0} ms"));
+    let over_duckdb =
+        |natal: f64, d: Option<f64>| d.map_or("–".to_string(), |d| format!("{:.2}×", natal / d));
+    for t in rows {
         println!(
-            "| q{q} | {natal:.0} ms | {plain:.0} ms | {:.2}× |",
-            natal / plain
+            "| q{} | {:.0} ms | {:.0} ms | {:.0} ms | {} | {:.2}× | {:.2}× | {} |",
+            t.q,
+            t.natal,
+            t.parquet,
+            t.pushdown,
+            duckdb(t),
+            t.natal / t.parquet,
+            t.natal / t.pushdown,
+            over_duckdb(t.natal, t.duckdb),
         );
     }
-    let (natal, plain): (f64, f64) = rows.iter().fold((0.0, 0.0), |(a, b), r| (a + r.1, b + r.2));
+    let sum = |f: fn(&Times) -> f64| rows.iter().map(f).sum::<f64>();
+    let (natal, plain, pushdown) = (sum(|t| t.natal), sum(|t| t.parquet), sum(|t| t.pushdown));
+    let duck: Option<f64> = rows.iter().map(|t| t.duckdb).sum();
+    println!(
+        "| sum | {natal:.0} ms | {plain:.0} ms | {pushdown:.0} ms | {} | {:.2}× | {:.2}× | {} |",
+        duck.map_or("–".to_string(), |d| format!("{d:.0} ms")),
+        natal / plain,
+        natal / pushdown,
+        over_duckdb(natal, duck),
+    );
     let worst = rows
         .iter()
-        .map(|r| (r.1 / r.2, r.0))
+        .map(|t| (t.natal / t.parquet, t.q))
         .max_by(|a, b| a.0.total_cmp(&b.0));
-    println!(
-        "| sum | {natal:.0} ms | {plain:.0} ms | {:.2}× |",
-        natal / plain
-    );
     if let Some((ratio, q)) = worst {
         println!("\nhighest ratio: q{q} at {ratio:.2}×\n");
     }
@@ -220,7 +301,9 @@ async fn main() -> Result<()> {
     if std::env::var("NATAL_TPCH_WRITE").as_deref() != Ok("0") {
         write_figure(&dirs, sf).await?;
     }
-    let fresh = compare(&dirs, &queries, sf, runs).await?;
+    // The Parquet files do not change with the churn: DuckDB runs once.
+    let duckdb = duckdb_times(&dirs, &queries, sf, runs)?;
+    let fresh = compare(&dirs, &queries, sf, runs, &duckdb).await?;
     print_table("fresh tables:", &fresh);
     if std::env::var("NATAL_TPCH_CHURN").as_deref() == Ok("0") {
         keep_if_asked(dir);
@@ -229,7 +312,7 @@ async fn main() -> Result<()> {
     let start = Instant::now();
     tpch::churn(&dirs).await?;
     println!("churn took {:.1} s\n", start.elapsed().as_secs_f64());
-    let churned = compare(&dirs, &queries, sf, runs).await?;
+    let churned = compare(&dirs, &queries, sf, runs, &duckdb).await?;
     print_table(
         "after churn (update 10%, delete + insert 1%, compact):",
         &churned,

@@ -212,7 +212,16 @@ pub fn natal_session(dirs: &Dirs) -> Result<SessionContext> {
 
 /// A fresh session over the Parquet files, as DataFusion registers Parquet tables.
 pub async fn parquet_session(dirs: &Dirs) -> Result<SessionContext> {
-    let ctx = SessionContext::new_with_config(SessionConfig::new());
+    parquet_session_with(dirs, false).await
+}
+
+/// [`parquet_session`] with `datafusion.execution.parquet.pushdown_filters` set to `pushdown`
+/// (filters evaluated inside the Parquet reader, the other columns decoded only for the rows
+/// that pass).
+pub async fn parquet_session_with(dirs: &Dirs, pushdown: bool) -> Result<SessionContext> {
+    let config =
+        SessionConfig::new().set_bool("datafusion.execution.parquet.pushdown_filters", pushdown);
+    let ctx = SessionContext::new_with_config(config);
     for table in TABLES {
         let dir = parquet_dir(dirs, table);
         ctx.register_parquet(
