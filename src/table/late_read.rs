@@ -67,8 +67,8 @@ pub(super) struct LateRead {
 pub(super) type Projection = (FileColumns, SchemaRef);
 
 impl LateRead {
-    /// The first step for `predicate` over a scan of `output_ids` in `manifest`, if the
-    /// scan is worth reading in two steps; `project` lays out a request as the scan would.
+    /// The two steps for `predicate` over a scan of `manifest` whose output is `output`, if
+    /// the scan is worth reading in two steps; `project` lays out a request as the scan would.
     pub(super) fn plan(
         manifest: &Manifest,
         output: Projection,
