@@ -13,6 +13,8 @@
 
 use std::ops::Range;
 
+use super::id_set::IdSet;
+
 /// Unsigned integers stored as offsets from a base, in the narrowest width that fits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EncodedU64Array {
@@ -281,16 +283,12 @@ impl U64Segment {
         }
     }
 
-    /// Calls `found(index, value)` for each value of `wanted` (ascending, distinct) this
-    /// segment holds, in ascending value order for the sorted kinds: a search per wanted value
-    /// in the segment's span for ranges, holes and sorted arrays (a few wanted values need
-    /// not walk a long segment), a walk for bitmaps and unsorted arrays.
-    pub fn find_each(
-        &self,
-        wanted: &[u64],
-        contains: impl Fn(u64) -> bool,
-        found: &mut impl FnMut(usize, u64),
-    ) {
+    /// Calls `found(index, value)` for each id of `wanted_set` this segment holds, in
+    /// ascending value order for the sorted kinds: a search per wanted id in the segment's
+    /// span for ranges, holes and sorted arrays (a few wanted ids need not walk a long
+    /// segment), a walk for bitmaps and unsorted arrays.
+    pub fn find_each(&self, wanted_set: &IdSet, found: &mut impl FnMut(usize, u64)) {
+        let wanted = wanted_set.sorted();
         let within = |start: u64, end: u64| {
             let from = wanted.partition_point(|&v| v < start);
             let to = wanted.partition_point(|&v| v < end);
@@ -324,7 +322,7 @@ impl U64Segment {
             Self::RangeWithBitmap { range, .. } if within(range.start, range.end).is_empty() => {}
             Self::RangeWithBitmap { .. } | Self::Array(_) => {
                 for (index, v) in self.iter().enumerate() {
-                    if contains(v) {
+                    if wanted_set.contains(v) {
                         found(index, v);
                     }
                 }
@@ -450,7 +448,8 @@ mod tests {
                 .filter(|(_, v)| wanted.binary_search(v).is_ok())
                 .collect();
             let mut found = Vec::new();
-            segment.find_each(&wanted, |v| wanted.binary_search(&v).is_ok(), &mut |i, v| found.push((i, v)));
+            let set = IdSet::new(wanted.iter().map(|&v| crate::rowid::RowId::from_u64(v)));
+            segment.find_each(&set, &mut |i, v| found.push((i, v)));
             walked.sort_unstable();
             found.sort_unstable();
             prop_assert_eq!(found, walked);

@@ -68,27 +68,28 @@ pub(super) type Projection = (FileColumns, SchemaRef);
 
 impl LateRead {
     /// The two steps for `predicate` over a scan of `manifest` whose output is `output`, if
-    /// the scan is worth reading in two steps; `project` lays out a request as the scan would.
+    /// the scan is worth reading in two steps. `probe` is the predicate's layout as the scan
+    /// projects it ([`predicate_layout`]); `project` lays out a request as the scan would.
     pub(super) fn plan(
         manifest: &Manifest,
         output: Projection,
         predicate: &Arc<dyn RowPredicate>,
+        (probe_ids, probe): (&FileColumns, &SchemaRef),
         project: impl Fn(&ScanRequest) -> Result<Projection>,
     ) -> Result<Option<Self>> {
+        let deferred_ids: Vec<FieldId> = (output.0.ids().iter())
+            .filter(|id| !probe_ids.ids().contains(id))
+            .copied()
+            .collect();
+        if deferred_ids.is_empty() || !wide_enough(manifest, &deferred_ids, probe_ids.ids()) {
+            return Ok(None);
+        }
         let read = ScanRequest {
             with_row_addr: true,
             ..predicate_layout(predicate.as_ref())
         };
         let (columns, schema) = project(&read)?;
-        let (_, layout) = project(&predicate_layout(predicate.as_ref()))?;
-        let deferred_ids: Vec<FieldId> = (output.0.ids().iter())
-            .filter(|id| !columns.ids().contains(id))
-            .copied()
-            .collect();
-        if deferred_ids.is_empty() || !wide_enough(manifest, &deferred_ids, columns.ids()) {
-            return Ok(None);
-        }
-        let probe = (layout.fields().iter())
+        let probe = (probe.fields().iter())
             .map(|f| schema.index_of(f.name()))
             .collect::<std::result::Result<Vec<usize>, _>>()?;
         let addr_at = schema.index_of(ROW_ADDR)?;

@@ -448,7 +448,10 @@ impl Snapshot {
             true => None,
             false => {
                 let output = (columns.clone(), output.clone());
-                LateRead::plan(&self.manifest, output, &predicate, |r| self.projection(r))?
+                let probe = (&probe_ids, &probe);
+                LateRead::plan(&self.manifest, output, &predicate, probe, |r| {
+                    self.projection(r)
+                })?
             }
         };
         let mut names: Vec<String> = output.fields()[..columns.len()]
