@@ -13,8 +13,29 @@ use natal::Table;
 
 use crate::model::{Model, State};
 
-/// One reported change: (version, id, kind, key, val).
-type Change = (u64, u64, String, i64, i64);
+/// One reported change: (version, id, kind, key, val, the other user columns' values).
+type Change = (u64, u64, String, i64, i64, String);
+
+/// The values of `batch`'s row `row` in its user columns other than `key` and `val`, as text.
+fn other_values(batch: &RecordBatch, row: usize) -> String {
+    let options = arrow::util::display::FormatOptions::default();
+    let system = [
+        natal::ROW_ID,
+        natal::CHANGE_TYPE,
+        natal::COMMIT_VERSION,
+        natal::COMMIT_TIMESTAMP,
+    ];
+    let schema = batch.schema();
+    let shown: Vec<String> = (schema.fields().iter().zip(batch.columns()))
+        .filter(|(f, _)| !["key", "val"].contains(&f.name().as_str()))
+        .filter(|(f, _)| !system.contains(&f.name().as_str()))
+        .map(|(f, column)| {
+            let formatter = arrow::util::display::ArrayFormatter::try_new(column, &options);
+            format!("{}={}", f.name(), formatter.unwrap().value(row))
+        })
+        .collect();
+    shown.join(",")
+}
 
 fn changes_of(batches: &[RecordBatch]) -> Vec<Change> {
     let mut out = Vec::new();
@@ -36,6 +57,7 @@ fn changes_of(batches: &[RecordBatch]) -> Vec<Change> {
                 kinds.value(i).to_string(),
                 keys.value(i),
                 vals.value(i),
+                other_values(batch, i),
             ));
         }
     }
@@ -62,10 +84,10 @@ async fn check_pair(model: &Model, table: &Table, i: usize, j: usize) {
         .unwrap_or_else(|e| panic!("changes({from}, {to}): {e}"));
     let changes = changes_of(&read.batches);
     let mut state = before.clone();
-    let mut preimages: HashMap<u64, (i64, i64)> = HashMap::new();
+    let mut preimages: HashMap<u64, ((i64, i64), String)> = HashMap::new();
     let what = |c: &Change| format!("changes({from}, {to}) reported {c:?}");
     for change in &changes {
-        let (version, id, kind, key, val) = change;
+        let (version, id, kind, key, val, others) = change;
         assert!(from < version && version <= to, "{}", what(change));
         let (at, just_before) = (states[version], states[&(version - 1)]);
         match kind.as_str() {
@@ -75,24 +97,28 @@ async fn check_pair(model: &Model, table: &Table, i: usize, j: usize) {
                     assert!(just_before.contains_key(id), "{}", what(change));
                     assert!(!at.contains_key(id), "{}", what(change));
                 } else {
-                    preimages.insert(*id, (*key, *val));
+                    preimages.insert(*id, ((*key, *val), others.clone()));
                 }
             }
             "update_postimage" | "insert" => {
                 assert_eq!(state.insert(*id, (*key, *val)), None, "{}", what(change));
                 assert_eq!(at.get(id), Some(&(*key, *val)), "{}", what(change));
-                assert_ne!(just_before.get(id), Some(&(*key, *val)), "{}", what(change));
                 if kind == "insert" {
+                    assert_ne!(just_before.get(id), Some(&(*key, *val)), "{}", what(change));
                     assert!(!before.contains_key(id), "{}", what(change));
                 } else {
-                    let old = preimages.get(id).copied();
-                    assert!(
-                        old.is_some(),
-                        "a postimage without its preimage: {}",
-                        what(change)
-                    );
-                    // Updates change values; a row a restore put back as it was is no change.
-                    assert_ne!(old, Some((*key, *val)), "{}", what(change));
+                    let old = preimages.get(id).cloned();
+                    let Some((old, old_others)) = old else {
+                        panic!("a postimage without its preimage: {}", what(change));
+                    };
+                    // Updates change values; a row a restore put back as it was is no
+                    // change. The model follows `key` and `val`; when they stay, another
+                    // column changed (a restore to a version before a column was filled).
+                    if old == (*key, *val) {
+                        assert_ne!(&old_others, others, "{}", what(change));
+                    } else {
+                        assert_ne!(just_before.get(id), Some(&(*key, *val)), "{}", what(change));
+                    }
                 }
             }
             other => panic!("unknown change type {other}"),
