@@ -1,10 +1,12 @@
 //! [`ExprPredicate`]: a scan's column filters as natal's in-reader [`RowPredicate`], so they
-//! are evaluated while reading (and reported `Exact`) instead of by a `FilterExec` above.
+//! are evaluated while reading (and reported `Exact`) instead of by a `FilterExec` above;
+//! with them, the filters operators above push into the scan as it runs (`pushed_filter.rs`).
 
 use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use datafusion::arrow::compute::and;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::DFSchema;
@@ -12,12 +14,15 @@ use datafusion::datasource::physical_plan::parquet::{
     PagePruningAccessPlanFilter, ParquetAccessPlan, ParquetFileMetrics, RowGroupAccess,
 };
 use datafusion::error::Result;
-use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::{Expr, Operator};
 use datafusion::parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use datafusion::parquet::file::metadata::ParquetMetaData;
+use datafusion::physical_expr::expressions::BinaryExpr;
+use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::physical_plan::PhysicalExpr;
 
+use super::pushed_filter::PushedFilter;
 use crate::table::{predicate_layout, RowPredicate, Snapshot, ROW_ADDR, ROW_ID};
 
 /// A DataFusion expression over a table's columns, compiled for the batches a scan reads to
@@ -27,10 +32,15 @@ pub(crate) struct ExprPredicate {
     columns: Vec<String>,
     needs_row_id: bool,
     needs_row_addr: bool,
-    expr: Arc<dyn PhysicalExpr>,
+    /// The planned filter (`None`: only pushed ones), over [`Self::layout`].
+    expr: Option<Arc<dyn PhysicalExpr>>,
     /// The conjuncts on one column, judged against page min/max (DataFusion's own page
     /// pruning, so NaN and null handling match its Parquet scan); `None` if there are none.
     pages: Option<PagePruningAccessPlanFilter>,
+    /// The batches it evaluates: its columns, then `_rowid` and `_rowaddr` if it reads them.
+    layout: SchemaRef,
+    /// Filters pushed into the scan by operators above it, also over `layout`.
+    pushed: Option<PushedFilter>,
 }
 
 impl ExprPredicate {
@@ -49,25 +59,131 @@ impl ExprPredicate {
             .map(|f| f.name.clone())
             .filter(|name| referenced.contains(name))
             .collect();
+        let mut predicate = Self::over(snapshot, columns, referenced.iter())?;
+        let schema = DFSchema::try_from(predicate.layout.as_ref().clone())?;
+        let expr = state.create_physical_expr(filter, &schema)?;
+        predicate.pages = page_filter(&expr, &predicate.layout);
+        predicate.expr = Some(expr);
+        Ok(predicate)
+    }
+
+    /// No filter yet, over `columns` (in table order) and the system columns among
+    /// `referenced`.
+    fn over<'a>(
+        snapshot: &Snapshot,
+        columns: Vec<String>,
+        mut referenced: impl Iterator<Item = &'a String> + Clone,
+    ) -> Result<Self> {
         let mut predicate = Self {
             columns,
-            needs_row_id: referenced.iter().any(|c| c == ROW_ID),
-            needs_row_addr: referenced.iter().any(|c| c == ROW_ADDR),
-            expr: datafusion::physical_expr::expressions::lit(true),
+            needs_row_id: referenced.clone().any(|c| c == ROW_ID),
+            needs_row_addr: referenced.any(|c| c == ROW_ADDR),
+            expr: None,
             pages: None,
+            layout: Arc::new(datafusion::arrow::datatypes::Schema::empty()),
+            pushed: None,
         };
-        let probe = snapshot.scan_schema(&predicate_layout(&predicate))?;
-        let schema = DFSchema::try_from(probe.as_ref().clone())?;
-        predicate.expr = state.create_physical_expr(filter, &schema)?;
-        let pages = PagePruningAccessPlanFilter::new(&predicate.expr, probe);
-        predicate.pages = (pages.filter_number() > 0).then_some(pages);
+        predicate.layout = snapshot.scan_schema(&predicate_layout(&predicate))?;
         Ok(predicate)
+    }
+
+    /// This filter (`planned`, if any) and `pushed`, a filter an operator above pushed into
+    /// the scan as it runs, over the scan's output columns — which must each be a user
+    /// column read as stored, `_rowid` or `_rowaddr`. Pushed filters are hints: rows they
+    /// reject are rows the operator would drop, so the scan may skip them or not
+    /// (`pushed_filter.rs` decides as it reads).
+    pub(crate) fn with_pushed(
+        planned: Option<&Self>,
+        snapshot: &Snapshot,
+        pushed: Arc<dyn PhysicalExpr>,
+    ) -> Result<Self> {
+        let pushed_columns: Vec<String> = collect_columns(&pushed)
+            .into_iter()
+            .map(|c| c.name().to_string())
+            .collect();
+        let mut referenced = pushed_columns;
+        if let Some(planned) = planned {
+            referenced.extend(planned.columns.iter().cloned());
+            if planned.needs_row_id {
+                referenced.push(ROW_ID.to_string());
+            }
+            if planned.needs_row_addr {
+                referenced.push(ROW_ADDR.to_string());
+            }
+        }
+        let columns: Vec<String> = (snapshot.schema().fields.iter())
+            .map(|f| f.name.clone())
+            .filter(|name| referenced.contains(name))
+            .collect();
+        let mut predicate = Self::over(snapshot, columns, referenced.iter())?;
+        let layout = predicate.layout.clone();
+        if let Some(expr) = planned.and_then(|p| p.expr.clone()) {
+            let expr = reassign_expr_columns(expr, &layout)?;
+            predicate.pages = page_filter(&expr, &layout);
+            predicate.expr = Some(expr);
+        }
+        let pushed = reassign_expr_columns(pushed, &layout)?;
+        predicate.pushed = Some(PushedFilter::new(pushed));
+        Ok(predicate)
+    }
+
+    /// The filters pushed into the scan, if any.
+    pub(crate) fn pushed(&self) -> Option<&Arc<dyn PhysicalExpr>> {
+        self.pushed.as_ref().map(|p| p.expr())
+    }
+
+    /// The scan's own filter, if it was planned with one (not only pushed ones).
+    pub(crate) fn planned(&self) -> Option<&Arc<dyn PhysicalExpr>> {
+        self.expr.as_ref()
+    }
+
+    /// The page filter for the pushed filters as they are now, with the planned ones.
+    fn pages_now(&self) -> Option<PagePruningAccessPlanFilter> {
+        let pushed = self.pushed.as_ref()?.now()?;
+        let expr = match &self.expr {
+            Some(planned) => Arc::new(BinaryExpr::new(planned.clone(), Operator::And, pushed)),
+            None => pushed,
+        };
+        page_filter(&expr, &self.layout)
+    }
+}
+
+/// DataFusion's page filter for `expr` over `layout`; `None` if no conjunct of it can rule
+/// a page out.
+fn page_filter(
+    expr: &Arc<dyn PhysicalExpr>,
+    layout: &SchemaRef,
+) -> Option<PagePruningAccessPlanFilter> {
+    let pages = PagePruningAccessPlanFilter::new(expr, layout.clone());
+    (pages.filter_number() > 0).then_some(pages)
+}
+
+/// The rows of `batch` for which `expr` is true (null: not).
+pub(super) fn evaluate(
+    expr: &Arc<dyn PhysicalExpr>,
+    batch: &RecordBatch,
+) -> crate::Result<BooleanArray> {
+    let outcome = expr
+        .evaluate(batch)
+        .and_then(|value| value.into_array(batch.num_rows()))
+        .map_err(|e| crate::Error::External(Box::new(e)))?;
+    match outcome.as_boolean_opt() {
+        Some(keep) => Ok(keep.clone()),
+        None => Err(crate::Error::invalid(format!(
+            "filter {expr} is {}, not boolean",
+            outcome.data_type()
+        ))),
     }
 }
 
 impl fmt::Display for ExprPredicate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.expr)
+        match (&self.expr, self.pushed()) {
+            (Some(expr), None) => write!(f, "{expr}"),
+            (Some(expr), Some(pushed)) => write!(f, "{expr} (pushed: {pushed})"),
+            (None, Some(pushed)) => write!(f, "pushed: {pushed}"),
+            (None, None) => write!(f, "true"),
+        }
     }
 }
 
@@ -85,27 +201,33 @@ impl RowPredicate for ExprPredicate {
     }
 
     fn evaluate(&self, batch: &RecordBatch) -> crate::Result<BooleanArray> {
-        let outcome = self
-            .expr
-            .evaluate(batch)
-            .and_then(|value| value.into_array(batch.num_rows()))
-            .map_err(|e| crate::Error::External(Box::new(e)))?;
-        match outcome.as_boolean_opt() {
-            Some(keep) => Ok(keep.clone()),
-            None => Err(crate::Error::invalid(format!(
-                "filter {} is {}, not boolean",
-                self.expr,
-                outcome.data_type()
-            ))),
+        let planned = match &self.expr {
+            Some(expr) => Some(evaluate(expr, batch)?),
+            None => None,
+        };
+        let pushed = match &self.pushed {
+            Some(pushed) => pushed.evaluate(batch, planned.as_ref())?,
+            None => None,
+        };
+        match (planned, pushed) {
+            (Some(planned), Some(pushed)) => Ok(and(&planned, &pushed)?),
+            (Some(keep), None) | (None, Some(keep)) => Ok(keep),
+            (None, None) => Ok(BooleanArray::from(vec![true; batch.num_rows()])),
         }
     }
 
+    /// A pushed filter may bring bounds only once the operator that pushed it has run
+    /// (a join's build side), after the scan is planned: its fragments load their page
+    /// index, as DataFusion's Parquet scan does for any filter.
     fn prunes_pages(&self) -> bool {
-        self.pages.is_some()
+        self.pages.is_some() || self.pushed.is_some()
     }
 
     fn select_pages(&self, metadata: &ParquetMetaData, schema: &SchemaRef) -> Option<RowSelection> {
-        let pages = self.pages.as_ref()?;
+        // Pushed filters as they are when the fragment is opened: a join's build side is
+        // complete by then; a top-k's bound only tightens.
+        let now = self.pages_now();
+        let pages = now.as_ref().or(self.pages.as_ref())?;
         let row_groups = metadata.row_groups();
         let metrics = ExecutionPlanMetricsSet::new();
         let plan = pages.prune_plan_with_page_index(

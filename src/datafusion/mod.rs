@@ -38,6 +38,7 @@ mod placement;
 mod provider;
 mod pruning;
 mod pushdown;
+mod pushed_filter;
 mod rowid_list;
 mod scan;
 mod scan_plan;

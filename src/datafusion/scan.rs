@@ -8,7 +8,9 @@
 //! Partitions hold about equal bytes (`partitions.rs`). Filters on `_rowid` (`=`, `IN`,
 //! ranges) arrive as a mask (native ranges − tombstones + moves, or per-fragment id ranges);
 //! other filters prune fragments by statistics before any file is opened and are evaluated
-//! inside the scan as batches decode.
+//! inside the scan as batches decode. Filters operators above push into it as the query
+//! runs (a hash join's build keys, a top-k's bound) join them as hints (`pushed_filter.rs`):
+//! `pushed=` in `EXPLAIN`.
 
 use std::fmt;
 use std::sync::atomic::Ordering;
@@ -16,24 +18,36 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::Statistics;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::conjunction_opt;
+use datafusion::physical_expr::expressions::BinaryExpr;
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_plan::execution_plan::EmissionType;
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
+};
 use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
 };
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PhysicalExpr, PlanProperties,
+};
 use futures::{StreamExt, TryStreamExt};
 
-use super::leaf::{leaf_exec_methods, leaf_properties};
+use super::filter::ExprPredicate;
+use super::leaf::leaf_properties;
 use super::partitions::Piece;
 use super::scan_plan::ScanPlan;
 use super::statistics::scan_statistics;
 use crate::rowid::FragmentId;
-use crate::table::{RowPredicate, ScanMetrics, ScanRequest};
+use crate::table::{RowPredicate, ScanMetrics, ScanRequest, ROW_ADDR, ROW_ID};
 
 /// The scan of a natal snapshot: reads its fragments (pruned, masked, filtered as planned) in partitions, yielding user columns and, when asked, `_rowid` and `_rowaddr`.
 #[derive(Debug)]
@@ -99,6 +113,21 @@ impl NatalScanExec {
         Self::new(plan, schema)
     }
 
+    /// Whether every column `filter` reads is one of its output columns as stored: a user
+    /// column (not read as blob sizes), `_rowid` or `_rowaddr`.
+    fn reads_as_stored(&self, filter: &Arc<dyn PhysicalExpr>) -> bool {
+        let table = self.plan.snapshot.schema();
+        collect_columns(filter).iter().all(|column| {
+            let name = column.name();
+            let output = self.schema.fields().get(column.index());
+            let user = table.field_by_name(name).is_some()
+                && !self.plan.blob_sizes.iter().any(|b| b == name);
+            let system = (name == ROW_ID && self.plan.with_row_id)
+                || (name == ROW_ADDR && self.plan.with_row_addr);
+            output.is_some_and(|f| f.name() == name) && (user || system)
+        })
+    }
+
     /// What the scan does beyond reading every row, as `key=value` pairs in display order.
     fn details(&self) -> Vec<(&'static str, String)> {
         let mut details = Vec::new();
@@ -109,8 +138,11 @@ impl NatalScanExec {
             let shown = format!("exact range {}..={}", range.start(), range.end());
             details.push(("row_ids", shown));
         }
-        if let Some(filter) = &self.plan.filter {
-            details.push(("filter", filter.to_string()));
+        if let Some(planned) = self.plan.filter.as_ref().and_then(|f| f.planned()) {
+            details.push(("filter", planned.to_string()));
+        }
+        if let Some(pushed) = self.plan.filter.as_ref().and_then(|f| f.pushed()) {
+            details.push(("pushed", pushed.to_string()));
         }
         if let Some(index) = &self.plan.index {
             let shown = format!("{} ({})", index.name, index.lookup.describe());
@@ -197,7 +229,33 @@ impl ExecutionPlan for NatalScanExec {
         &self.properties
     }
 
-    leaf_exec_methods!();
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    /// Its filters: the one planned and those pushed into it (an operator that pushed a
+    /// filter looks for it here to know someone reads it, or it never fills it in).
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        let filter = self.plan.filter.as_ref();
+        let filters =
+            (filter.and_then(|f| f.planned()).into_iter()).chain(filter.and_then(|f| f.pushed()));
+        for expr in filters {
+            if f(expr)? == TreeNodeRecursion::Stop {
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    }
 
     fn fetch(&self) -> Option<usize> {
         self.plan.limit
@@ -240,6 +298,53 @@ impl ExecutionPlan for NatalScanExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+
+    /// Takes the filters operators above push as the query runs (a join's build keys, a
+    /// top-k's bound: `pushed_filter.rs`) on the columns it reads as stored, and uses them
+    /// as hints: the operators still apply them, so each is reported not pushed. Filters
+    /// pushed while planning came through the provider already.
+    fn handle_child_pushdown_result(
+        &self,
+        phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        _config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        let filters: Vec<_> = (child_pushdown_result.parent_filters.into_iter())
+            .map(|f| f.filter)
+            .collect();
+        let not_pushed = vec![PushedDown::No; filters.len()];
+        // A limit counts rows after the scan's filter; a hint must not change which rows.
+        if phase != FilterPushdownPhase::Post || self.plan.limit.is_some() {
+            return Ok(FilterPushdownPropagation::with_parent_pushdown_result(
+                not_pushed,
+            ));
+        }
+        let taken: Vec<_> = filters
+            .into_iter()
+            .filter(|f| self.reads_as_stored(f))
+            .collect();
+        let Some(pushed) = conjunction_opt(taken) else {
+            return Ok(FilterPushdownPropagation::with_parent_pushdown_result(
+                not_pushed,
+            ));
+        };
+        let pushed = match self.plan.filter.as_ref().and_then(|f| f.pushed()) {
+            Some(before) => Arc::new(BinaryExpr::new(before.clone(), Operator::And, pushed)),
+            None => pushed,
+        };
+        let planned = self.plan.filter.as_deref();
+        let snapshot = &self.plan.snapshot;
+        let filter = ExprPredicate::with_pushed(planned, snapshot, pushed)?;
+        let plan = ScanPlan {
+            filter: Some(Arc::new(filter)),
+            ..self.plan.clone()
+        };
+        let node: Arc<dyn ExecutionPlan> = Arc::new(NatalScanExec::new(plan, self.schema.clone()));
+        Ok(
+            FilterPushdownPropagation::with_parent_pushdown_result(not_pushed)
+                .with_updated_node(node),
+        )
     }
 
     /// Row counts and column statistics from the manifest (`statistics.rs`).

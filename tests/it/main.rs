@@ -40,6 +40,7 @@ mod model_index;
 mod model_schema;
 mod nested;
 mod processes;
+mod pushed;
 mod recovery;
 mod rowid;
 mod s3;
