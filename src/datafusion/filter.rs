@@ -5,7 +5,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use datafusion::arrow::array::{BooleanArray, RecordBatch};
 use datafusion::arrow::compute::and;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
@@ -22,7 +22,7 @@ use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::physical_plan::PhysicalExpr;
 
-use super::pushed_filter::PushedFilter;
+use super::pushed_filter::{evaluate, PushedFilter};
 use crate::table::{predicate_layout, RowPredicate, Snapshot, ROW_ADDR, ROW_ID};
 
 /// A DataFusion expression over a table's columns, compiled for the batches a scan reads to
@@ -156,24 +156,6 @@ fn page_filter(
 ) -> Option<PagePruningAccessPlanFilter> {
     let pages = PagePruningAccessPlanFilter::new(expr, layout.clone());
     (pages.filter_number() > 0).then_some(pages)
-}
-
-/// The rows of `batch` for which `expr` is true (null: not).
-pub(super) fn evaluate(
-    expr: &Arc<dyn PhysicalExpr>,
-    batch: &RecordBatch,
-) -> crate::Result<BooleanArray> {
-    let outcome = expr
-        .evaluate(batch)
-        .and_then(|value| value.into_array(batch.num_rows()))
-        .map_err(|e| crate::Error::External(Box::new(e)))?;
-    match outcome.as_boolean_opt() {
-        Some(keep) => Ok(keep.clone()),
-        None => Err(crate::Error::invalid(format!(
-            "filter {expr} is {}, not boolean",
-            outcome.data_type()
-        ))),
-    }
 }
 
 impl fmt::Display for ExprPredicate {

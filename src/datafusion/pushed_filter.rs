@@ -18,7 +18,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use datafusion::arrow::array::{Array, BooleanArray, BooleanBufferBuilder, RecordBatch};
+use datafusion::arrow::array::{Array, AsArray, BooleanArray, BooleanBufferBuilder, RecordBatch};
 use datafusion::arrow::compute::{and, filter_record_batch, prep_null_mask_filter};
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::ScalarValue;
@@ -28,8 +28,6 @@ use datafusion::physical_expr_common::physical_expr::{
     snapshot_generation, snapshot_physical_expr,
 };
 use datafusion::physical_plan::PhysicalExpr;
-
-use super::filter::evaluate;
 
 /// Rows read while a pushed filter is evaluated before its worth is judged.
 const TRIAL_ROWS: u64 = 64 * 1024;
@@ -205,6 +203,24 @@ impl Part {
                 && trial.rows_kept as f64 >= trial.worth_keeping * trial.rows_seen as f64;
         }
         Ok(Some(keep))
+    }
+}
+
+/// The rows of `batch` for which `expr` is true (null: not): a planned or a pushed filter.
+pub(super) fn evaluate(
+    expr: &Arc<dyn PhysicalExpr>,
+    batch: &RecordBatch,
+) -> crate::Result<BooleanArray> {
+    let outcome = expr
+        .evaluate(batch)
+        .and_then(|value| value.into_array(batch.num_rows()))
+        .map_err(|e| crate::Error::External(Box::new(e)))?;
+    match outcome.as_boolean_opt() {
+        Some(keep) => Ok(keep.clone()),
+        None => Err(crate::Error::invalid(format!(
+            "filter {expr} is {}, not boolean",
+            outcome.data_type()
+        ))),
     }
 }
 
