@@ -238,7 +238,7 @@ fn print_table(title: &str, rows: &[Times]) {
     println!("{title}\n");
     println!("| query | natal | Parquet | Parquet, pushdown | DuckDB | natal / Parquet | natal / pushdown | natal / DuckDB |");
     println!("|---|---|---|---|---|---|---|---|");
-    let duckdb = |t: &Times| t.duckdb.map_or("–".to_string(), |d| format!("{d:.0} ms"));
+    let ms = |d: Option<f64>| d.map_or("–".to_string(), |d| format!("{d:.0} ms"));
     let over_duckdb =
         |natal: f64, d: Option<f64>| d.map_or("–".to_string(), |d| format!("{:.2}×", natal / d));
     for t in rows {
@@ -248,7 +248,7 @@ fn print_table(title: &str, rows: &[Times]) {
             t.natal,
             t.parquet,
             t.pushdown,
-            duckdb(t),
+            ms(t.duckdb),
             t.natal / t.parquet,
             t.natal / t.pushdown,
             over_duckdb(t.natal, t.duckdb),
@@ -259,7 +259,7 @@ fn print_table(title: &str, rows: &[Times]) {
     let duck: Option<f64> = rows.iter().map(|t| t.duckdb).sum();
     println!(
         "| sum | {natal:.0} ms | {plain:.0} ms | {pushdown:.0} ms | {} | {:.2}× | {:.2}× | {} |",
-        duck.map_or("–".to_string(), |d| format!("{d:.0} ms")),
+        ms(duck),
         natal / plain,
         natal / pushdown,
         over_duckdb(natal, duck),

@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{BooleanArray, RecordBatch};
+use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::compute::and;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
@@ -51,15 +52,7 @@ impl ExprPredicate {
             .into_iter()
             .map(|c| c.name.clone())
             .collect();
-        // Table order, so equal filters read equal batches.
-        let columns: Vec<String> = snapshot
-            .schema()
-            .fields
-            .iter()
-            .map(|f| f.name.clone())
-            .filter(|name| referenced.contains(name))
-            .collect();
-        let mut predicate = Self::over(snapshot, columns, referenced.iter())?;
+        let mut predicate = Self::over(snapshot, &referenced)?;
         let schema = DFSchema::try_from(predicate.layout.as_ref().clone())?;
         let expr = state.create_physical_expr(filter, &schema)?;
         predicate.pages = page_filter(&expr, &predicate.layout);
@@ -67,17 +60,17 @@ impl ExprPredicate {
         Ok(predicate)
     }
 
-    /// No filter yet, over `columns` (in table order) and the system columns among
-    /// `referenced`.
-    fn over<'a>(
-        snapshot: &Snapshot,
-        columns: Vec<String>,
-        mut referenced: impl Iterator<Item = &'a String> + Clone,
-    ) -> Result<Self> {
+    /// No filter yet, over the columns `referenced` names: the table's in table order (so
+    /// equal filters read equal batches), then `_rowid` and `_rowaddr` if named.
+    fn over(snapshot: &Snapshot, referenced: &[String]) -> Result<Self> {
+        let columns = (snapshot.schema().fields.iter())
+            .map(|f| f.name.clone())
+            .filter(|name| referenced.contains(name))
+            .collect();
         let mut predicate = Self {
             columns,
-            needs_row_id: referenced.clone().any(|c| c == ROW_ID),
-            needs_row_addr: referenced.any(|c| c == ROW_ADDR),
+            needs_row_id: referenced.iter().any(|c| c == ROW_ID),
+            needs_row_addr: referenced.iter().any(|c| c == ROW_ADDR),
             expr: None,
             pages: None,
             layout: Arc::new(datafusion::arrow::datatypes::Schema::empty()),
@@ -97,25 +90,13 @@ impl ExprPredicate {
         snapshot: &Snapshot,
         pushed: Arc<dyn PhysicalExpr>,
     ) -> Result<Self> {
-        let pushed_columns: Vec<String> = collect_columns(&pushed)
-            .into_iter()
+        // The planned filter's layout names every column it reads, system ones included.
+        let planned_columns = planned.map(|p| p.layout.fields().iter().map(|f| f.name().clone()));
+        let referenced: Vec<String> = (collect_columns(&pushed).iter())
             .map(|c| c.name().to_string())
+            .chain(planned_columns.into_iter().flatten())
             .collect();
-        let mut referenced = pushed_columns;
-        if let Some(planned) = planned {
-            referenced.extend(planned.columns.iter().cloned());
-            if planned.needs_row_id {
-                referenced.push(ROW_ID.to_string());
-            }
-            if planned.needs_row_addr {
-                referenced.push(ROW_ADDR.to_string());
-            }
-        }
-        let columns: Vec<String> = (snapshot.schema().fields.iter())
-            .map(|f| f.name.clone())
-            .filter(|name| referenced.contains(name))
-            .collect();
-        let mut predicate = Self::over(snapshot, columns, referenced.iter())?;
+        let mut predicate = Self::over(snapshot, &referenced)?;
         let layout = predicate.layout.clone();
         if let Some(expr) = planned.and_then(|p| p.expr.clone()) {
             let expr = reassign_expr_columns(expr, &layout)?;
@@ -194,7 +175,10 @@ impl RowPredicate for ExprPredicate {
         match (planned, pushed) {
             (Some(planned), Some(pushed)) => Ok(and(&planned, &pushed)?),
             (Some(keep), None) | (None, Some(keep)) => Ok(keep),
-            (None, None) => Ok(BooleanArray::from(vec![true; batch.num_rows()])),
+            (None, None) => Ok(BooleanArray::new(
+                BooleanBuffer::new_set(batch.num_rows()),
+                None,
+            )),
         }
     }
 

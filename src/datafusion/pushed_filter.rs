@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, BooleanBufferBuilder, RecordBatch};
 use datafusion::arrow::compute::{and, filter_record_batch, prep_null_mask_filter};
-use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::TreeNode;
 use datafusion::common::ScalarValue;
 use datafusion::physical_expr::expressions::{CaseExpr, Literal};
 use datafusion::physical_expr::{conjunction, split_conjunction};
@@ -227,15 +227,7 @@ pub(super) fn evaluate(
 /// Whether `expr` picks its test by each row's partition (a `CASE` over the join's
 /// partitions).
 fn routes_by_partition(expr: &Arc<dyn PhysicalExpr>) -> bool {
-    let mut routes = false;
-    let _ = expr.apply(|e| {
-        routes = e.downcast_ref::<CaseExpr>().is_some();
-        Ok(match routes {
-            true => TreeNodeRecursion::Stop,
-            false => TreeNodeRecursion::Continue,
-        })
-    });
-    routes
+    (expr.exists(|e| Ok(e.downcast_ref::<CaseExpr>().is_some()))).unwrap_or(false)
 }
 
 #[cfg(test)]

@@ -127,8 +127,6 @@ pub struct SegmentCursor {
     rank: u64,
 }
 
-/// How many holes lie below the value at `index` of a range starting at `start`: the holes
-/// `h` (the k-th, from 0) with `h - start - k <= index`, a prefix since that count only grows.
 /// The first index of `0..len` whose value (`value_at`, ascending) is at least `v`.
 fn lower_bound(len: usize, value_at: impl Fn(usize) -> Option<u64>, v: u64) -> usize {
     let (mut lo, mut hi) = (0usize, len);
@@ -143,6 +141,8 @@ fn lower_bound(len: usize, value_at: impl Fn(usize) -> Option<u64>, v: u64) -> u
     lo
 }
 
+/// How many holes lie below the value at `index` of a range starting at `start`: the holes
+/// `h` (the k-th, from 0) with `h - start - k <= index`, a prefix since that count only grows.
 fn holes_below(holes: &EncodedU64Array, start: u64, index: u64) -> usize {
     let (mut lo, mut hi) = (0usize, holes.len());
     while lo < hi {
