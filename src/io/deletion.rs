@@ -80,28 +80,27 @@ impl TableStore {
         // fragment's deletions once per row.
         let key: Vec<&str> = vector.files().map(|f| f.path.as_str()).collect();
         let key = key.join("|");
-        if let Some(bitmap) = self.deletions.get(&key) {
-            return Ok(bitmap);
-        }
-        // Every file of the vector in flight at once: a cold read costs one round trip.
-        let (mut union, rest) = futures::future::try_join(
-            self.read_deletion_file(first, physical_rows),
-            futures::future::try_join_all(rest.iter().map(|file| async move {
-                Ok::<_, Error>((file, self.read_deletion_file(file, physical_rows).await?))
-            })),
-        )
-        .await?;
-        for (file, more) in rest {
-            if !union.is_disjoint(&more) {
-                return Err(Error::corrupt(
-                    file.path.as_str(),
-                    "deletes offsets an older deletion file already deletes",
-                ));
+        let load = async {
+            // Every file of the vector in flight at once: a cold read costs one round trip.
+            let (mut union, rest) = futures::future::try_join(
+                self.read_deletion_file(first, physical_rows),
+                futures::future::try_join_all(rest.iter().map(|file| async move {
+                    Ok::<_, Error>((file, self.read_deletion_file(file, physical_rows).await?))
+                })),
+            )
+            .await?;
+            for (file, more) in rest {
+                if !union.is_disjoint(&more) {
+                    return Err(Error::corrupt(
+                        file.path.as_str(),
+                        "deletes offsets an older deletion file already deletes",
+                    ));
+                }
+                union = Arc::new(union.as_ref() | more.as_ref());
             }
-            union = Arc::new(union.as_ref() | more.as_ref());
-        }
-        self.deletions.insert(&key, union.clone());
-        Ok(union)
+            Ok(union)
+        };
+        self.deletions.get_or_load(&key, load).await
     }
 
     /// Adds `fresh` (offsets not yet deleted, `moved_rows` of them moves) to a fragment's
@@ -185,23 +184,21 @@ impl TableStore {
         file: &DeletionFile,
         physical_rows: u32,
     ) -> Result<Arc<RoaringBitmap>> {
-        if let Some(bitmap) = self.deletions.get(file.path.as_str()) {
-            return Ok(bitmap);
-        }
-        let bytes = self.get(&self.path(&file.path)).await?;
-        let bitmap = decode_deletions(file.path.as_str(), &bytes, physical_rows)?;
-        if bitmap.len() != file.deleted_rows {
-            return Err(Error::corrupt(
-                file.path.as_str(),
-                format!(
-                    "holds {} deletions, the manifest says {}",
-                    bitmap.len(),
-                    file.deleted_rows
-                ),
-            ));
-        }
-        let bitmap = Arc::new(bitmap);
-        self.deletions.insert(file.path.as_str(), bitmap.clone());
-        Ok(bitmap)
+        let load = async {
+            let bytes = self.get(&self.path(&file.path)).await?;
+            let bitmap = decode_deletions(file.path.as_str(), &bytes, physical_rows)?;
+            if bitmap.len() != file.deleted_rows {
+                return Err(Error::corrupt(
+                    file.path.as_str(),
+                    format!(
+                        "holds {} deletions, the manifest says {}",
+                        bitmap.len(),
+                        file.deleted_rows
+                    ),
+                ));
+            }
+            Ok(Arc::new(bitmap))
+        };
+        self.deletions.get_or_load(file.path.as_str(), load).await
     }
 }

@@ -67,14 +67,16 @@ impl TableStore {
     }
 
     async fn read_row_ids(&self, file: &RowIdFile, rows: u32) -> Result<Arc<RowIdSequence>> {
-        if let Some(sequence) = self.row_ids.get(file.path.as_str()) {
-            return Ok(sequence);
-        }
-        let bytes = self
-            .get_sized(&self.path(&file.path), file.size_bytes)
-            .await?;
-        let sequence = Arc::new(decode_row_id_file(file.path.as_str(), &bytes, rows)?);
-        self.row_ids.insert(file.path.as_str(), sequence.clone());
-        Ok(sequence)
+        let load = async {
+            let bytes = self
+                .get_sized(&self.path(&file.path), file.size_bytes)
+                .await?;
+            Ok(Arc::new(decode_row_id_file(
+                file.path.as_str(),
+                &bytes,
+                rows,
+            )?))
+        };
+        self.row_ids.get_or_load(file.path.as_str(), load).await
     }
 }

@@ -249,34 +249,27 @@ impl TableStore {
             return self.read_segment_body(segment).await;
         };
         let key = patched_key(segment);
-        if let Some(fragments) = self.segments.get(&key) {
-            return Ok(fragments);
-        }
-        let (body, bytes) = futures::future::try_join(
-            self.read_segment_body(segment),
-            self.get_sized(&self.path(&patch.path), patch.size_bytes),
-        )
-        .await?;
-        let fragments = Arc::new(apply_segment_patch(patch, &bytes, &body)?);
-        self.segments.insert(&key, fragments.clone());
-        Ok(fragments)
+        let load = async {
+            let (body, bytes) = futures::future::try_join(
+                self.read_segment_body(segment),
+                self.get_sized(&self.path(&patch.path), patch.size_bytes),
+            )
+            .await?;
+            Ok(Arc::new(apply_segment_patch(patch, &bytes, &body)?))
+        };
+        self.segments.get_or_load(&key, load).await
     }
 
     /// A segment's fragments as its file holds them, without its patch.
     async fn read_segment_body(&self, segment: &FragmentSegment) -> Result<Arc<Vec<Fragment>>> {
-        if let Some(fragments) = self.segments.get(segment.path.as_str()) {
-            return Ok(fragments);
-        }
-        let bytes = self
-            .get_sized(&self.path(&segment.path), segment.size_bytes)
-            .await?;
-        let fragments = Arc::new(
-            self.resolve_row_ids(decode_fragment_segment(segment, &bytes)?)
-                .await?,
-        );
-        self.segments
-            .insert(segment.path.as_str(), fragments.clone());
-        Ok(fragments)
+        let load = async {
+            let bytes = self
+                .get_sized(&self.path(&segment.path), segment.size_bytes)
+                .await?;
+            let fragments = decode_fragment_segment(segment, &bytes)?;
+            Ok(Arc::new(self.resolve_row_ids(fragments).await?))
+        };
+        self.segments.get_or_load(segment.path.as_str(), load).await
     }
 }
 

@@ -109,14 +109,10 @@ impl TableStore {
         options: parquet::arrow::arrow_reader::ArrowReaderOptions,
         usable: impl Fn(&ArrowReaderMetadata) -> bool,
     ) -> std::result::Result<ArrowReaderMetadata, parquet::errors::ParquetError> {
-        if let Some(metadata) = self.footers.get(path.as_str()) {
-            if usable(&metadata) {
-                return Ok(metadata);
-            }
-        }
-        let metadata = ArrowReaderMetadata::load_async(reader, options).await?;
-        self.footers.insert(path.as_str(), metadata.clone());
-        Ok(metadata)
+        let load = ArrowReaderMetadata::load_async(reader, options);
+        (self.footers)
+            .get_usable_or_load(path.as_str(), usable, load)
+            .await
     }
 
     /// The table at `root` of `store`, with empty caches.

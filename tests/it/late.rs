@@ -140,8 +140,11 @@ async fn a_selective_filter_reads_wide_columns_only_for_passing_rows() {
         metric(&plan, "NatalScanExec", "bytes_read"),
         metric(&all, "NatalScanExec", "bytes_read"),
     );
+    // The 40 rows lie on at most 40 of the ~100 pages of `doc` (on about a third: where the
+    // pages break depends on how the insert's partitions interleaved), so the two-step read
+    // reads at most ~40% of its bytes; the one-step read would read them all.
     assert!(
-        few * 3 < every,
+        few * 2 < every,
         "{few} bytes read for 40 rows, {every} for all of them"
     );
 
