@@ -10,6 +10,7 @@ use std::time::Instant;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::ListingOptions;
 use datafusion::prelude::SessionContext;
+use natal::internals::rowid::{CarriedFragment, IdSet, RelocationView};
 use natal::RowId;
 
 use crate::common::{birth_id, ms, timed_sql};
@@ -65,6 +66,20 @@ fn status_bytes(key: &str) -> f64 {
                 .ok()
         })
         .map_or(0.0, |kb: f64| kb * 1024.0)
+}
+
+/// CPU time this process's threads have run, in ns (0 where `/proc` does not say): a cold
+/// take's work over its wall time shows how much of it ran in parallel.
+fn cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|task| {
+            let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+            stat.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum()
 }
 
 pub fn run(args: &[String]) {
@@ -124,17 +139,35 @@ async fn measure(dir: &Path, what: &str, rows: &[u64], fragment_rows: u64) -> Ma
             let rss_before = status_bytes("VmRSS:");
             // The first take of a fresh process, as a user gets it (a few ids are resolved by
             // a view of just them); the whole view is built after it, to be measured.
+            let cpu_before = cpu_ns();
             let start = Instant::now();
             let got = snapshot
                 .take(&ids[..1000], ScanRequest::default())
                 .await
                 .expect("take");
             out.insert("take_cold_ms".into(), json!(ms(start)));
+            let cpu = cpu_ns().saturating_sub(cpu_before);
+            out.insert("take_cpu_ms".into(), json!(cpu as f64 / 1e6));
             assert_eq!(got.num_rows(), 1000, "every id is live");
             let start = Instant::now();
             let view = snapshot.relocation_view().await.expect("view");
             out.insert("view_ms".into(), json!(ms(start)));
             out.insert("index_bytes".into(), json!(view.heap_size()));
+            // The part of a cold take that resolves its ids: the view of just them, built
+            // from the carried fragments' sequences (as the first take built it).
+            let carried: Vec<_> = (snapshot.manifest().fragments.iter())
+                .filter_map(|f| Some((f.id, f.physical_rows, f.row_ids.sequence()?)))
+                .collect();
+            let segments: usize = carried.iter().map(|(_, _, s)| s.segments().len()).sum();
+            out.insert("row_id_segments".into(), json!(segments));
+            let fragments: Vec<CarriedFragment> = (carried.iter())
+                .map(|&(id, physical_rows, _)| CarriedFragment { id, physical_rows })
+                .collect();
+            let wanted = IdSet::new(ids[..1000].iter().copied());
+            let start = Instant::now();
+            let sequences = carried.iter().map(|&(id, _, s)| (id, s.as_ref()));
+            RelocationView::build_for(&fragments, sequences, &wanted);
+            out.insert("view_for_take_ms".into(), json!(ms(start)));
             out.insert(
                 "index_rss_bytes".into(),
                 json!(status_bytes("VmRSS:") - rss_before),

@@ -52,6 +52,21 @@ impl IdSet {
         &self.sorted
     }
 
+    /// The ids in `start..end`, searched for from where `cursor` was left: spans asked for
+    /// in ascending order (the sorted segments of one sequence) cost a search over the ids
+    /// skipped since the last one, not over the whole set.
+    pub fn between(&self, start: u64, end: u64, cursor: &mut IdCursor) -> &[u64] {
+        let ids = &self.sorted[..];
+        let back = cursor.0 > 0 && ids.get(cursor.0 - 1).is_some_and(|&v| v >= start);
+        let from = match back {
+            true => ids[..cursor.0].partition_point(|&v| v < start),
+            false => cursor.0 + gallop(cursor.0, ids.len(), |i| ids.get(i).copied(), start),
+        };
+        let to = from + gallop(from, ids.len(), |i| ids.get(i).copied(), end);
+        cursor.0 = from;
+        &ids[from..to]
+    }
+
     /// Ids in the set.
     pub fn len(&self) -> usize {
         self.sorted.len()
@@ -61,6 +76,38 @@ impl IdSet {
     pub fn is_empty(&self) -> bool {
         self.sorted.is_empty()
     }
+}
+
+/// Where the last [`IdSet::between`] began, to search onward from.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IdCursor(usize);
+
+/// How many values from index `from` on (of `len`, ascending, read by `value_at`) lie below
+/// `v`, by exponential search: O(log of the answer), for searches that move forward a little
+/// at a time.
+pub(crate) fn gallop(
+    from: usize,
+    len: usize,
+    value_at: impl Fn(usize) -> Option<u64>,
+    v: u64,
+) -> usize {
+    let below = |i: usize| value_at(from + i).is_some_and(|m| m < v);
+    let rest = len.saturating_sub(from);
+    let mut bound = 1;
+    while bound <= rest && below(bound - 1) {
+        bound *= 2;
+    }
+    // Every value before `bound / 2` is below `v`, the one at `bound - 1` (if any) is not.
+    let (mut lo, mut hi) = (bound / 2, bound.min(rest));
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if below(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 #[cfg(test)]
@@ -76,5 +123,34 @@ mod tests {
         let strangers = (0..100_000u64).filter(|i| !members.contains(i));
         assert!(strangers.into_iter().all(|id| !set.contains(id)));
         assert!(!IdSet::new([]).contains(0));
+    }
+
+    #[test]
+    fn between_answers_as_a_filter_whatever_the_order_asked() {
+        let set = IdSet::new((0..300u64).map(|i| RowId::from_u64(i * i % 1009)));
+        let spans = [
+            (0, 50),
+            (40, 41),
+            (60, 400),
+            (10, 20),
+            (500, 2000),
+            (5, 5),
+            (0, 2000),
+        ];
+        let mut cursor = IdCursor::default();
+        for (start, end) in spans {
+            let got = set.between(start, end, &mut cursor);
+            let want: Vec<u64> = (set.sorted().iter().copied())
+                .filter(|v| (start..end).contains(v))
+                .collect();
+            assert_eq!(got, want, "{start}..{end}");
+        }
+        for (from, v) in [(0, 0), (0, 1_000_000), (3, 17), (300, 5), (299, 1008)] {
+            let want = set.sorted()[from.min(set.len())..].partition_point(|&x| x < v);
+            assert_eq!(
+                gallop(from, set.len(), |i| set.sorted().get(i).copied(), v),
+                want
+            );
+        }
     }
 }

@@ -12,7 +12,7 @@ mod sequence;
 mod view;
 
 pub use address::{FragmentId, RowAddress, RowId};
-pub use id_set::IdSet;
+pub use id_set::{IdCursor, IdSet};
 pub use mask::{candidate_offsets, FragmentLayout};
 pub use row_id_set::RowIdSet;
 pub use segment::{EncodedU64Array, SegmentCursor, U64Segment};

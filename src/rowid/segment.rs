@@ -13,7 +13,7 @@
 
 use std::ops::Range;
 
-use super::id_set::IdSet;
+use super::id_set::{gallop, IdCursor, IdSet};
 
 /// Unsigned integers stored as offsets from a base, in the narrowest width that fits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,20 +125,6 @@ pub struct SegmentCursor {
     position: usize,
     /// Bitmaps: the set bits before `position`.
     rank: u64,
-}
-
-/// The first index of `0..len` whose value (`value_at`, ascending) is at least `v`.
-fn lower_bound(len: usize, value_at: impl Fn(usize) -> Option<u64>, v: u64) -> usize {
-    let (mut lo, mut hi) = (0usize, len);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if value_at(mid).is_some_and(|m| m < v) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
 }
 
 /// How many holes lie below the value at `index` of a range starting at `start`: the holes
@@ -284,16 +270,18 @@ impl U64Segment {
     }
 
     /// Calls `found(index, value)` for each id of `wanted_set` this segment holds, in
-    /// ascending value order for the sorted kinds: a search per wanted id in the segment's
-    /// span for ranges, holes and sorted arrays (a few wanted ids need not walk a long
-    /// segment), a walk for bitmaps and unsorted arrays.
-    pub fn find_each(&self, wanted_set: &IdSet, found: &mut impl FnMut(usize, u64)) {
-        let wanted = wanted_set.sorted();
-        let within = |start: u64, end: u64| {
-            let from = wanted.partition_point(|&v| v < start);
-            let to = wanted.partition_point(|&v| v < end);
-            &wanted[from..to]
-        };
+    /// ascending value order for the sorted kinds: a search for the wanted ids in the
+    /// segment's span (onward from `cursor`, where the previous segment's began), and for
+    /// each of them a search onward from the one before in the segment, for ranges, holes
+    /// and sorted arrays (a few wanted ids need not walk a long segment, and the many short
+    /// segments of moved rows cost a few steps each); a walk for bitmaps and unsorted arrays.
+    pub fn find_each(
+        &self,
+        wanted_set: &IdSet,
+        cursor: &mut IdCursor,
+        found: &mut impl FnMut(usize, u64),
+    ) {
+        let mut within = |start: u64, end: u64| wanted_set.between(start, end, cursor);
         match self {
             Self::Range(r) => {
                 for &v in within(r.start, r.end) {
@@ -301,8 +289,9 @@ impl U64Segment {
                 }
             }
             Self::RangeWithHoles { range, holes } => {
+                let mut below = 0;
                 for &v in within(range.start, range.end) {
-                    let below = lower_bound(holes.len(), |i| holes.get(i), v);
+                    below += gallop(below, holes.len(), |i| holes.get(i), v);
                     if holes.get(below) != Some(v) {
                         found((v - range.start) as usize - below, v);
                     }
@@ -312,8 +301,9 @@ impl U64Segment {
                 let (Some(first), Some(last)) = (a.get(0), a.get(a.len().saturating_sub(1))) else {
                     return;
                 };
+                let mut at = 0;
                 for &v in within(first, last.saturating_add(1)) {
-                    let at = lower_bound(a.len(), |i| a.get(i), v);
+                    at += gallop(at, a.len(), |i| a.get(i), v);
                     if a.get(at) == Some(v) {
                         found(at, v);
                     }
@@ -430,6 +420,8 @@ mod tests {
             steps in proptest::collection::vec((1u64..40, any::<bool>()), 1..300),
             shuffle in any::<bool>(),
             picks in proptest::collection::vec(0u64..20_000, 0..60),
+            cuts in proptest::collection::vec(0usize..300, 0..4),
+            backwards in any::<bool>(),
         ) {
             let mut values = Vec::with_capacity(steps.len());
             let mut next = start;
@@ -440,16 +432,29 @@ mod tests {
             if shuffle {
                 values.reverse();
             }
-            let segment = U64Segment::from_slice(&values);
+            // Cut into segments searched with one cursor, in order or backwards.
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % values.len()).collect();
+            cuts.extend([0, values.len()]);
+            cuts.sort_unstable();
+            cuts.dedup();
+            let mut segments: Vec<(usize, U64Segment)> = (cuts.windows(2))
+                .map(|w| (w[0], U64Segment::from_slice(&values[w[0]..w[1]])))
+                .collect();
+            if backwards {
+                segments.reverse();
+            }
             let mut wanted: Vec<u64> = picks.into_iter().chain(values.iter().step_by(7).copied()).collect();
             wanted.sort_unstable();
             wanted.dedup();
-            let mut walked: Vec<(usize, u64)> = (segment.iter().enumerate())
+            let mut walked: Vec<(usize, u64)> = (values.iter().copied().enumerate())
                 .filter(|(_, v)| wanted.binary_search(v).is_ok())
                 .collect();
             let mut found = Vec::new();
             let set = IdSet::new(wanted.iter().map(|&v| crate::rowid::RowId::from_u64(v)));
-            segment.find_each(&set, &mut |i, v| found.push((i, v)));
+            let mut cursor = IdCursor::default();
+            for (first, segment) in &segments {
+                segment.find_each(&set, &mut cursor, &mut |i, v| found.push((first + i, v)));
+            }
             walked.sort_unstable();
             found.sort_unstable();
             prop_assert_eq!(found, walked);

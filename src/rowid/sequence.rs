@@ -5,7 +5,8 @@
 use super::segment::{EncodedU64Array, SegmentCursor, U64Segment};
 use super::{FragmentId, RowAddress, RowId};
 
-/// Gaps wider than this start a new segment: a new `Range` costs less than encoding the gap.
+/// Gaps wider than this after a dense run start a new segment: a new `Range` costs less than
+/// encoding the gap.
 const SPLIT_GAP: u64 = 256;
 
 /// The ids of a fragment's rows by offset, as compressed segments (ranges, ranges with holes, bit-packed arrays).
@@ -39,8 +40,11 @@ impl RowIdSequence {
         Self { segments, starts }
     }
 
-    /// Encodes ids in order, splitting at direction changes and wide gaps so each segment
-    /// takes its cheapest form.
+    /// Encodes ids in order, splitting at direction changes, and at wide gaps after dense
+    /// runs, so each segment takes its cheapest form. A sparse run (rows moved by scattered
+    /// updates) goes on across gaps: it is a sorted array however wide they are, and splitting
+    /// it would make many small segments that cost their overhead in bytes and in every
+    /// search for an id among them.
     pub fn from_ids(ids: &[u64]) -> Self {
         let mut segments = Vec::new();
         let mut start = 0;
@@ -48,7 +52,9 @@ impl RowIdSequence {
         for i in 1..=ids.len() {
             let breaks = i == ids.len() || {
                 let (prev, next) = (ids[i - 1], ids[i]);
-                next <= prev || next - prev > SPLIT_GAP
+                let span = prev - ids[increasing_from] + 1;
+                let dense = span <= 2 * (i - increasing_from) as u64;
+                next <= prev || (next - prev > SPLIT_GAP && dense)
             };
             if !breaks {
                 continue;
@@ -222,37 +228,40 @@ mod tests {
         assert_eq!(seq.iter().map(RowId::as_u64).collect::<Vec<_>>(), ids);
     }
 
-    /// Ids moved by random updates: increasing, from ten birth fragments at random offsets.
+    /// Ids moved by random updates: increasing, from ten birth fragments at random offsets,
+    /// sparse (0.1% of the rows: every gap is wide) and less so (1.5%: gaps of either kind).
     #[test]
     fn scattered_increasing_ids_cost_about_two_bytes_each() {
         let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut ids: Vec<u64> = (0..1000)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                RowAddress::new((state % 10) as u32, (state >> 8) as u32 % 100_000).as_u64()
-            })
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let seq = RowIdSequence::from_ids(&ids);
-        assert_eq!(seq.iter().map(RowId::as_u64).collect::<Vec<_>>(), ids);
-        for (i, id) in ids.iter().enumerate() {
-            assert_eq!(seq.get(i).map(RowId::as_u64), Some(*id));
+        for count in [1000, 15_000] {
+            let mut ids: Vec<u64> = (0..count)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    RowAddress::new((state % 10) as u32, (state >> 8) as u32 % 100_000).as_u64()
+                })
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let seq = RowIdSequence::from_ids(&ids);
+            assert_eq!(seq.iter().map(RowId::as_u64).collect::<Vec<_>>(), ids);
+            for (i, id) in ids.iter().enumerate() {
+                assert_eq!(seq.get(i).map(RowId::as_u64), Some(*id));
+            }
+            let values: usize = seq.segments().iter().map(U64Segment::heap_size).sum();
+            assert!(
+                values <= ids.len() * 2,
+                "{values} bytes for {} ids",
+                ids.len()
+            );
+            // Two 2^16 spans per fragment of 100k rows, and the last id's own run.
+            assert!(
+                seq.segments().len() <= 21,
+                "{} segments for {count} ids",
+                seq.segments().len()
+            );
         }
-        let values: usize = seq.segments().iter().map(U64Segment::heap_size).sum();
-        assert!(
-            values <= ids.len() * 2,
-            "{values} bytes for {} ids",
-            ids.len()
-        );
-        // Two 2^16 spans per fragment of 100k rows, and the last id's own run.
-        assert!(
-            seq.segments().len() <= 21,
-            "{} segments",
-            seq.segments().len()
-        );
     }
 
     proptest! {
