@@ -145,6 +145,22 @@ fn holes_below(holes: &EncodedU64Array, start: u64, index: u64) -> usize {
     lo
 }
 
+/// Set bits of `bitmap` (lowest bit first within each byte) at positions `from..to`.
+fn ones_between(bitmap: &[u8], from: usize, to: usize) -> usize {
+    if from >= to {
+        return 0;
+    }
+    // Bits a..b of one byte (b <= 8).
+    let mask = |a: usize, b: usize| (((1u16 << b) - 1) & !((1u16 << a) - 1)) as u8;
+    let ones = |byte: u8| byte.count_ones() as usize;
+    let (first, last, end) = (from / 8, (to - 1) / 8, (to - 1) % 8 + 1);
+    if first == last {
+        return ones(bitmap[first] & mask(from % 8, end));
+    }
+    let middle: usize = bitmap[first + 1..last].iter().map(|&b| ones(b)).sum();
+    ones(bitmap[first] & mask(from % 8, 8)) + middle + ones(bitmap[last] & mask(0, end))
+}
+
 /// The position (0..8) of the `n`-th set bit of `byte`, counting from the lowest.
 fn nth_set_bit(mut byte: u8, n: u32) -> u32 {
     for _ in 0..n {
@@ -273,8 +289,8 @@ impl U64Segment {
     /// ascending value order for the sorted kinds: a search for the wanted ids in the
     /// segment's span (onward from `cursor`, where the previous segment's began), and for
     /// each of them a search onward from the one before in the segment, for ranges, holes
-    /// and sorted arrays (a few wanted ids need not walk a long segment, and the many short
-    /// segments of moved rows cost a few steps each); a walk for bitmaps and unsorted arrays.
+    /// and sorted arrays, or a count of the set bits since it for bitmaps (a few wanted ids
+    /// need not walk a long segment); a walk for unsorted arrays.
     pub fn find_each(
         &self,
         wanted_set: &IdSet,
@@ -309,8 +325,20 @@ impl U64Segment {
                     }
                 }
             }
-            Self::RangeWithBitmap { range, .. } if within(range.start, range.end).is_empty() => {}
-            Self::RangeWithBitmap { .. } | Self::Array(_) => {
+            Self::RangeWithBitmap { range, bitmap, .. } => {
+                // A present value's index is the set bits below it, counted onward from the
+                // previous wanted id's.
+                let (mut counted_to, mut below) = (0, 0);
+                for &v in within(range.start, range.end) {
+                    let bit = (v - range.start) as usize;
+                    if bitmap[bit / 8] & (1 << (bit % 8)) != 0 {
+                        below += ones_between(bitmap, counted_to, bit);
+                        counted_to = bit;
+                        found(below, v);
+                    }
+                }
+            }
+            Self::Array(_) => {
                 for (index, v) in self.iter().enumerate() {
                     if wanted_set.contains(v) {
                         found(index, v);
@@ -458,6 +486,32 @@ mod tests {
             walked.sort_unstable();
             found.sort_unstable();
             prop_assert_eq!(found, walked);
+        }
+    }
+
+    #[test]
+    fn a_bitmap_finds_its_values_by_counting_set_bits() {
+        let values: Vec<u64> = (0..1000).filter(|v| v % 3 == 0 || v % 7 == 1).collect();
+        let segment = U64Segment::from_slice(&values);
+        assert!(matches!(segment, U64Segment::RangeWithBitmap { .. }));
+        let wanted: Vec<u64> = (0..1100).filter(|v| v % 5 == 0 || v % 11 == 1).collect();
+        let set = IdSet::new(wanted.iter().map(|&v| crate::rowid::RowId::from_u64(v)));
+        let mut found = Vec::new();
+        segment.find_each(&set, &mut IdCursor::default(), &mut |i, v| {
+            found.push((i, v))
+        });
+        let walked: Vec<(usize, u64)> = (values.iter().copied().enumerate())
+            .filter(|(_, v)| wanted.contains(v))
+            .collect();
+        assert_eq!(found, walked);
+        let bitmap = [0b1011_0110u8, 0xFF, 0x00, 0b0000_0101];
+        for from in 0..32 {
+            for to in 0..32 {
+                let naive = (from..to)
+                    .filter(|&b| bitmap[b / 8] & (1 << (b % 8)) != 0)
+                    .count();
+                assert_eq!(ones_between(&bitmap, from, to), naive, "{from}..{to}");
+            }
         }
     }
 
