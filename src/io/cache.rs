@@ -37,7 +37,8 @@ impl<V: Clone> FileCache<V> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn get(&self, path: &str) -> Option<V> {
+    #[cfg(test)]
+    fn get(&self, path: &str) -> Option<V> {
         self.entries().get(path)?.get().cloned()
     }
 

@@ -115,15 +115,15 @@ impl TableStore {
     ) -> Result<Manifest> {
         let path = self.manifest_path(version);
         let entry = ListedManifest::from(listed);
-        if let Some((seen, manifest)) = self.manifests.get(path.as_ref()) {
-            if seen == entry {
-                return Ok(manifest.as_ref().clone());
-            }
-        }
-        let manifest = self.read_manifest(version).await?;
-        self.manifests
-            .insert(path.as_ref(), (entry, Arc::new(manifest.clone())));
-        Ok(manifest)
+        let load = async {
+            let manifest = self.read_manifest(version).await?;
+            Ok::<_, Error>((entry.clone(), Arc::new(manifest)))
+        };
+        let seen_so = |(seen, _): &(ListedManifest, Arc<Manifest>)| *seen == entry;
+        let (_, manifest) = (self.manifests)
+            .get_usable_or_load(path.as_ref(), seen_so, load)
+            .await?;
+        Ok(manifest.as_ref().clone())
     }
 
     /// Publishes `manifest` unless its version exists, after storing what `layout` keeps

@@ -52,9 +52,9 @@ impl RowIdSequence {
         for i in 1..=ids.len() {
             let breaks = i == ids.len() || {
                 let (prev, next) = (ids[i - 1], ids[i]);
-                let span = prev - ids[increasing_from] + 1;
-                let dense = span <= 2 * (i - increasing_from) as u64;
-                next <= prev || (next - prev > SPLIT_GAP && dense)
+                // At least every other id of its span: a wide gap cuts only such a run.
+                let dense = || prev - ids[increasing_from] < 2 * (i - increasing_from) as u64;
+                next <= prev || (next - prev > SPLIT_GAP && dense())
             };
             if !breaks {
                 continue;
