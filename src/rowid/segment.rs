@@ -13,7 +13,7 @@
 
 use std::ops::Range;
 
-use super::id_set::{gallop, IdCursor, IdSet};
+use super::id_set::{IdCursor, IdSet};
 
 /// Unsigned integers stored as offsets from a base, in the narrowest width that fits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +92,32 @@ impl EncodedU64Array {
             Self::U16 { base, offsets } => offsets.get(index).map(|&o| base + o as u64),
             Self::U32 { base, offsets } => offsets.get(index).map(|&o| base + o as u64),
             Self::U64(values) => values.get(index).copied(),
+        }
+    }
+
+    /// How many values from index `from` on lie below `v`, for ascending arrays: an
+    /// exponential search over the stored words themselves (one match on the width, not one
+    /// per probe), O(log of the answer), for searches that move forward a little at a time.
+    pub fn count_below(&self, from: usize, v: u64) -> usize {
+        fn narrowed<T: Copy + Ord + TryFrom<u64>>(
+            offsets: &[T],
+            from: usize,
+            base: u64,
+            v: u64,
+        ) -> usize {
+            let rest = offsets.get(from..).unwrap_or_default();
+            let Some(relative) = v.checked_sub(base) else {
+                return 0; // below the base: no value is below it
+            };
+            match T::try_from(relative) {
+                Ok(t) => gallop_slice(rest, t),
+                Err(_) => rest.len(), // past the widest offset: every value is below it
+            }
+        }
+        match self {
+            Self::U16 { base, offsets } => narrowed(offsets, from, *base, v),
+            Self::U32 { base, offsets } => narrowed(offsets, from, *base, v),
+            Self::U64(values) => gallop_slice(values.get(from..).unwrap_or_default(), v),
         }
     }
 
@@ -307,7 +333,7 @@ impl U64Segment {
             Self::RangeWithHoles { range, holes } => {
                 let mut below = 0;
                 for &v in within(range.start, range.end) {
-                    below += gallop(below, holes.len(), |i| holes.get(i), v);
+                    below += holes.count_below(below, v);
                     if holes.get(below) != Some(v) {
                         found((v - range.start) as usize - below, v);
                     }
@@ -319,7 +345,7 @@ impl U64Segment {
                 };
                 let mut at = 0;
                 for &v in within(first, last.saturating_add(1)) {
-                    at += gallop(at, a.len(), |i| a.get(i), v);
+                    at += a.count_below(at, v);
                     if a.get(at) == Some(v) {
                         found(at, v);
                     }
@@ -434,6 +460,29 @@ impl U64Segment {
     }
 }
 
+/// How many of ascending `values` lie below `t`: a look at the first few (wanted ids close
+/// together in one segment are found there, without a branch per halving), then an
+/// exponential search, then a binary search within its last step: O(log of the answer).
+fn gallop_slice<T: Copy + Ord>(values: &[T], t: T) -> usize {
+    const NEAR: usize = 8;
+    let near = &values[..values.len().min(NEAR)];
+    let below = near.iter().filter(|&&x| x < t).count();
+    if below < near.len() || near.len() == values.len() {
+        return below;
+    }
+    NEAR + gallop_far(&values[NEAR..], t)
+}
+
+fn gallop_far<T: Copy + Ord>(values: &[T], t: T) -> usize {
+    let mut bound = 1;
+    while bound <= values.len() && values[bound - 1] < t {
+        bound *= 2;
+    }
+    // Every value before `bound / 2` is below `t`; the one at `bound - 1` (if any) is not.
+    let (lo, hi) = (bound / 2, bound.min(values.len()));
+    lo + values[lo..hi].partition_point(|&x| x < t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -541,6 +590,30 @@ mod tests {
     }
 
     proptest! {
+        /// `count_below` counts as a filter does, at every width, from any index, for values
+        /// below, inside and past the array's span.
+        #[test]
+        fn count_below_counts_as_a_filter(
+            base in prop_oneof![Just(0u64), 1u64..1 << 40, Just(u64::MAX - (1 << 33))],
+            span in prop_oneof![Just(u16::MAX as u64), Just(u32::MAX as u64), Just(1u64 << 33)],
+            mut offsets in prop::collection::vec(any::<u64>(), 0..100),
+            probes in prop::collection::vec((any::<u64>(), 0usize..120), 1..40),
+        ) {
+            offsets.iter_mut().for_each(|o| *o %= span + 1);
+            offsets.sort_unstable();
+            let values: Vec<u64> = offsets.iter().map(|o| base + o).collect();
+            let array = EncodedU64Array::from_values(&values);
+            for (probe, from) in probes {
+                // Near the values, and anywhere.
+                let v = match probe % 3 {
+                    0 => probe,
+                    _ => base.saturating_add(probe % (span + 2)),
+                };
+                let want = values.iter().skip(from).filter(|&&x| x < v).count();
+                prop_assert_eq!(array.count_below(from, v), want, "v {} from {}", v, from);
+            }
+        }
+
         #[test]
         fn round_trips_any_values(values in prop::collection::vec(any::<u64>(), 0..200)) {
             let segment = U64Segment::from_slice(&values);
