@@ -18,7 +18,9 @@
 //! Also `NATAL_BENCH_DIR` (work directory, default `target/compare-bench`),
 //! `NATAL_BENCH_COMMITS` (default 100), `NATAL_BENCH_REPEAT` (fresh processes per figure,
 //! median taken; default 3) and `NATAL_BENCH_MERGE` (the fan-in of natal's tiered merging of
-//! small fragments during the updates, `TableOptions::merge`; default 8, natal's own; 0: off).
+//! small fragments during the updates, `TableOptions::merge`; default 8, natal's own; 0: off)
+//! and `NATAL_BENCH_LANCE_MAX_U` (Lance runs only at levels up to this U; at 100M rows its
+//! updates by `_rowid IN (...)` scan the table each commit).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -53,6 +55,8 @@ struct Config {
     /// Fan-in of natal's tiered merging during the updates; 0: off.
     merge: u32,
     python: Option<String>,
+    /// Lance runs only at levels up to this many updates (all when unset).
+    lance_max_u: Option<u64>,
 }
 
 fn config() -> Config {
@@ -87,6 +91,9 @@ fn config() -> Config {
         repeat: env("NATAL_BENCH_REPEAT", 3) as usize,
         merge: env("NATAL_BENCH_MERGE", 8) as u32,
         python: lance_ok.then_some(python),
+        lance_max_u: std::env::var("NATAL_BENCH_LANCE_MAX_U")
+            .ok()
+            .and_then(|u| u.parse().ok()),
     }
 }
 
@@ -186,6 +193,19 @@ async fn update_natal(dir: &Path, updates: &Path, fragment_rows: u64, merge: u32
         .expect("head")
         .size;
     level
+}
+
+/// Writes a relocation checkpoint to the table at `dir`: its time and file size.
+async fn checkpoint_natal(dir: &Path) -> Figures {
+    let table = Table::open(local_store(dir), "".into());
+    let start = Instant::now();
+    table.checkpoint().await.expect("checkpoint");
+    let mut figures = Figures::new();
+    figures.insert("checkpoint_ms".into(), start.elapsed().as_secs_f64() * 1e3);
+    let latest = table.latest().await.expect("latest");
+    let size = (latest.manifest().relocation_checkpoint.as_ref()).map_or(0, |c| c.file_size_bytes);
+    figures.insert("checkpoint_bytes".into(), size as f64);
+    figures
 }
 
 fn run_json(command: &mut Command) -> Value {
@@ -288,7 +308,8 @@ fn main() {
             ));
             natal.level = level;
             let mut lance = None;
-            if let Some(python) = &config.python {
+            let lance_here = config.lance_max_u.is_none_or(|max| level <= max);
+            if let (Some(python), true) = (&config.python, lance_here) {
                 let lance_dir = dir.join(format!("lance_u{level}"));
                 let prepared = run_json(
                     Command::new(python)
@@ -320,6 +341,7 @@ fn main() {
             // it is for the paired takes below.
             let compacted = dir.join(format!("natal_u{level}_compacted"));
             copy_dir(&natal_dir, &compacted);
+            let uncompacted = dir_bytes(&compacted);
             for what in MEASUREMENTS {
                 let (repeat, table) = match what {
                     "compact" => (1, &compacted),
@@ -327,8 +349,29 @@ fn main() {
                 };
                 natal.add(what, fresh(repeat, || natal_measure(table, what)));
             }
+            let compacted_bytes = dir_bytes(&compacted);
             let after = fresh(config.repeat, || natal_measure(&compacted, "take_cold"));
             natal.add("after", after);
+            let mut written = Figures::new();
+            written.insert(
+                "bytes_written".into(),
+                (compacted_bytes - uncompacted) as f64,
+            );
+            natal.add("compact", written);
+            natal.add(
+                "open_pinned",
+                fresh(config.repeat, || natal_measure(&natal_dir, "open_pinned")),
+            );
+            // With a relocation checkpoint: a copy of the updated table, checkpointed here,
+            // then opened and taken from in fresh processes.
+            let checkpointed = dir.join(format!("natal_u{level}_ckpt"));
+            copy_dir(&natal_dir, &checkpointed);
+            let mut made = runtime.block_on(checkpoint_natal(&checkpointed));
+            made.extend(fresh(config.repeat, || {
+                natal_measure(&checkpointed, "take_cold")
+            }));
+            natal.add("ckpt", made);
+            std::fs::remove_dir_all(&checkpointed).expect("remove checkpointed copy");
             eprintln!("{total} rows, U = {level}: done");
             scale.levels.push((natal, lance));
         }

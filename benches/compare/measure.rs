@@ -14,6 +14,7 @@ use natal::internals::rowid::{CarriedFragment, IdSet, RelocationView};
 use natal::RowId;
 
 use crate::common::{birth_id, ms, timed_sql};
+use natal::internals::io::InstrumentedStore;
 use natal::{CompactOptions, ScanRequest, Table};
 use object_store::local::LocalFileSystem;
 use serde_json::{json, Map, Value};
@@ -127,14 +128,32 @@ async fn measure(dir: &Path, what: &str, rows: &[u64], fragment_rows: u64) -> Ma
     }
     natal::datafusion::register(&ctx, &root).expect("register");
     let rss_start = status_bytes("VmRSS:");
-    let store = Arc::new(LocalFileSystem::new_with_prefix(&dir).expect("local store"));
-    let table = Table::open(store, "".into());
+    let local = Arc::new(LocalFileSystem::new_with_prefix(&dir).expect("local store"));
+    let store = Arc::new(InstrumentedStore::new(local));
+    let table = Table::open(store.clone(), "".into());
     let start = Instant::now();
     let snapshot = table.latest().await.expect("open");
     out.insert("open_ms".into(), json!(ms(start)));
+    let requests = |out: &mut Map<String, Value>, prefix: &str| {
+        let tally = store.tally();
+        out.insert(format!("{prefix}_gets"), json!(tally.get));
+        out.insert(format!("{prefix}_lists"), json!(tally.list));
+        out.insert(format!("{prefix}_bytes_read"), json!(tally.bytes_read));
+        store.reset();
+    };
+    requests(&mut out, "open");
     let ids: Vec<RowId> = rows.iter().map(|&r| birth_id(r, fragment_rows)).collect();
     match what {
         "open" => {}
+        "open_pinned" => {
+            // A version halfway through the updates, on a handle of its own (nothing cached).
+            let pinned = snapshot.version() / 2;
+            let table = Table::open(store.clone(), "".into());
+            let start = Instant::now();
+            table.at_version(pinned).await.expect("pinned");
+            out.insert("pinned_open_ms".into(), json!(ms(start)));
+            requests(&mut out, "pinned_open");
+        }
         "take_cold" | "take_warm" => {
             let rss_before = status_bytes("VmRSS:");
             // The first take of a fresh process, as a user gets it (a few ids are resolved by
@@ -153,6 +172,7 @@ async fn measure(dir: &Path, what: &str, rows: &[u64], fragment_rows: u64) -> Ma
             let view = snapshot.relocation_view().await.expect("view");
             out.insert("view_ms".into(), json!(ms(start)));
             out.insert("index_bytes".into(), json!(view.heap_size()));
+            out.insert("moved_rows".into(), json!(view.moved_rows()));
             // The part of a cold take that resolves its ids: the view of just them, built
             // from the carried fragments' sequences (as the first take built it).
             let carried: Vec<_> = (snapshot.manifest().fragments.iter())

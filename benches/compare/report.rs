@@ -191,6 +191,50 @@ pub fn print_scale(scale: &Scale) {
             bytes(Some(l.manifest_bytes as f64)),
         );
     }
+    print_movement(scale);
+}
+
+/// Opens as seed 000 argues them (O(moved), one GET for the view with a checkpoint), the
+/// last commit, and compaction after the updates: natal's figures per U.
+fn print_movement(scale: &Scale) {
+    println!("\nnatal's movement figures (issue 41): view per moved row; cold opens (time, GET / LIST requests, bytes read) of the latest version, of a version pinned halfway through the updates, and of the latest with a relocation checkpoint (then its cold take, which reads the checkpoint); the last update's commit; compaction after the updates (bytes written, view after):\n");
+    println!("| U | moved rows | view | B / moved row | open latest | open pinned | checkpoint (write, size) | open with checkpoint | take 1k cold with checkpoint | last commit | compaction | view after compaction |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let requests = |l: &Level, prefix: &str| {
+        let at = |key: &str| l.get(&format!("{prefix}_{key}"));
+        format!(
+            "{} ({}G+{}L, {})",
+            ms(at("ms")),
+            at("gets").map_or(0, |v| v as u64),
+            at("lists").map_or(0, |v| v as u64),
+            bytes(at("bytes_read")),
+        )
+    };
+    for (natal, _) in &scale.levels {
+        let moved = natal.get("take_cold.moved_rows");
+        let view = natal.get("take_cold.index_bytes");
+        let per_row = match (view, moved) {
+            (Some(v), Some(m)) if m > 0.0 => format!("{:.2}", v / m),
+            _ => "–".into(),
+        };
+        println!(
+            "| {} | {} | {} | {per_row} | {} | {} | {}, {} | {} | {} | {}, {} | {}, {} written | {} |",
+            natal.level,
+            moved.map_or(0, |m| m as u64),
+            bytes(view),
+            requests(natal, "open.open"),
+            requests(natal, "open_pinned.pinned_open"),
+            ms(natal.get("ckpt.checkpoint_ms")),
+            bytes(natal.get("ckpt.checkpoint_bytes")),
+            requests(natal, "ckpt.open"),
+            ms(natal.get("ckpt.take_cold_ms")),
+            ms(natal.update_ms.last().copied()),
+            bytes(natal.bytes_per_commit.last().map(|&b| b as f64)),
+            ms(natal.get("compact.compact_ms")),
+            bytes(natal.get("compact.bytes_written")),
+            bytes(natal.get("after.index_bytes")),
+        );
+    }
 }
 
 fn level(scale: &Scale, u: u64) -> Option<&(Level, Option<Level>)> {
