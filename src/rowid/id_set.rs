@@ -60,9 +60,9 @@ impl IdSet {
         let back = cursor.0 > 0 && ids.get(cursor.0 - 1).is_some_and(|&v| v >= start);
         let from = match back {
             true => ids[..cursor.0].partition_point(|&v| v < start),
-            false => cursor.0 + gallop(cursor.0, ids.len(), |i| ids.get(i).copied(), start),
+            false => cursor.0 + gallop(&ids[cursor.0..], start),
         };
-        let to = from + gallop(from, ids.len(), |i| ids.get(i).copied(), end);
+        let to = from + gallop(&ids[from..], end);
         cursor.0 = from;
         &ids[from..to]
     }
@@ -82,32 +82,17 @@ impl IdSet {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct IdCursor(usize);
 
-/// How many values from index `from` on (of `len`, ascending, read by `value_at`) lie below
-/// `v`, by exponential search: O(log of the answer), for searches that move forward a little
-/// at a time.
-pub(crate) fn gallop(
-    from: usize,
-    len: usize,
-    value_at: impl Fn(usize) -> Option<u64>,
-    v: u64,
-) -> usize {
-    let below = |i: usize| value_at(from + i).is_some_and(|m| m < v);
-    let rest = len.saturating_sub(from);
+/// How many of ascending `values` lie below `t`, by exponential search from the start and a
+/// binary search within its last step: O(log of the answer), for searches that move forward
+/// a little at a time.
+pub(crate) fn gallop<T: Copy + Ord>(values: &[T], t: T) -> usize {
     let mut bound = 1;
-    while bound <= rest && below(bound - 1) {
+    while bound <= values.len() && values[bound - 1] < t {
         bound *= 2;
     }
-    // Every value before `bound / 2` is below `v`, the one at `bound - 1` (if any) is not.
-    let (mut lo, mut hi) = (bound / 2, bound.min(rest));
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if below(mid) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
+    // Every value before `bound / 2` is below `t`; the one at `bound - 1` (if any) is not.
+    let (lo, hi) = (bound / 2, bound.min(values.len()));
+    lo + values[lo..hi].partition_point(|&x| x < t)
 }
 
 #[cfg(test)]
@@ -147,10 +132,7 @@ mod tests {
         }
         for (from, v) in [(0, 0), (0, 1_000_000), (3, 17), (300, 5), (299, 1008)] {
             let want = set.sorted()[from.min(set.len())..].partition_point(|&x| x < v);
-            assert_eq!(
-                gallop(from, set.len(), |i| set.sorted().get(i).copied(), v),
-                want
-            );
+            assert_eq!(gallop(&set.sorted()[from.min(set.len())..], v), want);
         }
     }
 }

@@ -13,7 +13,7 @@
 
 use std::ops::Range;
 
-use super::id_set::{IdCursor, IdSet};
+use super::id_set::{gallop, IdCursor, IdSet};
 
 /// Unsigned integers stored as offsets from a base, in the narrowest width that fits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,14 +110,14 @@ impl EncodedU64Array {
                 return 0; // below the base: no value is below it
             };
             match T::try_from(relative) {
-                Ok(t) => gallop_slice(rest, t),
+                Ok(t) => gallop(rest, t),
                 Err(_) => rest.len(), // past the widest offset: every value is below it
             }
         }
         match self {
             Self::U16 { base, offsets } => narrowed(offsets, from, *base, v),
             Self::U32 { base, offsets } => narrowed(offsets, from, *base, v),
-            Self::U64(values) => gallop_slice(values.get(from..).unwrap_or_default(), v),
+            Self::U64(values) => gallop(values.get(from..).unwrap_or_default(), v),
         }
     }
 
@@ -458,29 +458,6 @@ impl U64Segment {
             Self::SortedArray(a) | Self::Array(a) => a.heap_size(),
         }
     }
-}
-
-/// How many of ascending `values` lie below `t`: a look at the first few (wanted ids close
-/// together in one segment are found there, without a branch per halving), then an
-/// exponential search, then a binary search within its last step: O(log of the answer).
-fn gallop_slice<T: Copy + Ord>(values: &[T], t: T) -> usize {
-    const NEAR: usize = 8;
-    let near = &values[..values.len().min(NEAR)];
-    let below = near.iter().filter(|&&x| x < t).count();
-    if below < near.len() || near.len() == values.len() {
-        return below;
-    }
-    NEAR + gallop_far(&values[NEAR..], t)
-}
-
-fn gallop_far<T: Copy + Ord>(values: &[T], t: T) -> usize {
-    let mut bound = 1;
-    while bound <= values.len() && values[bound - 1] < t {
-        bound *= 2;
-    }
-    // Every value before `bound / 2` is below `t`; the one at `bound - 1` (if any) is not.
-    let (lo, hi) = (bound / 2, bound.min(values.len()));
-    lo + values[lo..hi].partition_point(|&x| x < t)
 }
 
 #[cfg(test)]
