@@ -117,7 +117,8 @@ impl EncodedU64Array {
         match self {
             Self::U16 { base, offsets } => narrowed(offsets, from, *base, v),
             Self::U32 { base, offsets } => narrowed(offsets, from, *base, v),
-            Self::U64(values) => gallop(values.get(from..).unwrap_or_default(), v),
+            // Full width: offsets from 0, each its own value.
+            Self::U64(values) => narrowed(values, from, 0, v),
         }
     }
 
@@ -185,6 +186,11 @@ fn ones_between(bitmap: &[u8], from: usize, to: usize) -> usize {
     }
     let middle: usize = bitmap[first + 1..last].iter().map(|&b| ones(b)).sum();
     ones(bitmap[first] & mask(from % 8, 8)) + middle + ones(bitmap[last] & mask(0, end))
+}
+
+/// Whether bit `bit` of `bitmap` (lowest bit first within each byte) is set.
+fn bit_is_set(bitmap: &[u8], bit: usize) -> bool {
+    bitmap[bit / 8] & (1 << (bit % 8)) != 0
 }
 
 /// The position (0..8) of the `n`-th set bit of `byte`, counting from the lowest.
@@ -302,10 +308,7 @@ impl U64Segment {
             }
             Self::RangeWithBitmap { range, bitmap, .. } => {
                 let start = range.start;
-                Box::new(range.clone().filter(move |v| {
-                    let bit = (v - start) as usize;
-                    bitmap[bit / 8] & (1 << (bit % 8)) != 0
-                }))
+                Box::new((range.clone()).filter(move |v| bit_is_set(bitmap, (v - start) as usize)))
             }
             Self::SortedArray(a) | Self::Array(a) => a.iter(),
         }
@@ -357,7 +360,7 @@ impl U64Segment {
                 let (mut counted_to, mut below) = (0, 0);
                 for &v in within(range.start, range.end) {
                     let bit = (v - range.start) as usize;
-                    if bitmap[bit / 8] & (1 << (bit % 8)) != 0 {
+                    if bit_is_set(bitmap, bit) {
                         below += ones_between(bitmap, counted_to, bit);
                         counted_to = bit;
                         found(below, v);
@@ -533,9 +536,7 @@ mod tests {
         let bitmap = [0b1011_0110u8, 0xFF, 0x00, 0b0000_0101];
         for from in 0..32 {
             for to in 0..32 {
-                let naive = (from..to)
-                    .filter(|&b| bitmap[b / 8] & (1 << (b % 8)) != 0)
-                    .count();
+                let naive = (from..to).filter(|&b| bit_is_set(&bitmap, b)).count();
                 assert_eq!(ones_between(&bitmap, from, to), naive, "{from}..{to}");
             }
         }
