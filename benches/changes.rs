@@ -15,6 +15,8 @@
 //!   and rounds: `delta()`'s inserted rows, updated rows (new values only) and deleted ids.
 //!
 //! Bytes are what natal's reads got from the store; Lance's are its process's `rchar`.
+//! `NATAL_BENCH_KEEP=1` keeps natal's tables (under `NATAL_BENCH_DIR`) for
+//! `changes measure <dir> <sql>`, one cold run of `sql` on them.
 //!
 //! ```text
 //! NATAL_BENCH_PYTHON=/path/to/venv/bin/python cargo bench --bench changes
@@ -130,6 +132,19 @@ fn mib(bytes: f64) -> f64 {
 
 #[tokio::main]
 async fn main() {
+    // `changes measure <dir> <sql>`: one cold run on a table kept by `NATAL_BENCH_KEEP=1`.
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, command, root, sql, ..] = args.as_slice() {
+        if command == "measure" {
+            let (time, rows, gets, bytes) = cold(Path::new(root), sql).await;
+            println!(
+                "{time:.1} ms, {rows} rows, {gets} GETs, {:.1} MiB",
+                mib(bytes as f64)
+            );
+            return;
+        }
+    }
+    let keep = std::env::var("NATAL_BENCH_KEEP").is_ok_and(|v| v == "1");
     let rows = env("NATAL_BENCH_ROWS", 10_000_000);
     let python = std::env::var("NATAL_BENCH_PYTHON").unwrap_or("python3".into());
     let base = std::env::var("NATAL_BENCH_DIR").map_or(std::env::temp_dir(), Into::into);
@@ -158,6 +173,9 @@ async fn main() {
             run(&ctx, &format!("DELETE FROM t WHERE {delete}")).await;
         }
         let to = latest_version(&ctx).await;
+        if keep {
+            println!("kept: {} (v{from} → v{to})", root.display());
+        }
         let changes = measure(
             &root,
             &format!("SELECT * FROM natal_changes('t', {from}, {to})"),
@@ -261,7 +279,9 @@ async fn main() {
                 changes.ms / time
             ));
         }
-        std::fs::remove_dir_all(&root).ok();
+        if !keep {
+            std::fs::remove_dir_all(&root).ok();
+        }
         std::fs::remove_dir_all(&lance_dir).ok();
     }
     if lance_rows.is_empty() {
@@ -279,5 +299,7 @@ async fn main() {
             println!("{row}");
         }
     }
-    std::fs::remove_dir_all(&dir).ok();
+    if !keep {
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

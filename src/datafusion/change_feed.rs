@@ -26,7 +26,10 @@ use futures::{StreamExt, TryStreamExt};
 use super::arguments::literal_u64;
 use super::catalog::blocking_for;
 use super::leaf::{leaf_exec_methods, leaf_properties};
-use crate::table::{ChangeRequest, ChangeType, ScanRequest, Table, CHANGE_COLUMNS, CHANGE_TYPE};
+use crate::table::{
+    ChangeRequest, ChangeType, ScanRequest, Table, CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+};
 
 const NAME: &str = "natal_changes";
 
@@ -168,6 +171,9 @@ impl TableProvider for ChangesProvider {
             request: ChangeRequest {
                 columns: Some(columns),
                 kinds,
+                // Which version deleted a row is found only if shown.
+                undated_deletes: !(schema.fields().iter())
+                    .any(|f| [COMMIT_VERSION, COMMIT_TIMESTAMP].contains(&f.name().as_str())),
             },
             properties: leaf_properties(schema.clone(), 1, EmissionType::Final),
         };

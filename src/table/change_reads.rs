@@ -27,8 +27,8 @@ use futures::{StreamExt, TryStreamExt};
 use roaring::{RoaringBitmap, RoaringTreemap};
 
 use super::change_values::{
-    change_schema, columns_in_both, drop_equal_pairs, equal_rows, pair_chunks, read_chunk,
-    ChangeType, OldValues, CHANGE_COLUMNS, CHANGE_TYPE,
+    change_schema, columns_in_both, drop_equal_pairs, equal_rows, pair_chunks, read_chunk, Change,
+    ChangeType, Counts, OldValues, Rows, CHANGE_COLUMNS, CHANGE_TYPE,
 };
 use super::scan_request::ScanRequest;
 use super::{Snapshot, Table};
@@ -52,6 +52,11 @@ pub struct ChangeRequest {
     pub columns: Option<Vec<String>>,
     /// Only these kinds of change; `None`: every kind.
     pub kinds: Option<Vec<ChangeType>>,
+    /// Deletes need not say which version deleted them: their `_commit_version` is then
+    /// `to` (the version they are known gone by), and the deletion files of every version
+    /// in between, which date them, are not read. For reads that show neither
+    /// `_commit_version` nor `_commit_timestamp`.
+    pub undated_deletes: bool,
 }
 
 impl ChangeRequest {
@@ -140,7 +145,7 @@ struct ChunkReader {
 }
 
 impl ChunkReader {
-    async fn read(&self, chunk: &[(u64, u64, ChangeType)]) -> Result<RecordBatch> {
+    async fn read(&self, chunk: &[Change]) -> Result<RecordBatch> {
         let (before, after) = (&self.before, &self.after);
         let columns = read_chunk(chunk, (before, after), &self.read, &self.timestamps).await?;
         let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
@@ -207,16 +212,17 @@ impl NetChanges {
         }
     }
 
-    /// Each reported change in report order: (version, id, kind).
-    fn report(&self) -> Vec<(u64, u64, ChangeType)> {
+    /// Each reported change in report order.
+    fn report(&self) -> Vec<Change> {
         let mut out = Vec::new();
         for (&id, track) in &self.0 {
+            let change = |kind| Change::by_id(track.version, id, kind);
             match (track.existed, track.live) {
-                (true, false) => out.push((track.version, id, ChangeType::Delete)),
-                (false, true) => out.push((track.version, id, ChangeType::Insert)),
+                (true, false) => out.push(change(ChangeType::Delete)),
+                (false, true) => out.push(change(ChangeType::Insert)),
                 (true, true) => {
-                    out.push((track.version, id, ChangeType::UpdatePreimage));
-                    out.push((track.version, id, ChangeType::UpdatePostimage));
+                    out.push(change(ChangeType::UpdatePreimage));
+                    out.push(change(ChangeType::UpdatePostimage));
                 }
                 (false, false) => {}
             }
@@ -327,24 +333,11 @@ impl Table {
             )));
         }
         let manifests = self.manifests_between(from, to).await?;
-        let mut net = NetChanges::default();
-        // Versions are diffed a few at once (each diff's reads are independent), then
-        // recorded in order.
         let pairs: Vec<(&Arc<Manifest>, &Arc<Manifest>)> = manifests
             .windows(2)
             .map(|pair| (&pair[0], &pair[1]))
             .filter(|(_, after)| changes_rows(after.transaction.operation))
             .collect();
-        let steps: Vec<_> = (pairs.into_iter())
-            .map(|(before, after)| self.step(before, after))
-            .collect();
-        let diffs: Vec<(u64, RoaringTreemap, RoaringTreemap)> = futures::stream::iter(steps)
-            .buffered(CONCURRENT_DIFFS)
-            .try_collect()
-            .await?;
-        for (version, left, arrived) in &diffs {
-            net.record(*version, left, arrived);
-        }
         let (first, last) = match (manifests.first(), manifests.last()) {
             (Some(first), Some(last)) => (first.clone(), last.clone()),
             _ => return Err(Error::internal("a change read of no versions")),
@@ -369,19 +362,13 @@ impl Table {
             shown_as: last.schema.clone(),
         };
         let after = Snapshot::shared(self.store.clone(), last.clone());
-        let mut report = net.report();
-        let (mut inserted, mut updated, mut deleted) = (0, 0, 0);
-        for (_, _, kind) in &report {
-            match kind {
-                ChangeType::Insert => inserted += 1,
-                ChangeType::Delete => deleted += 1,
-                ChangeType::UpdatePostimage => updated += 1,
-                ChangeType::UpdatePreimage => {}
+        let (report, counts) = match pairs.is_empty() {
+            true => (Vec::new(), Counts::default()),
+            false => {
+                self.net_change(&pairs, (&first, &last), restored, &asked)
+                    .await?
             }
-        }
-        if !restored {
-            report.retain(|(_, _, kind)| request.wants(*kind));
-        }
+        };
         let read = ScanRequest {
             columns: request.columns.clone(),
             with_row_id: true,
@@ -405,7 +392,7 @@ impl Table {
             restored: restored.then_some(asked),
             dropped_pairs: dropped_pairs.clone(),
         });
-        let chunks: Vec<Vec<(u64, u64, ChangeType)>> = pair_chunks(&report, ROWS_PER_BATCH)
+        let chunks: Vec<Vec<Change>> = pair_chunks(&report, ROWS_PER_BATCH)
             .map(<[_]>::to_vec)
             .collect();
         let batches = futures::stream::iter(chunks)
@@ -419,12 +406,93 @@ impl Table {
             to,
             schema,
             batches,
-            inserted,
-            updated,
-            deleted,
-            versions_diffed: diffs.len() as u64,
+            inserted: counts.inserted,
+            updated: counts.updated,
+            deleted: counts.deleted,
+            versions_diffed: pairs.len() as u64,
             dropped_pairs,
         })
+    }
+
+    /// The net change of each row over `pairs` (the range's versions that change rows, each
+    /// with the one before it), in report order, and the count of each kind: from the ends of
+    /// the range when they can tell it (see `change_ends`), otherwise from the diff of each
+    /// version; deletes dated unless `request` leaves them undated (then they carry `to`,
+    /// whichever way was taken). The report holds the kinds `request` wants, or all of them
+    /// over a range holding a restore (its pairs are compared first).
+    async fn net_change(
+        &self,
+        pairs: &[(&Arc<Manifest>, &Arc<Manifest>)],
+        (first, last): (&Manifest, &Manifest),
+        restored: bool,
+        request: &ChangeRequest,
+    ) -> Result<(Vec<Change>, Counts)> {
+        let wanted = |kind| request.wants(kind);
+        let from_ends = match restored {
+            true => None,
+            false => super::change_ends::net_change(&self.store, (first, last), &wanted).await?,
+        };
+        let Some((mut report, counts)) = from_ends else {
+            // Versions are diffed a few at once (each diff's reads are independent), then
+            // recorded in order.
+            let steps: Vec<_> = (pairs.iter())
+                .map(|&(before, after)| self.step(before, after))
+                .collect();
+            let diffs: Vec<(u64, RoaringTreemap, RoaringTreemap)> = futures::stream::iter(steps)
+                .buffered(CONCURRENT_DIFFS)
+                .try_collect()
+                .await?;
+            let mut net = NetChanges::default();
+            for (version, left, arrived) in &diffs {
+                net.record(*version, left, arrived);
+            }
+            let mut report = net.report();
+            let mut counts = Counts::default();
+            report.iter().for_each(|c| counts.add(c.kind));
+            if !restored {
+                report.retain(|c| request.wants(c.kind));
+            }
+            if request.undated_deletes {
+                for change in report.iter_mut().filter(|c| c.kind == ChangeType::Delete) {
+                    change.version = last.version;
+                }
+                report.sort_unstable();
+            }
+            return Ok((report, counts));
+        };
+        let is_delete = |c: &Change| c.kind == ChangeType::Delete;
+        if !request.undated_deletes && report.iter().any(is_delete) {
+            // A deleted row's version is the last in which it left its place.
+            let deleted: RoaringTreemap = report
+                .iter()
+                .filter(|c| is_delete(c))
+                .map(|c| c.id)
+                .collect();
+            let lefts: Vec<_> = (pairs.iter())
+                .map(|&(before, after)| {
+                    let deleted = &deleted;
+                    async move {
+                        let (left, _) = self.diff(before, after, false).await?;
+                        Ok::<_, Error>((after.version, left & deleted))
+                    }
+                })
+                .collect();
+            let lefts: Vec<(u64, RoaringTreemap)> = futures::stream::iter(lefts)
+                .buffered(CONCURRENT_DIFFS)
+                .try_collect()
+                .await?;
+            let mut versions: HashMap<u64, u64> = HashMap::new();
+            for (version, left) in lefts {
+                versions.extend(left.iter().map(|id| (id, version)));
+            }
+            for change in report.iter_mut().filter(|c| is_delete(c)) {
+                change.version = *versions.get(&change.id).ok_or_else(|| {
+                    Error::internal(format!("deleted row {} left in no version", change.id))
+                })?;
+            }
+            report.sort_unstable();
+        }
+        Ok((report, counts))
     }
 
     /// Of `moved` (ids that left a place and arrived at another in `after`), those whose
@@ -447,7 +515,7 @@ impl Table {
         let read_after = Snapshot::shared(self.store.clone(), after.clone());
         let output = read_after.scan_schema(&request)?;
         let (old, new) = futures::future::try_join(
-            read_before.take(&ids, &request, &output),
+            read_before.take(Rows::Ids(&ids), &request, &output),
             read_after.take(&ids, request.clone()),
         )
         .await?;
@@ -520,11 +588,12 @@ impl Table {
     }
 
     /// The ids that left their places from `before` to `after` (deleted, or their fragment
-    /// dropped) and those that arrived (in added fragments, or undeleted).
+    /// dropped) and, `with_arrived`, those that arrived (in added fragments, or undeleted).
     async fn diff(
         &self,
         before: &Manifest,
         after: &Manifest,
+        with_arrived: bool,
     ) -> Result<(RoaringTreemap, RoaringTreemap)> {
         let mut parts = Vec::new();
         let (mut old, mut new) = (
@@ -539,7 +608,9 @@ impl Table {
                     old.next();
                 }
                 (o, Some(n)) if o.is_none_or(|o| n.id < o.id) => {
-                    parts.push(Part::Added(n));
+                    if with_arrived {
+                        parts.push(Part::Added(n));
+                    }
                     new.next();
                 }
                 (Some(o), Some(n)) => {
@@ -569,7 +640,7 @@ impl Table {
         before: &Arc<Manifest>,
         after: &Arc<Manifest>,
     ) -> Result<(u64, RoaringTreemap, RoaringTreemap)> {
-        let (mut left, mut arrived) = self.diff(before, after).await?;
+        let (mut left, mut arrived) = self.diff(before, after, true).await?;
         if after.transaction.operation == Operation::Restore {
             // A restore puts back older fragments: rows it moves back unchanged (those a
             // compaction had moved) are no change.
@@ -629,8 +700,11 @@ mod tests {
         // v4: 3 deleted, then brought back by a restore in v5.
         net.record(4, &ids(&[3]), &ids(&[]));
         net.record(5, &ids(&[]), &ids(&[3]));
+        let report: Vec<(u64, u64, ChangeType)> = (net.report().into_iter())
+            .map(|c| (c.version, c.id, c.kind))
+            .collect();
         assert_eq!(
-            net.report(),
+            report,
             vec![
                 (2, 2, ChangeType::Delete),
                 (3, 1, ChangeType::UpdatePreimage),

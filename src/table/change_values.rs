@@ -17,7 +17,7 @@ use super::scan_request::{ScanRequest, ROW_ID};
 use super::Snapshot;
 use crate::error::{Error, Result};
 use crate::format::Schema;
-use crate::rowid::RowId;
+use crate::rowid::{RowAddress, RowId};
 
 /// The column naming what happened to a row: `insert`, `update_preimage`,
 /// `update_postimage` or `delete` (Delta's change data feed names).
@@ -65,18 +65,67 @@ impl ChangeType {
     }
 }
 
+/// One reported change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Change {
+    /// The version of the row's last change in the range.
+    pub version: u64,
+    /// The row's id.
+    pub id: u64,
+    /// What happened to it.
+    pub kind: ChangeType,
+    /// Where the values reported are, when the read found it: at `from` for a delete or a
+    /// preimage, at `to` for an insert or a postimage. Without it they are found by id.
+    pub at: Option<RowAddress>,
+}
+
+impl Change {
+    /// A change whose values are found by id.
+    pub fn by_id(version: u64, id: u64, kind: ChangeType) -> Self {
+        Self {
+            version,
+            id,
+            kind,
+            at: None,
+        }
+    }
+
+    /// Whether its values are `from`'s (a delete's or a preimage's).
+    fn old_values(&self) -> bool {
+        matches!(self.kind, ChangeType::Delete | ChangeType::UpdatePreimage)
+    }
+}
+
+/// How many rows changed each way.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Counts {
+    pub inserted: u64,
+    /// Rows updated (a preimage and a postimage each).
+    pub updated: u64,
+    pub deleted: u64,
+}
+
+impl Counts {
+    /// Counts a reported change (an update by its postimage).
+    pub fn add(&mut self, kind: ChangeType) {
+        match kind {
+            ChangeType::Insert => self.inserted += 1,
+            ChangeType::Delete => self.deleted += 1,
+            ChangeType::UpdatePostimage => self.updated += 1,
+            ChangeType::UpdatePreimage => {}
+        }
+    }
+}
+
 /// `report` in chunks of about `size` changes, never parting a preimage from its postimage.
-pub(super) fn pair_chunks(
-    report: &[(u64, u64, ChangeType)],
-    size: usize,
-) -> impl Iterator<Item = &[(u64, u64, ChangeType)]> {
+pub(super) fn pair_chunks(report: &[Change], size: usize) -> impl Iterator<Item = &[Change]> {
     let mut rest = report;
     std::iter::from_fn(move || {
         if rest.is_empty() {
             return None;
         }
         let mut end = size.min(rest.len());
-        if end < rest.len() && rest[end].2 == ChangeType::UpdatePostimage {
+        if end < rest.len() && rest[end].kind == ChangeType::UpdatePostimage {
             end += 1;
         }
         let (chunk, after) = rest.split_at(end);
@@ -119,14 +168,14 @@ pub(super) fn columns_in_both(old: &Schema, new: &Schema) -> Vec<usize> {
 /// it did not change over the range.
 pub(super) fn drop_equal_pairs(
     batch: RecordBatch,
-    chunk: &[(u64, u64, ChangeType)],
+    chunk: &[Change],
     compared: &[usize],
     dropped: &mut u64,
 ) -> Result<RecordBatch> {
     let values = batch.project(compared)?;
     let mut keep = vec![true; chunk.len()];
     for i in 0..chunk.len().saturating_sub(1) {
-        if chunk[i].2 == ChangeType::UpdatePreimage {
+        if chunk[i].kind == ChangeType::UpdatePreimage {
             let (pre, post) = (values.slice(i, 1), values.slice(i + 1, 1));
             if equal_rows(&pre, &post)?[0] {
                 (keep[i], keep[i + 1]) = (false, false);
@@ -172,10 +221,10 @@ pub(super) struct OldValues {
 }
 
 impl OldValues {
-    /// The live rows `ids` as `output` (the later version's scan schema for `request`).
+    /// The live rows `rows` as `output` (the later version's scan schema for `request`).
     pub(super) async fn take(
         &self,
-        ids: &[RowId],
+        rows: Rows<'_>,
         request: &ScanRequest,
         output: &SchemaRef,
     ) -> Result<RecordBatch> {
@@ -192,7 +241,7 @@ impl OldValues {
             with_row_id: true,
             ..request.clone()
         };
-        let old = self.snapshot.take(ids, read).await?;
+        let old = rows.take(&self.snapshot, read).await?;
         let columns = (output.fields().iter().zip(&old_names))
             .map(|(field, old_name)| {
                 let name = if field.name() == ROW_ID {
@@ -214,37 +263,83 @@ impl OldValues {
     }
 }
 
+/// Rows of one side of a change, found by id or at their addresses.
+pub(super) enum Rows<'a> {
+    /// By id, through the version's relocation view.
+    Ids(&'a [RowId]),
+    /// At these addresses, each live in the version.
+    At(&'a [RowAddress]),
+}
+
+impl Rows<'_> {
+    async fn take(&self, snapshot: &Snapshot, request: ScanRequest) -> Result<RecordBatch> {
+        match self {
+            Rows::Ids(ids) => snapshot.take(ids, request).await,
+            Rows::At(addresses) => snapshot.take_at(addresses, request).await,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Rows::Ids(ids) => ids.len(),
+            Rows::At(addresses) => addresses.len(),
+        }
+    }
+}
+
+/// One side's rows of a chunk, as ids and, when every change knows its place, addresses.
+#[derive(Default)]
+struct Side {
+    ids: Vec<RowId>,
+    at: Option<Vec<RowAddress>>,
+}
+
+impl Side {
+    fn rows(&self) -> Rows<'_> {
+        match &self.at {
+            Some(at) => Rows::At(at),
+            None => Rows::Ids(&self.ids),
+        }
+    }
+}
+
 /// The columns of one chunk of the report: old values taken from `before`, new ones from
 /// `after`, interleaved into report order.
 pub(super) async fn read_chunk(
-    chunk: &[(u64, u64, ChangeType)],
+    chunk: &[Change],
     (before, after): (&OldValues, &Snapshot),
     request: &ScanRequest,
     timestamps: &HashMap<u64, i64>,
 ) -> Result<Vec<ArrayRef>> {
-    let old_values =
-        |kind: ChangeType| matches!(kind, ChangeType::Delete | ChangeType::UpdatePreimage);
-    let (mut old_ids, mut new_ids) = (Vec::new(), Vec::new());
+    let located = chunk.iter().all(|c| c.at.is_some());
+    let side = || Side {
+        ids: Vec::new(),
+        at: located.then(Vec::new),
+    };
+    let (mut old, mut new) = (side(), side());
     // Per reported row: which side it comes from and its row there.
     let mut picks: Vec<(usize, usize)> = Vec::with_capacity(chunk.len());
-    for &(_, id, kind) in chunk {
-        let side = if old_values(kind) {
-            &mut old_ids
+    for change in chunk {
+        let side = if change.old_values() {
+            &mut old
         } else {
-            &mut new_ids
+            &mut new
         };
-        picks.push((usize::from(!old_values(kind)), side.len()));
-        side.push(RowId::from_u64(id));
+        picks.push((usize::from(!change.old_values()), side.ids.len()));
+        side.ids.push(RowId::from_u64(change.id));
+        if let (Some(at), Some(addr)) = (side.at.as_mut(), change.at) {
+            at.push(addr);
+        }
     }
     let mut columns = match request.columns.as_ref().is_some_and(Vec::is_empty) {
         // No value asked: the ids are all there is to read, and the report has them.
         true => {
-            vec![Arc::new(UInt64Array::from_iter_values(chunk.iter().map(|c| c.1))) as ArrayRef]
+            vec![Arc::new(UInt64Array::from_iter_values(chunk.iter().map(|c| c.id))) as ArrayRef]
         }
         false => {
             values(
                 chunk,
-                (&old_ids, &new_ids),
+                (old.rows(), new.rows()),
                 &picks,
                 (before, after),
                 request,
@@ -253,14 +348,14 @@ pub(super) async fn read_chunk(
         }
     };
     columns.push(Arc::new(StringArray::from_iter_values(
-        chunk.iter().map(|c| c.2.as_str()),
+        chunk.iter().map(|c| c.kind.as_str()),
     )));
     columns.push(Arc::new(UInt64Array::from_iter_values(
-        chunk.iter().map(|c| c.0),
+        chunk.iter().map(|c| c.version),
     )));
     let stamps: Vec<i64> = chunk
         .iter()
-        .map(|c| timestamps.get(&c.0).copied().unwrap_or_default())
+        .map(|c| timestamps.get(&c.version).copied().unwrap_or_default())
         .collect();
     columns.push(Arc::new(
         TimestampMicrosecondArray::from(stamps).with_timezone("UTC"),
@@ -268,22 +363,23 @@ pub(super) async fn read_chunk(
     Ok(columns)
 }
 
-/// The values and `_rowid` of `chunk`'s rows: `old_ids` taken from `before`, `new_ids`
+/// The values and `_rowid` of `chunk`'s rows: `old_rows` taken from `before`, `new_rows`
 /// from `after`, interleaved by `picks`.
 async fn values(
-    chunk: &[(u64, u64, ChangeType)],
-    (old_ids, new_ids): (&[RowId], &[RowId]),
+    chunk: &[Change],
+    (old_rows, new_rows): (Rows<'_>, Rows<'_>),
     picks: &[(usize, usize)],
     (before, after): (&OldValues, &Snapshot),
     request: &ScanRequest,
 ) -> Result<Vec<ArrayRef>> {
     let output = after.scan_schema(request)?;
+    let (old_asked, new_asked) = (old_rows.len(), new_rows.len());
     let (old, new) = futures::future::try_join(
-        before.take(old_ids, request, &output),
-        after.take(new_ids, request.clone()),
+        before.take(old_rows, request, &output),
+        new_rows.take(after, request.clone()),
     )
     .await?;
-    for (batch, asked, side) in [(&old, old_ids.len(), "old"), (&new, new_ids.len(), "new")] {
+    for (batch, asked, side) in [(&old, old_asked, "old"), (&new, new_asked, "new")] {
         if batch.num_rows() != asked {
             return Err(Error::internal(format!(
                 "a change read found {} of the {asked} rows it reads {side} values of",
@@ -302,7 +398,7 @@ async fn values(
         .index_of(ROW_ID)
         .ok()
         .and_then(|i| columns[i].as_any().downcast_ref::<UInt64Array>());
-    if !ids.is_some_and(|ids| ids.values().iter().eq(chunk.iter().map(|c| &c.1))) {
+    if !ids.is_some_and(|ids| ids.values().iter().eq(chunk.iter().map(|c| &c.id))) {
         return Err(Error::internal(
             "a change read's rows came back out of order",
         ));
@@ -316,11 +412,11 @@ mod tests {
 
     #[test]
     fn chunks_keep_a_preimage_with_its_postimage() {
-        let report: Vec<(u64, u64, ChangeType)> = [
-            (2, 1, ChangeType::Insert),
-            (2, 2, ChangeType::UpdatePreimage),
-            (2, 2, ChangeType::UpdatePostimage),
-            (3, 3, ChangeType::Delete),
+        let report: Vec<Change> = [
+            Change::by_id(2, 1, ChangeType::Insert),
+            Change::by_id(2, 2, ChangeType::UpdatePreimage),
+            Change::by_id(2, 2, ChangeType::UpdatePostimage),
+            Change::by_id(3, 3, ChangeType::Delete),
         ]
         .into();
         let sizes: Vec<usize> = pair_chunks(&report, 2).map(<[_]>::len).collect();

@@ -22,6 +22,7 @@ mod alter;
 mod blob_reads;
 pub use blob_reads::SidecarUsage;
 mod blob_sizes;
+mod change_ends;
 mod change_reads;
 mod change_values;
 mod changes;

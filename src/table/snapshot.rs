@@ -551,16 +551,39 @@ impl Snapshot {
     /// The live rows with the given ids, in the order asked, skipping ids that name no live
     /// row. Resolves through the relocation view and reads only the rows' pages.
     pub async fn take(&self, ids: &[RowId], request: ScanRequest) -> Result<RecordBatch> {
-        let (field_ids, output) = self.projection(&request)?;
         let view = self.view_for(ids.iter().copied()).await?;
+        let wanted: Vec<RowAddress> = (ids.iter())
+            .filter_map(|&id| self.candidate(&view, id))
+            .map(|(_, addr)| addr)
+            .collect();
+        self.read_at(&wanted, request, true).await
+    }
+
+    /// The rows at `addresses`, in that order, each known to be live in this version (a
+    /// change read found them so): no view, no deletion read.
+    pub(crate) async fn take_at(
+        &self,
+        addresses: &[RowAddress],
+        request: ScanRequest,
+    ) -> Result<RecordBatch> {
+        self.read_at(addresses, request, false).await
+    }
+
+    /// The rows at `wanted`, in that order; with `drop_deleted`, those deleted outright are
+    /// skipped (an id whose newest address is deleted names no live row).
+    async fn read_at(
+        &self,
+        wanted: &[RowAddress],
+        request: ScanRequest,
+        drop_deleted: bool,
+    ) -> Result<RecordBatch> {
+        let (field_ids, output) = self.projection(&request)?;
         let mut by_fragment: BTreeMap<FragmentId, RoaringBitmap> = BTreeMap::new();
-        let mut wanted: Vec<RowAddress> = Vec::with_capacity(ids.len());
-        for (_, addr) in ids.iter().filter_map(|&id| self.candidate(&view, id)) {
+        for addr in wanted {
             by_fragment
                 .entry(addr.fragment_id())
                 .or_default()
                 .insert(addr.offset());
-            wanted.push(addr);
         }
         // Read with addresses, to put the rows back in the order asked (an id whose newest
         // address is deleted is not read, so it is not found there).
@@ -579,7 +602,11 @@ impl Snapshot {
                 let store = (self.store.clone()).blob_references(request.blob_references);
                 let reads = fragment_reads.clone();
                 let read = async move {
-                    if let Some(deleted) = store.outright_deletions(&fragment).await? {
+                    let deleted = match drop_deleted {
+                        true => store.outright_deletions(&fragment).await?,
+                        false => None,
+                    };
+                    if let Some(deleted) = deleted {
                         offsets -= deleted.as_ref();
                     }
                     Ok::<_, Error>(reads.read(&store, &fragment, Some(offsets)))
@@ -593,17 +620,7 @@ impl Snapshot {
             .column_by_name(ROW_ADDR)
             .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
             .ok_or_else(|| Error::internal("take lost its address column"))?;
-        let position: HashMap<u64, u64> = addr_column
-            .values()
-            .iter()
-            .enumerate()
-            .map(|(i, a)| (*a, i as u64))
-            .collect();
-        let indices: UInt64Array = wanted
-            .iter()
-            .filter_map(|a| position.get(&a.as_u64()).copied())
-            .collect::<Vec<u64>>()
-            .into();
+        let indices: UInt64Array = positions(addr_column.values(), wanted).into();
         let columns = output
             .fields()
             .iter()
@@ -620,6 +637,22 @@ impl Snapshot {
             &RecordBatchOptions::new().with_row_count(Some(indices.len())),
         )?)
     }
+}
+
+/// Where each of `wanted` is among the addresses `read` (skipping those not read). Reads
+/// come in address order (fragments in order, offsets ascending), so each is a binary
+/// search rather than a lookup in a map built of them all.
+fn positions(read: &[u64], wanted: &[RowAddress]) -> Vec<u64> {
+    let find: Box<dyn Fn(u64) -> Option<usize>> = match read.is_sorted() {
+        true => Box::new(|a| read.binary_search(&a).ok()),
+        false => {
+            let map: HashMap<u64, usize> = read.iter().enumerate().map(|(i, &a)| (a, i)).collect();
+            Box::new(move |a| map.get(&a).copied())
+        }
+    };
+    (wanted.iter())
+        .filter_map(|a| find(a.as_u64()).map(|i| i as u64))
+        .collect()
 }
 
 /// Reads each fragment's rows in its own task, a few fragments at a time, yielding them in

@@ -248,7 +248,7 @@ async fn a_change_read_reads_only_what_changed() {
     counted.reset();
     let ids_only = natal::ChangeRequest {
         columns: Some(vec![]),
-        kinds: None,
+        ..Default::default()
     };
     let read = cold.changes_with(from, to, ids_only).await.unwrap();
     assert_eq!(
@@ -270,11 +270,93 @@ async fn a_change_read_reads_only_what_changed() {
             natal::ChangeType::Insert,
             natal::ChangeType::UpdatePostimage,
         ]),
+        ..Default::default()
     };
     let read = cold.changes_with(from, to, new_values).await.unwrap();
     assert_eq!(report_kinds(&read.batches), ["update_postimage"]);
     assert_eq!((read.inserted, read.updated, read.deleted), (0, 1, 1));
     assert!(counted.tally().get <= 3 + 2 + 2, "{:?}", counted.tally());
+}
+
+/// Over many versions, the change is read from its two ends: each version's deletion files
+/// are read only to date the deletes, and not when the versions of deletes are not asked.
+#[tokio::test]
+async fn deletes_are_dated_only_when_asked() {
+    let counted = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
+    let options = TableOptions {
+        max_rows_per_fragment: 1000,
+        merge: None,
+        ..Default::default()
+    };
+    let table = Table::create(counted.clone(), "t".into(), &schema(), options)
+        .await
+        .unwrap();
+    let rows: Vec<(i64, i64)> = (0..2_000).map(|k| (k, 0)).collect();
+    table.append(vec![batch(&rows)]).await.unwrap();
+    let from = table.latest().await.unwrap().version();
+    // Eight versions, each deleting a key of each fragment and updating another.
+    for round in 0..8 {
+        let deleted = move |k: i64| k % 1000 == round;
+        table.delete_where(key_matches(deleted)).await.unwrap();
+        let updated = move |k: i64| k % 1000 == 500 + round;
+        table
+            .update_where(key_matches(updated), &add_to_val(1))
+            .await
+            .unwrap();
+    }
+    let to = table.latest().await.unwrap().version();
+    let read = |undated_deletes| {
+        let (counted, cold) = (counted.clone(), Table::open(counted.clone(), "t".into()));
+        async move {
+            counted.reset();
+            let request = natal::ChangeRequest {
+                columns: Some(vec![]),
+                undated_deletes,
+                ..Default::default()
+            };
+            let read = cold.changes_with(from, to, request).await.unwrap();
+            (read, counted.tally().get)
+        }
+    };
+    let (dated, dated_gets) = read(false).await;
+    let (undated, undated_gets) = read(true).await;
+    assert_eq!((dated.inserted, dated.updated, dated.deleted), (0, 16, 16));
+    let deletes = |read: &natal::ChangedRows| -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        for batch in &read.batches {
+            let column = |name: &str| batch.column_by_name(name).unwrap().clone();
+            let (ids, kinds, versions) = (
+                column(natal::ROW_ID),
+                column(natal::CHANGE_TYPE),
+                column(natal::COMMIT_VERSION),
+            );
+            let (ids, kinds, versions) = (
+                ids.as_primitive::<arrow::datatypes::UInt64Type>(),
+                kinds.as_string::<i32>(),
+                versions.as_primitive::<arrow::datatypes::UInt64Type>(),
+            );
+            for i in 0..batch.num_rows() {
+                if kinds.value(i) == "delete" {
+                    out.push((ids.value(i), versions.value(i)));
+                }
+            }
+        }
+        out.sort();
+        out
+    };
+    // Dated: key k % 1000 == r went in round r's DELETE, version from + 1 + 2r.
+    for (id, version) in deletes(&dated) {
+        let round = id % (1 << 32) % 1000;
+        assert_eq!(version, from + 1 + 2 * round, "row {id}");
+    }
+    let undated_deletes: Vec<(u64, u64)> = (deletes(&dated).into_iter())
+        .map(|(id, _)| (id, to))
+        .collect();
+    assert_eq!(deletes(&undated), undated_deletes);
+    assert!(
+        undated_gets < dated_gets,
+        "undated {undated_gets} GETs, dated {dated_gets}"
+    );
 }
 
 fn report_kinds(batches: &[RecordBatch]) -> Vec<String> {

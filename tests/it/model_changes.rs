@@ -150,6 +150,25 @@ async fn check_pair(model: &Model, table: &Table, i: usize, j: usize) {
         (read.inserted, read.updated, read.deleted),
         (count("insert"), count("update_postimage"), count("delete"))
     );
+    // Undated, deletes carry `to`; every change else is the same.
+    let undated = natal::ChangeRequest {
+        undated_deletes: true,
+        ..Default::default()
+    };
+    let read = table
+        .changes_with(*from, *to, undated)
+        .await
+        .unwrap_or_else(|e| panic!("undated changes({from}, {to}): {e}"));
+    let mut undated = changes_of(&read.batches);
+    let mut dated: Vec<Change> = (changes.into_iter())
+        .map(|c| match c.2.as_str() {
+            "delete" => (*to, c.1, c.2, c.3, c.4, c.5),
+            _ => c,
+        })
+        .collect();
+    undated.sort();
+    dated.sort();
+    assert_eq!(undated, dated, "undated changes({from}, {to})");
 }
 
 /// Every retained version's lineage columns against the model's.
