@@ -1,15 +1,19 @@
 //! Change reads ([`Table::changes`]): the rows that changed between two versions, each named
 //! by its row id, at the cost of the change.
 //!
-//! Each version in the range is diffed with the one before it, in id space: the offsets it
-//! newly deleted and the fragments it dropped say which ids *left* their place, the
-//! fragments it added (and offsets a restore undeleted) which ids *arrived*. An id that
+//! The change is found from the range's two ends by row lineage (`change_ends`), reading
+//! the deletion files added to the fragments both ends hold and the fragments only one
+//! holds; the deletes are then dated, when asked, from each version's deletion files.
+//! Where the ends cannot tell (a restore undeleted rows, or a fragment was added without
+//! lineage), each version in the range is diffed with the one before it, in id space: the
+//! offsets it newly deleted and the fragments it dropped say which ids *left* their place,
+//! the fragments it added (and offsets a restore undeleted) which ids *arrived*. An id that
 //! leaves and arrives in one version was rewritten (an update); one that only leaves was
 //! deleted; one that only arrives was inserted. Versions that move rows without changing
 //! them (compaction, tiered merges) or change no rows (checkpoints, indexes, schema changes)
-//! are not diffed. Only manifests, the deletion files a version added and the row ids of
-//! the fragments it added are read — never an unchanged fragment — and then the values of
-//! the changed rows alone, by id, from the two ends of the range.
+//! are not diffed. Either way only manifests, deletion files and row ids are read — never
+//! an unchanged fragment — and then the values of the changed rows alone, from the two
+//! ends of the range (at the places found, or by id).
 //!
 //! The report is the **net** change of each row over the range (what Lance's `delta` and a
 //! diff of the two versions give): a row inserted and deleted inside the range reports
