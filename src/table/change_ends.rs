@@ -30,13 +30,13 @@ use crate::rowid::RowAddress;
 /// Fragments' deletions or row ids read at once.
 const CONCURRENT_FRAGMENT_READS: usize = 8;
 
-/// One fragment's part of the change.
-enum Part<'a> {
-    /// Held by both ends, its deletions changed (at `from`, at `to`).
+/// One fragment's part of a change between two versions.
+pub(super) enum Part<'a> {
+    /// Held by both, its deletions changed (before, after).
     Deletions(&'a Fragment, &'a Fragment),
-    /// Held by `from` only: its live rows left.
+    /// Held by the first only: its live rows left.
     Dropped(&'a Fragment),
-    /// Held by `to` only (added in the range): its live rows are changed or moved ones.
+    /// Held by the second only (added in between): its live rows arrived, changed or moved.
     Added(&'a Fragment),
 }
 
@@ -61,9 +61,11 @@ pub(super) async fn net_change(
     (first, last): (&Manifest, &Manifest),
     wanted: &(dyn Fn(ChangeType) -> bool + Sync),
 ) -> Result<Option<(Vec<Change>, Counts)>> {
-    let Some(parts) = parts(first, last)? else {
+    let parts = fragment_parts(first, last)?;
+    let unrecorded = |p: &Part| matches!(p, Part::Added(n) if !n.lineage.is_recorded());
+    if parts.iter().any(unrecorded) {
         return Ok(None);
-    };
+    }
     let from = first.version;
     let reads: Vec<_> = (parts.into_iter())
         .map(|part| read_part(store, part, from))
@@ -83,9 +85,8 @@ pub(super) async fn net_change(
     Ok(Some(report(all, last.version, wanted)?))
 }
 
-/// The parts of the change, fragment by fragment; `None` when a fragment added in the
-/// range does not record lineage.
-fn parts<'a>(first: &'a Manifest, last: &'a Manifest) -> Result<Option<Vec<Part<'a>>>> {
+/// The parts of the change from `first` to `last`, fragment by fragment, in fragment order.
+pub(super) fn fragment_parts<'a>(first: &'a Manifest, last: &'a Manifest) -> Result<Vec<Part<'a>>> {
     let mut parts = Vec::new();
     let (mut old, mut new) = (
         first.fragments.iter().peekable(),
@@ -99,9 +100,6 @@ fn parts<'a>(first: &'a Manifest, last: &'a Manifest) -> Result<Option<Vec<Part<
                 old.next();
             }
             (o, Some(n)) if o.is_none_or(|o| n.id < o.id) => {
-                if !n.lineage.is_recorded() {
-                    return Ok(None);
-                }
                 parts.push(Part::Added(n));
                 new.next();
             }
@@ -115,7 +113,7 @@ fn parts<'a>(first: &'a Manifest, last: &'a Manifest) -> Result<Option<Vec<Part<
             _ => return Err(Error::internal("fragment lists out of order")),
         }
     }
-    Ok(Some(parts))
+    Ok(parts)
 }
 
 async fn read_part(store: &TableStore, part: Part<'_>, from: u64) -> Result<Found> {
@@ -143,7 +141,7 @@ async fn read_part(store: &TableStore, part: Part<'_>, from: u64) -> Result<Foun
 }
 
 /// The offsets of a fragment's live rows.
-async fn live_offsets(store: &TableStore, fragment: &Fragment) -> Result<RoaringBitmap> {
+pub(super) async fn live_offsets(store: &TableStore, fragment: &Fragment) -> Result<RoaringBitmap> {
     let mut offsets = RoaringBitmap::new();
     offsets.insert_range(0..fragment.physical_rows);
     if let Some(deleted) = store.fragment_deletions(fragment).await? {
@@ -153,7 +151,10 @@ async fn live_offsets(store: &TableStore, fragment: &Fragment) -> Result<Roaring
 }
 
 /// The ids of the rows at `offsets` of `fragment`, with their addresses.
-fn ids_at(fragment: &Fragment, offsets: &RoaringBitmap) -> Result<Vec<(u64, RowAddress)>> {
+pub(super) fn ids_at(
+    fragment: &Fragment,
+    offsets: &RoaringBitmap,
+) -> Result<Vec<(u64, RowAddress)>> {
     let at = |offset: u32| RowAddress::new(fragment.id, offset);
     let Some(sequence) = fragment.row_ids.sequence() else {
         let base = at(0).as_u64();

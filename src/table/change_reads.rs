@@ -28,8 +28,9 @@ use arrow::array::{Array, BooleanArray, RecordBatch, StringArray};
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::SchemaRef;
 use futures::{StreamExt, TryStreamExt};
-use roaring::{RoaringBitmap, RoaringTreemap};
+use roaring::RoaringTreemap;
 
+use super::change_ends::{fragment_parts, ids_at, live_offsets, Part};
 use super::change_values::{
     change_schema, columns_in_both, drop_equal_pairs, equal_rows, pair_chunks, read_chunk, Change,
     ChangeType, Counts, OldValues, Rows, CHANGE_COLUMNS, CHANGE_TYPE,
@@ -38,7 +39,7 @@ use super::scan_request::ScanRequest;
 use super::{Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::{Fragment, Manifest, Operation};
-use crate::rowid::{RowAddress, RowId};
+use crate::rowid::RowId;
 
 /// Manifests read at once.
 const CONCURRENT_MANIFEST_READS: usize = 8;
@@ -247,35 +248,6 @@ fn changes_rows(operation: Operation) -> bool {
             | Operation::DropIndex
             | Operation::AlterSchema
     )
-}
-
-/// What one fragment's part of a version's diff reads.
-enum Part<'a> {
-    /// A fragment the version dropped: its live rows left.
-    Dropped(&'a Fragment),
-    /// A fragment the version added: its live rows arrived.
-    Added(&'a Fragment),
-    /// A fragment whose deletions changed (before, after).
-    Deletions(&'a Fragment, &'a Fragment),
-}
-
-fn ids_at(fragment: &Fragment, offsets: &RoaringBitmap, into: &mut RoaringTreemap) -> Result<()> {
-    if fragment.row_ids.is_native() {
-        let base = RowAddress::new(fragment.id, 0).as_u64();
-        into.extend(offsets.iter().map(|o| base + o as u64));
-        return Ok(());
-    }
-    let Some(sequence) = fragment.row_ids.sequence() else {
-        return Err(Error::internal("a carried fragment without its row ids"));
-    };
-    // Offsets ascend: one walk over the sequence.
-    for id in sequence.get_many(offsets.iter()) {
-        let id = id.ok_or_else(|| {
-            Error::internal(format!("an offset past fragment {}'s row ids", fragment.id))
-        })?;
-        into.insert(id.as_u64());
-    }
-    Ok(())
 }
 
 impl Table {
@@ -599,35 +571,9 @@ impl Table {
         after: &Manifest,
         with_arrived: bool,
     ) -> Result<(RoaringTreemap, RoaringTreemap)> {
-        let mut parts = Vec::new();
-        let (mut old, mut new) = (
-            before.fragments.iter().peekable(),
-            after.fragments.iter().peekable(),
-        );
-        loop {
-            match (old.peek().copied(), new.peek().copied()) {
-                (None, None) => break,
-                (Some(o), n) if n.is_none_or(|n| o.id < n.id) => {
-                    parts.push(Part::Dropped(o));
-                    old.next();
-                }
-                (o, Some(n)) if o.is_none_or(|o| n.id < o.id) => {
-                    if with_arrived {
-                        parts.push(Part::Added(n));
-                    }
-                    new.next();
-                }
-                (Some(o), Some(n)) => {
-                    if o.deletion != n.deletion {
-                        parts.push(Part::Deletions(o, n));
-                    }
-                    old.next();
-                    new.next();
-                }
-                _ => return Err(Error::internal("fragment lists out of order")),
-            }
-        }
-        let reads: Vec<_> = parts.into_iter().map(|part| self.diff_part(part)).collect();
+        let parts = fragment_parts(before, after)?;
+        let parts = (parts.into_iter()).filter(|p| with_arrived || !matches!(p, Part::Added(_)));
+        let reads: Vec<_> = parts.map(|part| self.diff_part(part)).collect();
         let mut diffs = futures::stream::iter(reads).buffer_unordered(CONCURRENT_FRAGMENT_READS);
         let (mut left, mut arrived) = (RoaringTreemap::new(), RoaringTreemap::new());
         while let Some((l, a)) = diffs.try_next().await? {
@@ -666,8 +612,8 @@ impl Table {
                     .store
                     .deletion_change(o.deletion.as_ref(), n.deletion.as_ref(), o.physical_rows)
                     .await?;
-                ids_at(o, &deleted, &mut left)?;
-                ids_at(n, &undeleted, &mut arrived)?;
+                left.extend(ids_at(o, &deleted)?.into_iter().map(|(id, _)| id));
+                arrived.extend(ids_at(n, &undeleted)?.into_iter().map(|(id, _)| id));
             }
         }
         Ok((left, arrived))
@@ -675,14 +621,11 @@ impl Table {
 
     /// The ids of a fragment's live rows.
     async fn live_ids(&self, fragment: &Fragment) -> Result<RoaringTreemap> {
-        let mut offsets = RoaringBitmap::new();
-        offsets.insert_range(0..fragment.physical_rows);
-        if let Some(deleted) = self.store.fragment_deletions(fragment).await? {
-            offsets -= deleted.as_ref();
-        }
-        let mut ids = RoaringTreemap::new();
-        ids_at(fragment, &offsets, &mut ids)?;
-        Ok(ids)
+        let offsets = live_offsets(&self.store, fragment).await?;
+        Ok(ids_at(fragment, &offsets)?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect())
     }
 }
 
