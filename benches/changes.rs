@@ -16,7 +16,7 @@
 //!
 //! Bytes are what natal's reads got from the store; Lance's are its process's `rchar`.
 //! `NATAL_BENCH_KEEP=1` keeps natal's tables (under `NATAL_BENCH_DIR`) for
-//! `changes measure <dir> <sql>`, one cold run of `sql` on them.
+//! `changes measure <dir> <sql> [n]`, `n` cold runs of `sql` on them in one process.
 //!
 //! ```text
 //! NATAL_BENCH_PYTHON=/path/to/venv/bin/python cargo bench --bench changes
@@ -132,15 +132,16 @@ fn mib(bytes: f64) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    // `changes measure <dir> <sql>`: one cold run on a table kept by `NATAL_BENCH_KEEP=1`.
+    // `changes measure <dir> <sql> [n]`: cold runs on a table kept by `NATAL_BENCH_KEEP=1`.
     let args: Vec<String> = std::env::args().collect();
-    if let [_, command, root, sql, ..] = args.as_slice() {
+    if let [_, command, root, sql, rest @ ..] = args.as_slice() {
         if command == "measure" {
-            let (time, rows, gets, bytes) = cold(Path::new(root), sql).await;
-            println!(
-                "{time:.1} ms, {rows} rows, {gets} GETs, {:.1} MiB",
-                mib(bytes as f64)
-            );
+            let repeat = rest.first().and_then(|r| r.parse().ok()).unwrap_or(1);
+            for _ in 0..repeat {
+                let (time, rows, gets, bytes) = cold(Path::new(root), sql).await;
+                let mib = mib(bytes as f64);
+                println!("{time:.1} ms, {rows} rows, {gets} GETs, {mib:.1} MiB");
+            }
             return;
         }
     }
