@@ -387,12 +387,17 @@ async fn values(
             )));
         }
     }
-    let columns = (0..old.num_columns())
-        .map(|i| {
-            let sides: [&dyn Array; 2] = [old.column(i).as_ref(), new.column(i).as_ref()];
-            Ok(interleave(&sides, picks)?)
-        })
-        .collect::<Result<Vec<ArrayRef>>>()?;
+    // Changes of one side only (a read of some kinds) come in that side's order already.
+    let columns = match (old.num_rows(), new.num_rows()) {
+        (0, _) => new.columns().to_vec(),
+        (_, 0) => old.columns().to_vec(),
+        _ => (0..old.num_columns())
+            .map(|i| {
+                let sides: [&dyn Array; 2] = [old.column(i).as_ref(), new.column(i).as_ref()];
+                Ok(interleave(&sides, picks)?)
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?,
+    };
     let ids = old
         .schema()
         .index_of(ROW_ID)

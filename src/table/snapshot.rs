@@ -643,6 +643,19 @@ impl Snapshot {
 /// come in address order (fragments in order, offsets ascending), so each is a binary
 /// search rather than a lookup in a map built of them all.
 fn positions(read: &[u64], wanted: &[RowAddress]) -> Vec<u64> {
+    if read.is_sorted() && wanted.is_sorted() {
+        // Both ascending (a take of rows in address order): one walk.
+        let mut at = 0;
+        return (wanted.iter())
+            .filter_map(|a| {
+                // The rows read are those asked (some skipped as deleted): a step or two.
+                while read.get(at).is_some_and(|&r| r < a.as_u64()) {
+                    at += 1;
+                }
+                (read.get(at) == Some(&a.as_u64())).then_some(at as u64)
+            })
+            .collect();
+    }
     let find: Box<dyn Fn(u64) -> Option<usize>> = match read.is_sorted() {
         true => Box::new(|a| read.binary_search(&a).ok()),
         false => {
