@@ -4,6 +4,7 @@
 
 mod address;
 mod id_set;
+pub(crate) use id_set::gallop;
 mod mask;
 mod packed;
 mod row_id_set;

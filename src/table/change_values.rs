@@ -287,18 +287,39 @@ impl Rows<'_> {
     }
 }
 
-/// One side's rows of a chunk, as ids and, when every change knows its place, addresses.
-#[derive(Default)]
-struct Side {
-    ids: Vec<RowId>,
-    at: Option<Vec<RowAddress>>,
+/// One side's rows of a chunk: at their places when every change of the chunk knows them,
+/// else by id.
+enum Side {
+    Ids(Vec<RowId>),
+    At(Vec<RowAddress>),
 }
 
 impl Side {
+    fn new(located: bool) -> Self {
+        match located {
+            true => Side::At(Vec::new()),
+            false => Side::Ids(Vec::new()),
+        }
+    }
+
+    /// Adds `change`'s row (every change has its place on a side of places); its position.
+    fn push(&mut self, change: &Change) -> usize {
+        match self {
+            Side::At(at) => {
+                at.extend(change.at);
+                at.len() - 1
+            }
+            Side::Ids(ids) => {
+                ids.push(RowId::from_u64(change.id));
+                ids.len() - 1
+            }
+        }
+    }
+
     fn rows(&self) -> Rows<'_> {
-        match &self.at {
-            Some(at) => Rows::At(at),
-            None => Rows::Ids(&self.ids),
+        match self {
+            Side::At(at) => Rows::At(at),
+            Side::Ids(ids) => Rows::Ids(ids),
         }
     }
 }
@@ -312,25 +333,14 @@ pub(super) async fn read_chunk(
     timestamps: &HashMap<u64, i64>,
 ) -> Result<Vec<ArrayRef>> {
     let located = chunk.iter().all(|c| c.at.is_some());
-    let side = || Side {
-        ids: Vec::new(),
-        at: located.then(Vec::new),
-    };
-    let (mut old, mut new) = (side(), side());
+    let (mut old, mut new) = (Side::new(located), Side::new(located));
     // Per reported row: which side it comes from and its row there.
-    let mut picks: Vec<(usize, usize)> = Vec::with_capacity(chunk.len());
-    for change in chunk {
-        let side = if change.old_values() {
-            &mut old
-        } else {
-            &mut new
-        };
-        picks.push((usize::from(!change.old_values()), side.ids.len()));
-        side.ids.push(RowId::from_u64(change.id));
-        if let (Some(at), Some(addr)) = (side.at.as_mut(), change.at) {
-            at.push(addr);
-        }
-    }
+    let picks: Vec<(usize, usize)> = (chunk.iter())
+        .map(|change| match change.old_values() {
+            true => (0, old.push(change)),
+            false => (1, new.push(change)),
+        })
+        .collect();
     let mut columns = match request.columns.as_ref().is_some_and(Vec::is_empty) {
         // No value asked: the ids are all there is to read, and the report has them.
         true => {

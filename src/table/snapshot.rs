@@ -1,7 +1,7 @@
 //! [`Snapshot`]: one version of a table, read-only. Scans, takes, `resolve`, and the lazily
 //! built relocation view live here.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::format::{Fragment, Manifest, Schema};
 use crate::io::{FileColumns, PagePruning, SelectPages, TableStore};
 use crate::rowid::{
-    candidate_offsets, CarriedFragment, FragmentId, FragmentLayout, IdSet, RelocationView,
+    candidate_offsets, gallop, CarriedFragment, FragmentId, FragmentLayout, IdSet, RelocationView,
     RowAddress, RowId, RowIdSet,
 };
 
@@ -620,7 +620,7 @@ impl Snapshot {
             .column_by_name(ROW_ADDR)
             .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
             .ok_or_else(|| Error::internal("take lost its address column"))?;
-        let indices: UInt64Array = positions(addr_column.values(), wanted).into();
+        let indices: UInt64Array = positions(addr_column.values(), wanted)?.into();
         let columns = output
             .fields()
             .iter()
@@ -639,33 +639,26 @@ impl Snapshot {
     }
 }
 
-/// Where each of `wanted` is among the addresses `read` (skipping those not read). Reads
-/// come in address order (fragments in order, offsets ascending), so each is a binary
-/// search rather than a lookup in a map built of them all.
-fn positions(read: &[u64], wanted: &[RowAddress]) -> Vec<u64> {
-    if read.is_sorted() && wanted.is_sorted() {
-        // Both ascending (a take of rows in address order): one walk.
-        let mut at = 0;
-        return (wanted.iter())
-            .filter_map(|a| {
-                // The rows read are those asked (some skipped as deleted): a step or two.
-                while read.get(at).is_some_and(|&r| r < a.as_u64()) {
-                    at += 1;
-                }
-                (read.get(at) == Some(&a.as_u64())).then_some(at as u64)
-            })
-            .collect();
+/// Where each of `wanted` is among the addresses `read` (skipping those not read). A take's
+/// rows come in address order (fragments in order, offsets ascending), so each is found
+/// from the one before: forward by exponential search (a step, for rows asked in address
+/// order), back by binary search.
+fn positions(read: &[u64], wanted: &[RowAddress]) -> Result<Vec<u64>> {
+    if !read.is_sorted() {
+        return Err(Error::internal(
+            "a take's rows came back out of address order",
+        ));
     }
-    let find: Box<dyn Fn(u64) -> Option<usize>> = match read.is_sorted() {
-        true => Box::new(|a| read.binary_search(&a).ok()),
-        false => {
-            let map: HashMap<u64, usize> = read.iter().enumerate().map(|(i, &a)| (a, i)).collect();
-            Box::new(move |a| map.get(&a).copied())
-        }
-    };
-    (wanted.iter())
-        .filter_map(|a| find(a.as_u64()).map(|i| i as u64))
-        .collect()
+    let mut at = 0;
+    let found = wanted.iter().filter_map(|a| {
+        let a = a.as_u64();
+        at = match at == 0 || read[at - 1] < a {
+            true => at + gallop(&read[at..], a),
+            false => read[..at].partition_point(|&r| r < a),
+        };
+        (read.get(at) == Some(&a)).then_some(at as u64)
+    });
+    Ok(found.collect())
 }
 
 /// Reads each fragment's rows in its own task, a few fragments at a time, yielding them in
@@ -709,4 +702,20 @@ fn offsets_with_ids_in(fragment: &Fragment, range: &RangeInclusive<u64>) -> Roar
         }
     }
     offsets
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_find_rows_asked_in_any_order_and_skip_those_not_read() {
+        let read: Vec<u64> = [3, 5, 9, 12, 40].into_iter().collect();
+        let at = |a: u64| RowAddress::from_u64(a);
+        let wanted: Vec<RowAddress> = [9, 3, 4, 40, 40, 12, 5, 41].into_iter().map(at).collect();
+        assert_eq!(positions(&read, &wanted).unwrap(), vec![2, 0, 4, 4, 3, 1]);
+        let in_order: Vec<RowAddress> = [3, 5, 6, 12, 40].into_iter().map(at).collect();
+        assert_eq!(positions(&read, &in_order).unwrap(), vec![0, 1, 3, 4]);
+        assert!(positions(&[5, 3], &in_order).is_err());
+    }
 }
