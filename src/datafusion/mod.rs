@@ -33,6 +33,7 @@ mod leaf;
 mod lineage;
 mod merge;
 mod metadata;
+mod options;
 mod partitions;
 mod placement;
 mod provider;
@@ -66,53 +67,13 @@ pub use file_source::NatalFileSource;
 pub use functions::NatalFunction;
 pub use guard::DmlGuard;
 pub use merge::MergeExec;
+pub use options::NatalOptions;
+pub(crate) use options::{session_late_materialization, session_merge};
 pub use provider::{NatalTableProvider, ProviderView};
 pub use rowid_list::{FoldRowIdLists, RowIdIn};
 pub use scan::NatalScanExec;
 pub use sent::SentTable;
 pub use statement::{is_natal_statement, parse, rewrite, run_statement, sql};
-
-datafusion::common::extensions_options! {
-    /// natal's session options, set with `SET natal.<option> = <value>` once
-    /// [`register`] has added them to the session.
-    pub struct NatalOptions {
-        /// Merge small fragments after each write (`INSERT`, `UPDATE`, `natal_update`),
-        /// this many of one size tier at a time (`TableOptions::merge`); 0: never.
-        pub merge_fan_in: u32, default = 8
-        /// Read a filtered scan of wide rows in two steps, the filter's columns first and
-        /// the others only for the rows that pass (`table/late_read.rs`); false: one step.
-        pub late_materialization: bool, default = true
-    }
-}
-
-impl datafusion::common::config::ConfigExtension for NatalOptions {
-    const PREFIX: &'static str = "natal";
-}
-
-/// The merging policy a session asks of its writes (`Some(None)`: none); `None` where the
-/// session has no natal options, which leaves the table handle's own.
-pub(crate) fn session_merge(
-    options: &datafusion::common::config::ConfigOptions,
-) -> Result<Option<Option<crate::table::TieredMerge>>> {
-    let Some(natal) = options.extensions.get::<NatalOptions>() else {
-        return Ok(None);
-    };
-    match natal.merge_fan_in {
-        0 => Ok(Some(None)),
-        1 => Err(datafusion::error::DataFusionError::Plan(
-            "natal.merge_fan_in must be 0 (off) or at least 2, not 1".into(),
-        )),
-        fan_in => Ok(Some(Some(crate::table::TieredMerge { fan_in }))),
-    }
-}
-
-/// Whether the session lets filtered scans of wide rows read in two steps (`true` where it
-/// has no natal options).
-pub(crate) fn session_late_materialization(
-    options: &datafusion::common::config::ConfigOptions,
-) -> bool {
-    (options.extensions.get::<NatalOptions>()).is_none_or(|natal| natal.late_materialization)
-}
 
 /// Set on a session (`SessionConfig::with_extension(Arc::new(NatalProgress(..)))`) to be
 /// told how loads (`INSERT`) and compactions (`natal_compact`) are going.

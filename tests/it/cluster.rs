@@ -184,3 +184,28 @@ async fn a_cluster_reads_a_root_in_an_s3_bucket_as_a_local_session() {
         assert_eq!(rows(&remote, query).await, expected, "{query}");
     }
 }
+
+/// A client's `natal.*` settings reach the scheduler and every executor: Ballista sends a
+/// session's entries as key/value pairs and sets each by its key on the other side, where
+/// a key it cannot place is dropped.
+#[test]
+fn natal_settings_travel_with_a_clients_session() {
+    use ballista_core::extension::SessionConfigHelperExt;
+    use ballista_core::serde::protobuf::KeyValuePair;
+    use natal::datafusion::{cluster, NatalOptions};
+
+    let mut client = cluster::session_config();
+    let options = client.options_mut();
+    options.set("natal.late_materialization", "false").unwrap();
+    options.set("natal.merge_fan_in", "3").unwrap();
+    let sent: Vec<KeyValuePair> = (client.options().entries().into_iter())
+        .map(|entry| KeyValuePair {
+            key: entry.key,
+            value: entry.value,
+        })
+        .collect();
+    let received = cluster::session_config().update_from_key_value_pair(&sent);
+    let natal = received.options().extensions.get::<NatalOptions>().unwrap();
+    assert!(!natal.late_materialization);
+    assert_eq!(natal.merge_fan_in, 3);
+}
