@@ -2,7 +2,9 @@
 //! finds a projection over a natal scan in which a blob column is used only as the argument
 //! of `octet_length`, has the scan read that column as its values' sizes (a few bytes a row
 //! from the data file, no sidecar or external object touched), and replaces each
-//! `octet_length(col)` by the size, cast to the type `octet_length` returns.
+//! `octet_length(col)` by the size, cast to the type `octet_length` returns. The scan is
+//! natal's exec, or its file-scan form where a Ballista scheduler plans it (`cluster.rs`
+//! runs the rule there).
 //!
 //! `SELECT id, octet_length(img) FROM t` then reads what a scan of `id` and the descriptors
 //! reads; `SELECT img, octet_length(img)` still fetches the bytes (it needs them anyway).
@@ -16,6 +18,7 @@ use datafusion::arrow::array::{Array, AsArray, Int32Array, Int64Array};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::Result;
 use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
 use datafusion::logical_expr::{
@@ -31,6 +34,7 @@ use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning};
 
+use super::file_source::planned_scan;
 use super::scan::NatalScanExec;
 
 /// The rule (registered by `natal::datafusion::register`).
@@ -52,6 +56,11 @@ fn octet_length_of(expr: &Arc<dyn PhysicalExpr>) -> Option<usize> {
         [arg] => arg.downcast_ref::<Column>().map(Column::index),
         _ => None,
     }
+}
+
+/// Whether `expr` takes `octet_length` of the column at `at`, at any depth.
+fn measures(expr: &Arc<dyn PhysicalExpr>, at: usize) -> bool {
+    (expr.exists(|node| Ok(octet_length_of(node) == Some(at)))).unwrap_or(false)
 }
 
 /// Whether every use of the column at `at` in `expr` is as `octet_length`'s argument.
@@ -92,11 +101,20 @@ fn measured(expr: &Arc<dyn PhysicalExpr>, sized: &[usize]) -> Result<Arc<dyn Phy
         .data)
 }
 
+/// The natal scan `plan` is: the exec, or its file-scan form planned in this process (the
+/// form a Ballista scheduler plans, `file_source.rs`).
+fn natal_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<NatalScanExec> {
+    if let Some(scan) = plan.downcast_ref::<NatalScanExec>() {
+        return Some(NatalScanExec::new(scan.plan().clone(), scan.schema()));
+    }
+    plan.downcast_ref::<DataSourceExec>().and_then(planned_scan)
+}
+
 /// The natal scan under `plan`, through operators that pass its rows on as they are (a
 /// round-robin repartition, partitions coalesced, cooperative scheduling): the projection's
 /// columns are the scan's.
-fn scan_below(plan: &Arc<dyn ExecutionPlan>) -> Option<&NatalScanExec> {
-    if let Some(scan) = plan.downcast_ref::<NatalScanExec>() {
+fn scan_below(plan: &Arc<dyn ExecutionPlan>) -> Option<NatalScanExec> {
+    if let Some(scan) = natal_scan(plan) {
         return Some(scan);
     }
     let passes_rows_on = plan
@@ -114,6 +132,9 @@ fn scan_below(plan: &Arc<dyn ExecutionPlan>) -> Option<&NatalScanExec> {
 fn with_sizes(plan: &Arc<dyn ExecutionPlan>, sized: &[usize]) -> Result<Arc<dyn ExecutionPlan>> {
     if let Some(scan) = plan.downcast_ref::<NatalScanExec>() {
         return Ok(Arc::new(scan.reading_sizes(sized)));
+    }
+    if let Some(scan) = plan.downcast_ref::<DataSourceExec>().and_then(planned_scan) {
+        return Ok(scan.reading_sizes(sized).as_data_source());
     }
     let children = plan
         .children()
@@ -144,7 +165,7 @@ impl PhysicalOptimizerRule for BlobSizes {
                     .blob_columns()
                     .into_iter()
                     .filter(|at| {
-                        exprs.iter().any(|e| octet_length_of(&e.expr) == Some(*at))
+                        exprs.iter().any(|e| measures(&e.expr, *at))
                             && exprs.iter().all(|e| only_measured(&e.expr, *at))
                     })
                     .collect();

@@ -10,7 +10,8 @@
 //!
 //! Every process uses [`codec`] (natal's codecs around Ballista's) and [`session_config`]
 //! (Ballista's settings, natal's options, the codecs). A scheduler builds each query's
-//! session with [`scheduler_session_builder`]; an executor decodes with
+//! session with [`scheduler_session_builder`], whose planner adds natal's physical rule
+//! (`BlobSizes`) that Ballista's adaptive planner leaves out; an executor decodes with
 //! [`executor_functions`]. Object stores come from the runtime each is given: the same
 //! URLs must resolve everywhere. Writes are refused on the cluster (`sent.rs`).
 
@@ -22,10 +23,16 @@ use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_core::serde::{
     BallistaCodec, BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec,
 };
+use datafusion::catalog::Session;
 use datafusion::error::Result;
+use datafusion::execution::context::QueryPlanner;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::execution::SessionState;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use super::{NatalLogicalCodec, NatalOptions, NatalPhysicalCodec};
@@ -78,9 +85,34 @@ pub fn session_state(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Result<
 }
 
 /// The scheduler's session builder: each query's session from its settings, over
-/// `runtime`'s stores.
+/// `runtime`'s stores, planned by [`SchedulerPlanner`].
 pub fn scheduler_session_builder(runtime: Arc<RuntimeEnv>) -> ballista_scheduler::SessionBuilder {
-    Arc::new(move |config: SessionConfig| session_state(config, runtime.clone()))
+    Arc::new(move |config: SessionConfig| {
+        let state = session_state(config, runtime.clone())?;
+        Ok(SessionStateBuilder::new_from_existing(state)
+            .with_query_planner(Arc::new(SchedulerPlanner))
+            .build())
+    })
+}
+
+/// A scheduler's physical planner: DataFusion's, then natal's physical rule
+/// [`super::BlobSizes`]. Ballista's adaptive planner optimizes a job's plan with its own
+/// list of rules, not the session's, but builds the plan with the session's query planner.
+#[derive(Debug)]
+struct SchedulerPlanner;
+
+#[async_trait::async_trait]
+impl QueryPlanner for SchedulerPlanner {
+    async fn create_physical_plan(
+        &self,
+        logical_plan: &LogicalPlan,
+        session_state: &dyn Session,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let plan = DefaultPhysicalPlanner::default()
+            .create_physical_plan(logical_plan, session_state)
+            .await?;
+        super::BlobSizes.optimize(plan, session_state.config_options())
+    }
 }
 
 /// The functions an executor decodes task plans with (natal's among them).

@@ -155,6 +155,29 @@ impl NatalScanExec {
     }
 }
 
+/// The natal scan `exec` is in its file-scan form, when it was planned in this process
+/// (not sent from another): partition `i` of the scan reads file group `i`'s pieces.
+pub(crate) fn planned_scan(exec: &DataSourceExec) -> Option<NatalScanExec> {
+    let (config, source) = exec.downcast_to_file_source::<NatalFileSource>()?;
+    let ScanSource::Planned(shared) = &source.scan else {
+        return None;
+    };
+    let mut partitions = Vec::with_capacity(config.file_groups.len());
+    for group in &config.file_groups {
+        let mut pieces = Vec::new();
+        for file in group.files() {
+            pieces.extend(file.extension::<NatalPieces>()?.0.iter().cloned());
+        }
+        partitions.push(pieces);
+    }
+    let plan = ScanPlan {
+        partitions,
+        limit: config.limit,
+        ..shared.as_ref().clone()
+    };
+    Some(NatalScanExec::new(plan, config.file_schema().clone()))
+}
+
 impl FileSource for NatalFileSource {
     fn create_file_opener(
         &self,

@@ -720,11 +720,12 @@ async fn octet_length_of_a_blob_column_reads_no_payload() {
         assert!(shown.contains(row), "{row}\n{shown}");
     }
     // With a filter, and without one (the scan then sits under DataFusion's cooperative
-    // scheduling wrapper), and under a sort.
+    // scheduling wrapper), under a sort, and inside an expression.
     for query in [
         query,
         "SELECT id, octet_length(body) FROM docs",
         "SELECT octet_length(body) AS n FROM docs ORDER BY n",
+        "SELECT id + 1, octet_length(body) * 2 FROM docs WHERE id > 1",
     ] {
         let plan = sql(format!("EXPLAIN {query}")).await.unwrap();
         let plan = arrow::util::pretty::pretty_format_batches(&plan)

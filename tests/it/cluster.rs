@@ -209,3 +209,55 @@ fn natal_settings_travel_with_a_clients_session() {
     assert!(!natal.late_materialization);
     assert_eq!(natal.merge_fan_in, 3);
 }
+
+/// `octet_length` of a blob column on the cluster reads the values' sizes from their
+/// descriptors, as a local session does (`BlobSizes`, run by the scheduler's planner): the
+/// executors fetch none of the payloads, and the answers are the local ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blob_sizes_on_the_cluster_fetch_no_payload() {
+    use natal::internals::io::InstrumentedStore;
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let local = SessionContext::new();
+    natal::datafusion::register(&local, root).unwrap();
+    for sql in [
+        "CREATE TABLE d (id BIGINT, body BLOB)",
+        "INSERT INTO d VALUES (1, X'CAFE'), (2, NULL), \
+         (3, CAST(repeat('ab', 40000) AS BYTEA)), (4, CAST(repeat('cd', 2600000) AS BYTEA))",
+    ] {
+        crate::common::answer(&local, sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let store = Arc::new(InstrumentedStore::new(Arc::new(
+        object_store::local::LocalFileSystem::new(),
+    )));
+    let stores = {
+        let store = store.clone();
+        move || {
+            let runtime = datafusion::execution::runtime_env::RuntimeEnv::default();
+            let files = url::Url::parse("file://").unwrap();
+            runtime.register_object_store(&files, store.clone());
+            Arc::new(runtime)
+        }
+    };
+    let cluster = Cluster::start_with(2, 1, stores);
+    let remote = cluster.client(root).await;
+    let payload: u64 = 80_000 + 5_200_000;
+    for (query, payload_read) in [
+        ("SELECT id, octet_length(body) FROM d", false),
+        (
+            "SELECT id + 1, octet_length(body) * 2 FROM d WHERE id > 1",
+            false,
+        ),
+        ("SELECT id, octet_length(body), md5(body) FROM d", true),
+    ] {
+        let expected = rows(&local, query).await;
+        store.reset();
+        assert_eq!(rows(&remote, query).await, expected, "{query}");
+        let read = store.tally().bytes_read;
+        assert_eq!(read > payload, payload_read, "{query}: {read} bytes read");
+    }
+}
