@@ -1,9 +1,10 @@
 //! natal on a Ballista cluster of processes (cargo feature `ballista`): `natal-scheduler` and
 //! two `natal-executor`s on 127.0.0.1, the `natal` CLI with `--ballista` against them giving
-//! the answers the CLI gives locally, a write refused with what to do instead, and one
-//! executor killed during a long query: the query fails with an error or answers in full,
-//! never with missing or repeated rows. Every process is killed when the test ends, and
-//! every wait is bounded.
+//! the answers the CLI gives locally — over a local directory and over an S3 bucket (the
+//! in-process server, or the one `NATAL_TEST_S3_ENDPOINT` names) — a write refused with
+//! what to do instead, and one executor killed during a long query: the query fails with an
+//! error or answers in full, never with missing or repeated rows. Every process is killed
+//! when the test ends, and every wait is bounded.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Output, Stdio};
@@ -29,9 +30,33 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
-fn spawn(program: &str, args: &[String], log: &std::path::Path) -> Child {
+/// Where the processes find the tables, and the environment they run in: a local
+/// directory in the test's own, or an `s3://` root with its endpoint's.
+struct Root {
+    url: String,
+    environment: Option<Vec<(&'static str, String)>>,
+}
+
+impl Root {
+    fn local(path: &std::path::Path) -> Self {
+        Self {
+            url: path.to_str().expect("a UTF-8 path").to_string(),
+            environment: None,
+        }
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut command = Command::new(program);
+        if let Some(environment) = &self.environment {
+            crate::s3_server::with_environment(&mut command, environment);
+        }
+        command
+    }
+}
+
+fn spawn(root: &Root, program: &str, args: &[String], log: &std::path::Path) -> Child {
     let log = std::fs::File::create(log).expect("a log file");
-    Command::new(program)
+    root.command(program)
         .args(args)
         .stdout(log.try_clone().expect("the log again"))
         .stderr(log)
@@ -40,11 +65,11 @@ fn spawn(program: &str, args: &[String], log: &std::path::Path) -> Child {
 }
 
 /// The `natal` CLI over `root` running `sql`, on the cluster at `scheduler` if given.
-fn natal_command(root: &str, scheduler: Option<u16>, sql: &str) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_natal"));
+fn natal_command(root: &Root, scheduler: Option<u16>, sql: &str) -> Command {
+    let mut command = root.command(env!("CARGO_BIN_EXE_natal"));
     command.args([
         "--root",
-        root,
+        &root.url,
         "-q",
         "--maxrows",
         "inf",
@@ -60,19 +85,102 @@ fn natal_command(root: &str, scheduler: Option<u16>, sql: &str) -> Command {
 }
 
 /// [`natal_command`], run to its end.
-fn natal(root: &str, scheduler: Option<u16>, sql: &str) -> Output {
+fn natal(root: &Root, scheduler: Option<u16>, sql: &str) -> Output {
     natal_command(root, scheduler, sql)
         .output()
         .expect("the natal CLI runs")
 }
 
 /// [`natal_command`] started, its output captured.
-fn natal_started(root: &str, scheduler: Option<u16>, sql: &str) -> Child {
+fn natal_started(root: &Root, scheduler: Option<u16>, sql: &str) -> Child {
     natal_command(root, scheduler, sql)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("the natal CLI runs")
+}
+
+/// A scheduler and two executors over `root`, logging into `dir`, that answer `probe`.
+struct ProcessCluster {
+    processes: Processes,
+    port: u16,
+    scheduler_log: std::path::PathBuf,
+}
+
+impl ProcessCluster {
+    fn start(dir: &std::path::Path, root: &Root, probe: &str) -> Self {
+        let port = free_port();
+        let scheduler_log = dir.join("scheduler.log");
+        let mut processes = Processes(Vec::new());
+        let roots = || ["--root".to_string(), root.url.clone()];
+        let mut args: Vec<String> = vec![
+            "--bind-port".into(),
+            port.to_string(),
+            // A lost executor is noticed within seconds, not Ballista's default 3 minutes.
+            "--executor-timeout-seconds".into(),
+            "5".into(),
+            "--expire-dead-executor-interval-seconds".into(),
+            "1".into(),
+        ];
+        args.extend(roots());
+        let scheduler = env!("CARGO_BIN_EXE_natal-scheduler");
+        processes
+            .0
+            .push(spawn(root, scheduler, &args, &scheduler_log));
+        for executor in 0..2 {
+            let work_dir = dir.join(format!("work{executor}"));
+            std::fs::create_dir_all(&work_dir).unwrap();
+            let mut args: Vec<String> = vec![
+                "--scheduler-port".into(),
+                port.to_string(),
+                "--port".into(),
+                free_port().to_string(),
+                "--grpc-port".into(),
+                free_port().to_string(),
+                "--vcores".into(),
+                "2".into(),
+                "--work-dir".into(),
+                work_dir.to_string_lossy().into_owned(),
+            ];
+            args.extend(roots());
+            let log = dir.join(format!("executor{executor}.log"));
+            processes.0.push(spawn(
+                root,
+                env!("CARGO_BIN_EXE_natal-executor"),
+                &args,
+                &log,
+            ));
+        }
+        // The cluster answers once the scheduler listens and an executor has asked for work.
+        let started = Instant::now();
+        loop {
+            let answer = natal(root, Some(port), probe);
+            if answer.status.success() {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the cluster did not answer: {}",
+                String::from_utf8_lossy(&answer.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        Self {
+            processes,
+            port,
+            scheduler_log,
+        }
+    }
+}
+
+/// `query` on the cluster at `port` answers as the CLI does locally, with rows.
+fn same_answers(root: &Root, port: u16, query: &str) {
+    let local = natal(root, None, query);
+    succeeded(&local, query);
+    let remote = natal(root, Some(port), query);
+    succeeded(&remote, query);
+    assert!(sorted_lines(&local).len() > 1, "{query}");
+    assert_eq!(sorted_lines(&remote), sorted_lines(&local), "{query}");
 }
 
 /// Its output lines, sorted (a multiset of rows: duplicates kept).
@@ -96,8 +204,7 @@ fn succeeded(output: &Output, what: &str) {
 #[test]
 fn the_cli_on_a_cluster_of_processes_answers_as_locally_and_survives_a_lost_executor() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    let root = root.to_str().unwrap();
+    let root = &Root::local(&dir.path().join("root"));
     let setup = [
         "CREATE TABLE t (k BIGINT, v BIGINT)",
         "INSERT INTO t SELECT value, value % 7 FROM generate_series(0, 29999)",
@@ -110,58 +217,8 @@ fn the_cli_on_a_cluster_of_processes_answers_as_locally_and_survives_a_lost_exec
     for sql in setup {
         succeeded(&natal(root, None, sql), sql);
     }
-
-    let scheduler_port = free_port();
-    let scheduler_log = dir.path().join("scheduler.log");
-    let mut processes = Processes(Vec::new());
-    processes.0.push(spawn(
-        env!("CARGO_BIN_EXE_natal-scheduler"),
-        &[
-            "--bind-port".into(),
-            scheduler_port.to_string(),
-            // A lost executor is noticed within seconds, not Ballista's default 3 minutes.
-            "--executor-timeout-seconds".into(),
-            "5".into(),
-            "--expire-dead-executor-interval-seconds".into(),
-            "1".into(),
-        ],
-        &scheduler_log,
-    ));
-    for executor in 0..2 {
-        let work_dir = dir.path().join(format!("work{executor}"));
-        std::fs::create_dir_all(&work_dir).unwrap();
-        processes.0.push(spawn(
-            env!("CARGO_BIN_EXE_natal-executor"),
-            &[
-                "--scheduler-port".into(),
-                scheduler_port.to_string(),
-                "--port".into(),
-                free_port().to_string(),
-                "--grpc-port".into(),
-                free_port().to_string(),
-                "--vcores".into(),
-                "2".into(),
-                "--work-dir".into(),
-                work_dir.to_string_lossy().into_owned(),
-            ],
-            &dir.path().join(format!("executor{executor}.log")),
-        ));
-    }
-    // The cluster answers once the scheduler listens and an executor has asked for work.
-    let started = Instant::now();
-    loop {
-        let probe = natal(root, Some(scheduler_port), "SELECT count(*) FROM t");
-        if probe.status.success() {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the cluster did not answer: {}",
-            String::from_utf8_lossy(&probe.stderr)
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-
+    let mut cluster = ProcessCluster::start(dir.path(), root, "SELECT count(*) FROM t");
+    let scheduler_port = cluster.port;
     for query in [
         "SELECT k, v FROM t",
         "SELECT v, count(*), sum(k) FROM t WHERE k > 12345 GROUP BY v",
@@ -170,12 +227,7 @@ fn the_cli_on_a_cluster_of_processes_answers_as_locally_and_survives_a_lost_exec
         "SELECT a.k, b.v FROM t a JOIN t b ON a.k = b.k + 1 WHERE a.v = 3",
         "SELECT count(*) FROM \"t@v2\"",
     ] {
-        let local = natal(root, None, query);
-        succeeded(&local, query);
-        let remote = natal(root, Some(scheduler_port), query);
-        succeeded(&remote, query);
-        assert!(sorted_lines(&local).len() > 1, "{query}");
-        assert_eq!(sorted_lines(&remote), sorted_lines(&local), "{query}");
+        same_answers(root, scheduler_port, query);
     }
 
     let refused = natal(root, Some(scheduler_port), "INSERT INTO t VALUES (1, 1)");
@@ -189,11 +241,11 @@ fn the_cli_on_a_cluster_of_processes_answers_as_locally_and_survives_a_lost_exec
     let long = "SELECT v, count(*), sum(k) FROM big WHERE k % 3 <> 1 GROUP BY v";
     let expected = natal(root, None, long);
     succeeded(&expected, long);
-    let jobs_before = submitted_jobs(&scheduler_log);
+    let jobs_before = submitted_jobs(&cluster.scheduler_log);
     let query = natal_started(root, Some(scheduler_port), long);
     // Killed once the scheduler has the job, while its tasks run.
     let started = Instant::now();
-    while submitted_jobs(&scheduler_log) <= jobs_before {
+    while submitted_jobs(&cluster.scheduler_log) <= jobs_before {
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "the job never arrived"
@@ -201,7 +253,7 @@ fn the_cli_on_a_cluster_of_processes_answers_as_locally_and_survives_a_lost_exec
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(150));
-    let executor = processes.0.last_mut().expect("an executor");
+    let executor = cluster.processes.0.last_mut().expect("an executor");
     executor.kill().expect("the executor is killed");
     let _ = executor.wait();
     let answered = wait_bounded(query, Duration::from_secs(240));
@@ -227,6 +279,50 @@ fn the_cli_on_a_cluster_of_processes_answers_as_locally_and_survives_a_lost_exec
     succeeded(&after, "after the loss");
     let local = natal(root, None, "SELECT v, count(*) FROM t GROUP BY v");
     assert_eq!(sorted_lines(&after), sorted_lines(&local));
+}
+
+/// The same cluster over an `s3://` root: the CLI, the scheduler and each executor build the
+/// bucket's store from their own environment, and the cluster answers as the CLI does
+/// locally — blob values in sidecars of the bucket included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_on_a_cluster_of_processes_reads_an_s3_root() {
+    let endpoint = crate::s3_server::Endpoint::from_env_or_start()
+        .await
+        .expect("an S3 endpoint");
+    let root = &Root {
+        url: format!(
+            "s3://{}/cluster-processes-{}",
+            endpoint.bucket,
+            uuid::Uuid::new_v4().simple()
+        ),
+        environment: Some(endpoint.environment()),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The in-process server answers on the runtime's other worker meanwhile.
+    tokio::task::block_in_place(|| {
+        for sql in [
+            "CREATE TABLE t (k BIGINT, v BIGINT)",
+            "INSERT INTO t SELECT value, value % 7 FROM generate_series(0, 19999)",
+            "INSERT INTO t SELECT value, value % 5 FROM generate_series(20000, 39999)",
+            "UPDATE t SET v = v + 10 WHERE k % 9 = 0",
+            "DELETE FROM t WHERE k % 11 = 0",
+            "CREATE TABLE d (id BIGINT, body BLOB)",
+            "INSERT INTO d VALUES (1, X'CAFE'), (2, CAST(repeat('ab', 40000) AS BYTEA)), \
+             (3, CAST(repeat('cd', 2600000) AS BYTEA))",
+        ] {
+            succeeded(&natal(root, None, sql), sql);
+        }
+        let cluster = ProcessCluster::start(dir.path(), root, "SELECT count(*) FROM t");
+        for query in [
+            "SELECT k, v FROM t",
+            "SELECT v, count(*), sum(k) FROM t WHERE k > 1234 GROUP BY v",
+            "SELECT _rowid, k FROM \"t$rows\" WHERE _rowid IN (9, 18, 4294967296, 4294967302)",
+            "SELECT count(*) FROM \"t@v2\"",
+            "SELECT id, octet_length(body), md5(body) FROM d",
+        ] {
+            same_answers(root, cluster.port, query);
+        }
+    });
 }
 
 /// How many jobs the scheduler has logged as submitted.
