@@ -9,7 +9,6 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use ballista_core::config::TaskSchedulingPolicy;
 use ballista_executor::executor_process::{start_executor_process, ExecutorProcessConfig};
 use clap::Parser;
 use natal::datafusion::cluster;
@@ -58,6 +57,16 @@ struct Args {
     /// `--root`; credentials from the environment). Local paths need none. Repeatable.
     #[clap(long = "root")]
     roots: Vec<String>,
+
+    /// How tasks reach it: as the scheduler's `--scheduling`.
+    #[clap(long, value_enum, default_value_t = process::Scheduling::Push)]
+    scheduling: process::Scheduling,
+
+    /// Seconds between its heartbeats to the scheduler when tasks are pushed (below the
+    /// scheduler's `--executor-timeout-seconds`; a pulling executor's polls are its
+    /// heartbeats).
+    #[clap(long, default_value_t = 60)]
+    heartbeat_interval_seconds: u64,
 }
 
 #[tokio::main]
@@ -80,7 +89,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         scheduler_connect_timeout_seconds: args.scheduler_connect_timeout_seconds,
         vcores: args.vcores.unwrap_or(defaults.vcores),
         work_dir: args.work_dir,
-        task_scheduling_policy: TaskSchedulingPolicy::PullStaged,
+        task_scheduling_policy: args.scheduling.into(),
+        executor_heartbeat_interval_seconds: args.heartbeat_interval_seconds,
         override_config_producer: Some(Arc::new(cluster::session_config)),
         override_runtime_producer: Some(Arc::new(move |_| Ok(runtime.clone()))),
         override_function_registry: Some(Arc::new(functions)),

@@ -1,7 +1,7 @@
 //! `natal-scheduler`: Ballista's scheduler (its library, configured) with natal's codecs,
-//! settings and functions, and the object stores of the roots its clients use. Executors
-//! (`natal-executor`) pull their tasks from it; clients connect with `natal --ballista
-//! df://host:port`.
+//! settings and functions, and the object stores of the roots its clients use. It sends
+//! tasks to executors (`natal-executor`; or they ask for them, `--scheduling pull`);
+//! clients connect with `natal --ballista df://host:port`.
 //!
 //! ```text
 //! natal-scheduler --bind-port 50050 --root s3://bucket/warehouse
@@ -9,7 +9,6 @@
 
 use std::process::ExitCode;
 
-use ballista_core::config::TaskSchedulingPolicy;
 use ballista_scheduler::config::SchedulerConfig;
 use clap::Parser;
 use natal::datafusion::cluster;
@@ -35,6 +34,10 @@ struct Args {
     #[clap(long = "root")]
     roots: Vec<String>,
 
+    /// How tasks reach executors (each executor's `--scheduling` must be the same).
+    #[clap(long, value_enum, default_value_t = process::Scheduling::Push)]
+    scheduling: process::Scheduling,
+
     /// Seconds without a heartbeat before an executor is taken as lost and its tasks are
     /// run again elsewhere.
     #[clap(long, default_value_t = 180)]
@@ -57,8 +60,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         bind_host: args.bind_host.clone(),
         external_host: args.bind_host.clone(),
         bind_port: args.bind_port,
-        // Executors ask for work: nothing needs to reach them but the scheduler's replies.
-        scheduling_policy: TaskSchedulingPolicy::PullStaged,
+        scheduling_policy: args.scheduling.into(),
         executor_timeout_seconds: args.executor_timeout_seconds,
         expire_dead_executor_interval_seconds: args.expire_dead_executor_interval_seconds,
         ..SchedulerConfig::default()

@@ -1,7 +1,8 @@
 //! natal on a Ballista cluster of processes (cargo feature `ballista`): `natal-scheduler` and
 //! two `natal-executor`s on 127.0.0.1, the `natal` CLI with `--ballista` against them giving
 //! the answers the CLI gives locally — over a local directory and over an S3 bucket (the
-//! in-process server, or the one `NATAL_TEST_S3_ENDPOINT` names) — a write refused with
+//! in-process server, or the one `NATAL_TEST_S3_ENDPOINT` names; tasks pushed to executors
+//! on the first, pulled by them on the second) — a write refused with
 //! what to do instead, and one executor killed during a long query: the query fails with an
 //! error or answers in full, never with missing or repeated rows. Every process is killed
 //! when the test ends, and every wait is bounded.
@@ -100,7 +101,8 @@ fn natal_started(root: &Root, scheduler: Option<u16>, sql: &str) -> Child {
         .expect("the natal CLI runs")
 }
 
-/// A scheduler and two executors over `root`, logging into `dir`, that answer `probe`.
+/// A scheduler and two executors over `root`, logging into `dir`, that answer `probe`;
+/// tasks reach executors as `scheduling` says (`push` or `pull`).
 struct ProcessCluster {
     processes: Processes,
     port: u16,
@@ -108,11 +110,16 @@ struct ProcessCluster {
 }
 
 impl ProcessCluster {
-    fn start(dir: &std::path::Path, root: &Root, probe: &str) -> Self {
+    fn start(dir: &std::path::Path, root: &Root, scheduling: &str, probe: &str) -> Self {
         let port = free_port();
         let scheduler_log = dir.join("scheduler.log");
         let mut processes = Processes(Vec::new());
-        let roots = || ["--root".to_string(), root.url.clone()];
+        let shared = || {
+            let scheduling = ["--scheduling".to_string(), scheduling.to_string()];
+            scheduling
+                .into_iter()
+                .chain(["--root".to_string(), root.url.clone()])
+        };
         let mut args: Vec<String> = vec![
             "--bind-port".into(),
             port.to_string(),
@@ -122,7 +129,7 @@ impl ProcessCluster {
             "--expire-dead-executor-interval-seconds".into(),
             "1".into(),
         ];
-        args.extend(roots());
+        args.extend(shared());
         let scheduler = env!("CARGO_BIN_EXE_natal-scheduler");
         processes
             .0
@@ -139,10 +146,13 @@ impl ProcessCluster {
                 free_port().to_string(),
                 "--vcores".into(),
                 "2".into(),
+                // Heard from well within the scheduler's 5 seconds.
+                "--heartbeat-interval-seconds".into(),
+                "1".into(),
                 "--work-dir".into(),
                 work_dir.to_string_lossy().into_owned(),
             ];
-            args.extend(roots());
+            args.extend(shared());
             let log = dir.join(format!("executor{executor}.log"));
             processes.0.push(spawn(
                 root,
@@ -217,7 +227,7 @@ fn the_cli_on_a_cluster_of_processes_answers_as_locally_and_survives_a_lost_exec
     for sql in setup {
         succeeded(&natal(root, None, sql), sql);
     }
-    let mut cluster = ProcessCluster::start(dir.path(), root, "SELECT count(*) FROM t");
+    let mut cluster = ProcessCluster::start(dir.path(), root, "push", "SELECT count(*) FROM t");
     let scheduler_port = cluster.port;
     for query in [
         "SELECT k, v FROM t",
@@ -237,8 +247,9 @@ fn the_cli_on_a_cluster_of_processes_answers_as_locally_and_survives_a_lost_exec
     let count = natal(root, None, "SELECT count(*) FROM t");
     assert_eq!(sorted_lines(&count), ["54545", "count(*)"]);
 
-    // An executor dies while a long query runs (a shuffle over 3M rows).
-    let long = "SELECT v, count(*), sum(k) FROM big WHERE k % 3 <> 1 GROUP BY v";
+    // An executor dies while a long query runs (a join of 3M rows with 3M, shuffled).
+    let long = "SELECT a.v, count(*), sum(b.k) FROM big a JOIN big b ON a.k = b.k + 1 \
+                WHERE a.k % 3 <> 1 GROUP BY a.v";
     let expected = natal(root, None, long);
     succeeded(&expected, long);
     let jobs_before = submitted_jobs(&cluster.scheduler_log);
@@ -312,7 +323,8 @@ async fn the_cli_on_a_cluster_of_processes_reads_an_s3_root() {
         ] {
             succeeded(&natal(root, None, sql), sql);
         }
-        let cluster = ProcessCluster::start(dir.path(), root, "SELECT count(*) FROM t");
+        // Executors that ask for their tasks, Ballista's other way.
+        let cluster = ProcessCluster::start(dir.path(), root, "pull", "SELECT count(*) FROM t");
         for query in [
             "SELECT k, v FROM t",
             "SELECT v, count(*), sum(k) FROM t WHERE k > 1234 GROUP BY v",
