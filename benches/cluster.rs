@@ -1,8 +1,10 @@
 //! natal on a Ballista cluster vs a local session (issue #39's figures): the same queries on
-//! a local `SessionContext` and on an in-process Ballista cluster (`cluster/mod.rs`: one
-//! scheduler, executors on runtimes of their own) of one executor running 2 tasks at once
-//! and of two executors running 1 each — on a 2-core machine both clusters have the cores
-//! the local session has, so the figures are each query's overhead on a cluster, not a
+//! a local `SessionContext` and on three clusters — an in-process one whose two executors
+//! pull their tasks (`cluster/mod.rs`: Ballista's standalone scheduler and executors, each
+//! on a runtime of its own), and `natal-scheduler` with `natal-executor` processes (this
+//! build's binaries on 127.0.0.1), which push tasks, with one executor running 2 tasks at
+//! once and with two running 1 each. On a 2-core machine every cluster has the cores the
+//! local session has, so the figures are each query's overhead on a cluster, not a
 //! speed-up. Every answer on a cluster is compared with the local one (the bench fails on a
 //! difference), then each is timed: the median of `NATAL_CLUSTER_RUNS` (default 3) runs.
 //!
@@ -18,7 +20,8 @@ mod harness;
 #[path = "tpch/mod.rs"]
 mod tpch;
 
-use std::time::Instant;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 use datafusion::error::Result;
 use datafusion::prelude::SessionContext;
@@ -37,25 +40,148 @@ async fn timed(ctx: &SessionContext, sql: &str, runs: usize) -> Result<(Vec<Stri
     Ok((answer, median(times)))
 }
 
+/// `natal-scheduler` and `executors` `natal-executor` processes on 127.0.0.1, tasks
+/// pushed; killed when dropped.
+struct Processes {
+    port: u16,
+    children: Vec<Child>,
+    _logs: tempfile::TempDir,
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+impl Processes {
+    async fn start(executors: usize, vcores: usize) -> Result<Self> {
+        let logs = tempfile::tempdir()?;
+        let port = free_port()?;
+        let log_dir = logs.path().to_path_buf();
+        let spawn = |program: &str, args: Vec<String>, log: &str| -> Result<Child> {
+            let log = std::fs::File::create(log_dir.join(log))?;
+            Ok(Command::new(program)
+                .args(args)
+                .env("RUST_LOG", "warn")
+                .stdout(log.try_clone()?)
+                .stderr(log)
+                .spawn()?)
+        };
+        let mut processes = Self {
+            port,
+            children: Vec::new(),
+            _logs: logs,
+        };
+        let scheduler = env!("CARGO_BIN_EXE_natal-scheduler");
+        let args = vec!["--bind-port".to_string(), port.to_string()];
+        processes
+            .children
+            .push(spawn(scheduler, args, "scheduler.log")?);
+        for executor in 0..executors {
+            let args = vec![
+                "--scheduler-port".to_string(),
+                port.to_string(),
+                "--port".into(),
+                free_port()?.to_string(),
+                "--grpc-port".into(),
+                free_port()?.to_string(),
+                "--vcores".into(),
+                vcores.to_string(),
+            ];
+            let log = format!("executor{executor}.log");
+            let executor = env!("CARGO_BIN_EXE_natal-executor");
+            processes.children.push(spawn(executor, args, &log)?);
+        }
+        // Ready once a query answers: a job with no executor yet waits for one.
+        let started = Instant::now();
+        loop {
+            let client = processes.client_of("/").await;
+            let probe = async { client.sql("SELECT 1").await?.collect().await };
+            let answered = tokio::time::timeout(Duration::from_secs(2), probe).await;
+            if matches!(answered, Ok(Ok(_))) {
+                return Ok(processes);
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                return Err(datafusion::error::DataFusionError::Execution(
+                    "the process cluster did not answer in 60 s".into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn client_of(&self, root: &str) -> SessionContext {
+        natal::datafusion::cluster::connect(
+            &format!("df://127.0.0.1:{}", self.port),
+            root,
+            std::sync::Arc::new(datafusion::execution::runtime_env::RuntimeEnv::default()),
+            natal::datafusion::CatalogOptions::default(),
+        )
+        .await
+        .expect("a client session")
+    }
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The local session, then the clusters' sessions in the table's column order.
 struct Sessions {
     local: SessionContext,
-    one: SessionContext,
-    two: SessionContext,
+    clusters: Vec<SessionContext>,
+}
+
+/// The clusters compared, in the table's column order.
+struct Clusters {
+    pulled: harness::Cluster,
+    pushed_one: Processes,
+    pushed_two: Processes,
+}
+
+impl Clusters {
+    async fn sessions(&self, local: SessionContext, root: &str) -> Sessions {
+        Sessions {
+            local,
+            clusters: vec![
+                self.pulled.client(root).await,
+                self.pushed_one.client_of(root).await,
+                self.pushed_two.client_of(root).await,
+            ],
+        }
+    }
 }
 
 /// Times `sql` on each session, checks the clusters' answers, prints a row.
-async fn compare(sessions: &Sessions, name: &str, sql: &str, runs: usize) -> Result<[f64; 3]> {
+async fn compare(sessions: &Sessions, name: &str, sql: &str, runs: usize) -> Result<Vec<f64>> {
     let (expected, local) = timed(&sessions.local, sql, runs).await?;
-    let (one_answer, one) = timed(&sessions.one, sql, runs).await?;
-    let (two_answer, two) = timed(&sessions.two, sql, runs).await?;
-    assert_eq!(one_answer, expected, "{name}: one executor's answer");
-    assert_eq!(two_answer, expected, "{name}: two executors' answer");
+    let mut times = vec![local];
+    for (i, cluster) in sessions.clusters.iter().enumerate() {
+        let (answer, time) = timed(cluster, sql, runs).await?;
+        assert_eq!(answer, expected, "{name}: cluster {i}'s answer");
+        times.push(time);
+    }
+    print_row(name, &times);
+    Ok(times)
+}
+
+fn print_row(name: &str, times: &[f64]) {
+    let cells: Vec<String> = times.iter().map(|t| format!("{t:.1}")).collect();
+    let ratios: Vec<String> = times[1..]
+        .iter()
+        .map(|t| format!("{:.2}x", t / times[0]))
+        .collect();
     println!(
-        "| {name} | {local:.1} | {one:.1} | {two:.1} | {:.2}x | {:.2}x |",
-        one / local,
-        two / local
+        "| {name} | {} | {} |",
+        cells.join(" | "),
+        ratios.join(" | ")
     );
-    Ok([local, one, two])
 }
 
 #[tokio::main]
@@ -95,18 +221,20 @@ async fn main() -> Result<()> {
         );
     }
 
-    let one_cluster = harness::Cluster::start(1, 2);
-    let two_cluster = harness::Cluster::start(2, 1);
+    let clusters = Clusters {
+        pulled: harness::Cluster::start(2, 1),
+        pushed_one: Processes::start(1, 2).await?,
+        pushed_two: Processes::start(2, 1).await?,
+    };
     let local = SessionContext::new();
     natal::datafusion::register(&local, &root_text)?;
-    let sessions = Sessions {
-        local,
-        one: one_cluster.client(&root_text).await,
-        two: two_cluster.client(&root_text).await,
-    };
+    let sessions = clusters.sessions(local, &root_text).await;
     println!("\nmedian ms of {runs} runs; ratio = cluster / local");
-    println!("| query | local | 1 executor × 2 tasks | 2 executors × 1 task | 1 exec | 2 execs |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!(
+        "| query | local | pulled, 2 executors × 1 task | pushed, 1 executor × 2 tasks | \
+         pushed, 2 executors × 1 task | pulled 2 | pushed 1 | pushed 2 |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     compare(
         &sessions,
         "filtered scan (v = 7, 10k rows out)",
@@ -122,12 +250,11 @@ async fn main() -> Result<()> {
     )
     .await?;
     if sf > 0.0 {
-        let tpch_sessions = Sessions {
-            local: tpch::natal_session(&dirs)?,
-            one: one_cluster.client(&dirs.natal.to_string_lossy()).await,
-            two: two_cluster.client(&dirs.natal.to_string_lossy()).await,
-        };
-        let mut totals = [0.0; 3];
+        let natal_root = dirs.natal.to_string_lossy().into_owned();
+        let tpch_sessions = clusters
+            .sessions(tpch::natal_session(&dirs)?, &natal_root)
+            .await;
+        let mut totals = vec![0.0; 4];
         for q in 1..=22 {
             let times = compare(
                 &tpch_sessions,
@@ -140,14 +267,7 @@ async fn main() -> Result<()> {
                 *total += time;
             }
         }
-        println!(
-            "| TPC-H SF{sf}, 22 queries | {:.1} | {:.1} | {:.1} | {:.2}x | {:.2}x |",
-            totals[0],
-            totals[1],
-            totals[2],
-            totals[1] / totals[0],
-            totals[2] / totals[0]
-        );
+        print_row(&format!("TPC-H SF{sf}, 22 queries"), &totals);
     }
     Ok(())
 }
