@@ -27,8 +27,8 @@ use super::arguments::literal_u64;
 use super::catalog::blocking_for;
 use super::leaf::{leaf_exec_methods, leaf_properties};
 use crate::table::{
-    ChangeRequest, ChangeType, ScanRequest, Table, CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP,
-    COMMIT_VERSION,
+    ChangeRequest, ChangeType, ScanRequest, Snapshot, Table, CHANGE_COLUMNS, CHANGE_TYPE,
+    COMMIT_TIMESTAMP, COMMIT_VERSION,
 };
 
 const NAME: &str = "natal_changes";
@@ -39,6 +39,8 @@ pub(super) struct ChangesProvider {
     table: Table,
     from: u64,
     to: u64,
+    /// Version `to` as read when planning (not when sent): the read does not read it again.
+    to_read: Option<Arc<Snapshot>>,
     schema: SchemaRef,
     /// Received by a Ballista scheduler: the change is read when the scheduler plans, and
     /// its rows go to the executors in the plan (an exec of its own would not reach them).
@@ -52,6 +54,7 @@ impl ChangesProvider {
             table,
             from,
             to,
+            to_read: None,
             schema,
             sent: true,
         }
@@ -88,7 +91,7 @@ pub(super) fn provider(table: Table, args: &[Expr]) -> Result<Arc<dyn TableProvi
         )));
     }
     let handle = table.clone();
-    let (to, schema) = blocking_for(
+    let (to_read, schema) = blocking_for(
         NAME,
         "; call Table::changes from Rust instead",
         async move {
@@ -101,9 +104,10 @@ pub(super) fn provider(table: Table, args: &[Expr]) -> Result<Arc<dyn TableProvi
                 ..Default::default()
             };
             let schema = crate::table::change_schema(snapshot.scan_schema(&request)?.as_ref());
-            Ok((snapshot.version(), schema))
+            Ok((Arc::new(snapshot), schema))
         },
     )?;
+    let to = to_read.version();
     if from > to {
         return Err(DataFusionError::Plan(format!(
             "{NAME}: version {from} is after the latest version ({to})"
@@ -113,6 +117,7 @@ pub(super) fn provider(table: Table, args: &[Expr]) -> Result<Arc<dyn TableProvi
         table,
         from,
         to,
+        to_read: Some(to_read),
         schema,
         sent: false,
     }))
@@ -168,6 +173,7 @@ impl TableProvider for ChangesProvider {
         let exec = ChangesExec {
             table: self.table.clone(),
             range: (self.from, self.to),
+            to_read: self.to_read.clone(),
             request: ChangeRequest {
                 columns: Some(columns),
                 kinds,
@@ -223,6 +229,7 @@ fn change_kinds(filter: &Expr) -> Option<Vec<ChangeType>> {
 struct ChangesExec {
     table: Table,
     range: (u64, u64),
+    to_read: Option<Arc<Snapshot>>,
     request: ChangeRequest,
     properties: Arc<PlanProperties>,
 }
@@ -259,11 +266,15 @@ impl ExecutionPlan for ChangesExec {
         _context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let (table, (from, to)) = (self.table.clone(), self.range);
+        let to_read = self.to_read.clone();
         let request = self.request.clone();
         let output = self.properties.eq_properties.schema().clone();
         // The versions are diffed when first polled; values are read chunk by chunk.
         let batches = futures::stream::once(async move {
-            let changed = table.change_stream(from, to, request).await?;
+            let changed = match to_read {
+                Some(to) => table.change_stream_to(from, &to, request).await?,
+                None => table.change_stream(from, to, request).await?,
+            };
             // The read's columns in the order the plan asked for them.
             let batches = changed.batches.map(move |batch| {
                 let batch = batch?;

@@ -302,13 +302,36 @@ impl Table {
         to: u64,
         request: ChangeRequest,
     ) -> Result<ChangeStream> {
+        self.change_stream_ending(from, (to, None), request).await
+    }
+
+    /// [`Self::change_stream`] up to `to`, a snapshot already read (a statement that
+    /// pinned it when planning): its manifest is not read again.
+    pub(crate) async fn change_stream_to(
+        &self,
+        from: u64,
+        to: &Snapshot,
+        request: ChangeRequest,
+    ) -> Result<ChangeStream> {
+        let last = Some(to.manifest().clone());
+        self.change_stream_ending(from, (to.version(), last), request)
+            .await
+    }
+
+    /// The change stream up to version `to.0`, whose manifest is `to.1` if already read.
+    async fn change_stream_ending(
+        &self,
+        from: u64,
+        (to, last): (u64, Option<Arc<Manifest>>),
+        request: ChangeRequest,
+    ) -> Result<ChangeStream> {
         if from > to {
             return Err(Error::invalid(format!(
                 "a change read from version {from} to version {to}: the first version must \
                  not be after the second"
             )));
         }
-        let manifests = self.manifests_between(from, to).await?;
+        let manifests = self.manifests_between(from, (to, last)).await?;
         let pairs: Vec<(&Arc<Manifest>, &Arc<Manifest>)> = manifests
             .windows(2)
             .map(|pair| (&pair[0], &pair[1]))
@@ -507,12 +530,19 @@ impl Table {
             .collect())
     }
 
-    /// The manifests of versions `from..=to`, in order, or the error saying which is
-    /// missing: one not yet written, or one cleanup removed.
-    async fn manifests_between(&self, from: u64, to: u64) -> Result<Vec<Arc<Manifest>>> {
+    /// The manifests of versions `from..=to`, in order (`to`'s is `last` if already read),
+    /// or the error saying which is missing: one not yet written, or one cleanup removed.
+    async fn manifests_between(
+        &self,
+        from: u64,
+        (to, last): (u64, Option<Arc<Manifest>>),
+    ) -> Result<Vec<Arc<Manifest>>> {
         // The ends first: a range past the latest or before the oldest fails after a GET
         // or two, not after reading the whole range.
-        let last = self.store.read_manifest(to).await;
+        let last = match last {
+            Some(last) => Ok(last),
+            None => self.store.read_manifest(to).await.map(Arc::new),
+        };
         let first = match from == to {
             true => None,
             false => Some(self.store.read_manifest(from).await),
@@ -539,7 +569,7 @@ impl Table {
             }
         };
         let last = match last {
-            Ok(last) => Arc::new(last),
+            Ok(last) => last,
             Err(e) => return Err(missing(e).await),
         };
         let first = match first {
@@ -661,5 +691,40 @@ mod tests {
                 (5, 3, ChangeType::UpdatePostimage),
             ]
         );
+    }
+
+    /// A change read up to a snapshot already held (a statement pinned it when planning)
+    /// reads that version's manifest no second time, and reads the same change.
+    #[tokio::test]
+    async fn a_read_up_to_a_snapshot_held_reads_its_manifest_once() {
+        use arrow::array::Int64Array;
+        use arrow::datatypes::{DataType, Field, Schema};
+
+        let memory = Arc::new(object_store::memory::InMemory::new());
+        let counted = Arc::new(crate::io::InstrumentedStore::new(memory));
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+        let table = Table::create(counted.clone(), "t".into(), &schema, Default::default())
+            .await
+            .unwrap();
+        for start in [0_i64, 10] {
+            let keys = Arc::new(Int64Array::from_iter_values(start..start + 10));
+            let batch = RecordBatch::try_new(schema.clone(), vec![keys]).unwrap();
+            table.append(vec![batch]).await.unwrap();
+        }
+        let to = table.latest().await.unwrap();
+        let ids_only = || ChangeRequest {
+            columns: Some(vec![]),
+            ..Default::default()
+        };
+        counted.reset();
+        let stream = table.change_stream(1, to.version(), ids_only()).await;
+        let read: Vec<RecordBatch> = stream.unwrap().batches.try_collect().await.unwrap();
+        let gets = counted.tally().get;
+        counted.reset();
+        let stream = table.change_stream_to(1, &to, ids_only()).await;
+        let held: Vec<RecordBatch> = stream.unwrap().batches.try_collect().await.unwrap();
+        assert_eq!(counted.tally().get, gets - 1);
+        assert_eq!(held, read);
+        assert_eq!(held.iter().map(|b| b.num_rows()).sum::<usize>(), 20);
     }
 }
