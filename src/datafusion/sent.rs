@@ -54,7 +54,14 @@ pub(super) fn open(url: &str, runtime: &RuntimeEnv) -> Result<Table> {
     if let Some(table) = opened.lock().ok().and_then(|o| o.get(url).cloned()) {
         return Ok(table);
     }
-    let (store, root) = resolve_location(runtime, url)?;
+    let (store, root) = resolve_location(runtime, url).map_err(|e| {
+        DataFusionError::Plan(format!(
+            "the natal table at {url} is not reachable from this Ballista process ({e}): \
+             its store must be registered in every scheduler's and executor's runtime \
+             (natal-scheduler, natal-executor: --root as the clients', credentials in their \
+             environment)"
+        ))
+    })?;
     let options = TableOptions {
         store_url: Some(store_url_of(url)?),
         external_stores: Some(SessionStores::of(runtime)),

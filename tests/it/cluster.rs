@@ -183,6 +183,28 @@ async fn a_cluster_reads_a_root_in_an_s3_bucket_as_a_local_session() {
         assert!(!expected.is_empty(), "{query}");
         assert_eq!(rows(&remote, query).await, expected, "{query}");
     }
+    // A cluster whose processes were not given the bucket's store says what to do. (A
+    // table no process here has opened yet: each keeps the handles it opened.)
+    crate::common::answer(&local, "CREATE TABLE w AS SELECT 1 AS x")
+        .await
+        .unwrap();
+    let blind = Cluster::start(1, 1);
+    let remote = blind.client_with(&root, stores()).await;
+    let failed = async {
+        natal::datafusion::sql(&remote, "SELECT x FROM w")
+            .await?
+            .collect()
+            .await
+    };
+    let message = failed
+        .await
+        .expect_err("no store for the bucket")
+        .to_string();
+    assert!(
+        message.contains("not reachable from this Ballista process"),
+        "{message}"
+    );
+    assert!(message.contains("--root"), "{message}");
 }
 
 /// A client's `natal.*` settings reach the scheduler and every executor: Ballista sends a

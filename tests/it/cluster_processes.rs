@@ -268,14 +268,15 @@ fn the_cli_on_a_cluster_of_processes_answers_as_locally_and_survives_a_lost_exec
     executor.kill().expect("the executor is killed");
     let _ = executor.wait();
     let answered = wait_bounded(query, Duration::from_secs(240));
-    // natal's scheduler cancels a job that loses an executor (`cluster::run_scheduler`);
-    // one that finished first answers in full.
+    // natal's scheduler cancels a job that loses an executor (`cluster::run_scheduler`), or
+    // a task fetching the lost executor's shuffle output fails the job first; one that
+    // finished first answers in full.
     if answered.status.success() {
         assert_eq!(sorted_lines(&answered), sorted_lines(&expected));
     } else {
         let message = String::from_utf8_lossy(&answered.stderr);
         assert!(
-            message.contains("Cancelled"),
+            message.contains("Cancelled") || message.contains("failed"),
             "a failure says so: {message}"
         );
         assert!(answered.stdout.is_empty(), "no partial answer");
