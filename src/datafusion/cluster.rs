@@ -152,8 +152,8 @@ pub async fn remote(scheduler_url: &str, local: &SessionContext) -> Result<Sessi
 }
 
 /// Runs a Ballista scheduler with natal's codecs, settings and functions (over `runtime`'s
-/// stores) at `config.bind_host:bind_port`, until it fails. A job that is running when an
-/// executor is lost fails: Ballista 55's recovery of such a job may count rows twice
+/// stores) at `config.bind_host:bind_port`, until it fails. A running job that ran tasks on
+/// an executor that is lost fails: Ballista 55's recovery of such a job may count rows twice
 /// (its static planner re-runs a stage whose earlier outputs its next stage still holds)
 /// or never finish (its adaptive planner), so the query is cancelled instead — the client
 /// gets an error and runs it again.
@@ -194,19 +194,23 @@ pub async fn run_scheduler(
 }
 
 mod lost_executor {
-    //! A scheduler's executor registry that cancels the running jobs when it removes an
-    //! executor, before the scheduler hears the executor is lost (`run_scheduler` says why).
+    //! A scheduler's executor registry that cancels the running jobs that used an executor
+    //! when it removes it, before the scheduler hears the executor is lost (`run_scheduler`
+    //! says why).
 
     use std::collections::{HashMap, HashSet};
     use std::sync::{Arc, OnceLock};
 
     use ballista_core::error::Result;
-    use ballista_core::serde::protobuf::ExecutorHeartbeat;
+    use ballista_core::serde::protobuf::{
+        task_status, ExecutorHeartbeat, RunningTask, SuccessfulTask,
+    };
     use ballista_core::serde::scheduler::{ExecutorData, ExecutorMetadata};
     use ballista_core::JobId;
     use ballista_scheduler::cluster::{BoundTask, ClusterState, ClusterStateEventStream};
     use ballista_scheduler::config::TaskDistributionPolicy;
     use ballista_scheduler::scheduler_server::SchedulerServer;
+    use ballista_scheduler::state::execution_stage::{ExecutionStage, TaskInfo};
     use ballista_scheduler::state::task_manager::JobInfoCache;
     use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
@@ -216,6 +220,23 @@ mod lost_executor {
         inner: Arc<dyn ClusterState>,
         /// Set once the scheduler exists (it is built over this registry).
         server: Arc<OnceLock<Server>>,
+    }
+
+    /// Whether a task of `stages` runs on `executor_id`, or ran there and left its shuffle
+    /// output there.
+    fn ran_on(stages: &HashMap<usize, ExecutionStage>, executor_id: &str) -> bool {
+        let on_it = |task: &TaskInfo| match &task.task_status {
+            task_status::Status::Running(RunningTask { executor_id: at })
+            | task_status::Status::Successful(SuccessfulTask {
+                executor_id: at, ..
+            }) => at == executor_id,
+            _ => false,
+        };
+        stages.values().any(|stage| match stage {
+            ExecutionStage::Running(stage) => stage.task_infos.iter().any(on_it),
+            ExecutionStage::Successful(stage) => stage.task_infos.iter().any(on_it),
+            _ => false,
+        })
     }
 
     impl CancelOnLostExecutor {
@@ -275,9 +296,13 @@ mod lost_executor {
                 return Ok(());
             };
             // Queued before the scheduler's own handling of the loss, so each job is
-            // cancelled before any of its tasks is run again.
+            // cancelled before any of its tasks is run again. Jobs that never ran a task
+            // there go on: none of their work or shuffle output is lost.
             let running = server.state.task_manager.get_running_job_cache();
-            for job in running.keys() {
+            for (job, info) in running.iter() {
+                if !ran_on(info.execution_graph.read().await.stages(), executor_id) {
+                    continue;
+                }
                 log::warn!("cancelling job {job}: executor {executor_id} was lost while it ran");
                 server.cancel_job(job.clone()).await?;
             }

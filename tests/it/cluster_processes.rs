@@ -281,7 +281,19 @@ fn the_cli_on_a_cluster_of_processes_answers_as_locally_and_survives_a_lost_exec
         );
         assert!(answered.stdout.is_empty(), "no partial answer");
     }
-    // The remaining executor still answers.
+    // The remaining executor answers once the scheduler has noticed the loss (a query sent
+    // before may still be given to the lost executor, and be cancelled with it).
+    let started = Instant::now();
+    while !std::fs::read_to_string(&cluster.scheduler_log)
+        .unwrap_or_default()
+        .contains("Removing executor")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the scheduler never noticed the lost executor"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let after = natal_started(
         root,
         Some(scheduler_port),
