@@ -174,8 +174,8 @@ pub(super) fn ids_at(
         .collect()
 }
 
-/// The report of what the parts found, in report order, holding the kinds `wanted`;
-/// deletes carry `to`.
+/// The report of what the parts found, in report order (by row id), holding the kinds
+/// `wanted`; deletes carry `to`.
 fn report(
     mut found: Found,
     to: u64,
@@ -231,38 +231,7 @@ fn report(
     if let Some(&m) = moved.next() {
         return Err(not_live(m));
     }
-    Ok((by_version(report), counts))
-}
-
-/// `report`, in the order of ids, put in order of versions (then ids): a counting sort, as
-/// a range holds few versions beside its many rows.
-fn by_version(report: Vec<Change>) -> Vec<Change> {
-    let Some(&first) = report.first() else {
-        return report;
-    };
-    // The versions present, ascending, and where each one's changes start.
-    let mut versions: Vec<u64> = Vec::new();
-    let mut starts: Vec<usize> = Vec::new();
-    for change in &report {
-        match versions.binary_search(&change.version) {
-            Ok(i) => starts[i] += 1,
-            Err(i) => {
-                versions.insert(i, change.version);
-                starts.insert(i, 1);
-            }
-        }
-    }
-    let mut start = 0;
-    for count in &mut starts {
-        (*count, start) = (start, start + *count);
-    }
-    let mut sorted = vec![first; report.len()];
-    for change in report {
-        let i = versions.binary_search(&change.version).unwrap_or_default();
-        sorted[starts[i]] = change;
-        starts[i] += 1;
-    }
-    sorted
+    Ok((report, counts))
 }
 
 #[cfg(test)]
@@ -290,8 +259,8 @@ mod tests {
             vec![
                 (5, 1, ChangeType::UpdatePreimage, Some(at(0, 1))),
                 (5, 1, ChangeType::UpdatePostimage, Some(at(1, 0))),
-                (6, 9, ChangeType::Insert, Some(at(2, 0))),
                 (7, 3, ChangeType::Delete, Some(at(0, 3))),
+                (6, 9, ChangeType::Insert, Some(at(2, 0))),
             ]
         );
         let expected = Counts {
@@ -305,27 +274,5 @@ mod tests {
             ..Found::default()
         };
         assert!(report(inconsistent, 7, &|_| true).is_err());
-    }
-
-    #[test]
-    fn changes_in_id_order_come_out_in_version_order_keeping_pairs() {
-        let change = |version, id, kind| Change::by_id(version, id, kind);
-        let by_id: Vec<Change> = (0..200u64)
-            .flat_map(|id| {
-                let version = 10 + (id * 7) % 5;
-                match id % 3 {
-                    0 => vec![change(version, id, ChangeType::Insert)],
-                    1 => vec![
-                        change(version, id, ChangeType::UpdatePreimage),
-                        change(version, id, ChangeType::UpdatePostimage),
-                    ],
-                    _ => vec![change(20, id, ChangeType::Delete)],
-                }
-            })
-            .collect();
-        let mut expected = by_id.clone();
-        expected.sort();
-        assert_eq!(by_version(by_id), expected);
-        assert_eq!(by_version(Vec::new()), Vec::new());
     }
 }

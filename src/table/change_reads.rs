@@ -19,6 +19,9 @@
 //! diff of the two versions give): a row inserted and deleted inside the range reports
 //! nothing; one updated several times reports one preimage (its values at `from`) and one
 //! postimage (its values at `to`); `_commit_version` is the version of its last change.
+//! It comes in row-id order, a row's preimage just before its postimage, and its values are
+//! read a chunk at a time: rows of nearby ids sit on nearby pages, so each page is read for
+//! one chunk.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -232,9 +235,17 @@ impl NetChanges {
                 (false, false) => {}
             }
         }
-        out.sort_unstable();
+        in_report_order(&mut out);
         out
     }
+}
+
+/// `report` in report order: by row id, a row's preimage just before its postimage. A chunk
+/// of the report then holds rows of nearby ids, which sit on nearby pages at both ends of
+/// the range: each page is read for one chunk, where an order by version had every chunk
+/// reach across every page the range's updates touched.
+fn in_report_order(report: &mut [Change]) {
+    report.sort_unstable_by_key(|c| (c.id, c.kind));
 }
 
 /// Whether a version of this operation can change rows' values or existence. Compaction
@@ -455,7 +466,6 @@ impl Table {
                 for change in report.iter_mut().filter(|c| c.kind == ChangeType::Delete) {
                     change.version = last.version;
                 }
-                report.sort_unstable();
             }
             return Ok((report, counts));
         };
@@ -489,7 +499,6 @@ impl Table {
                     Error::internal(format!("deleted row {} left in no version", change.id))
                 })?;
             }
-            report.sort_unstable();
         }
         Ok((report, counts))
     }
@@ -668,7 +677,7 @@ mod tests {
     }
 
     #[test]
-    fn net_changes_report_each_row_once_by_its_first_and_last_state() {
+    fn net_changes_report_each_row_once_by_its_first_and_last_state_in_id_order() {
         let mut net = NetChanges::default();
         // v2: 1 updated, 2 deleted, 10 and 11 inserted.
         net.record(2, &ids(&[1, 2]), &ids(&[1, 10, 11]));
@@ -683,12 +692,12 @@ mod tests {
         assert_eq!(
             report,
             vec![
-                (2, 2, ChangeType::Delete),
                 (3, 1, ChangeType::UpdatePreimage),
                 (3, 1, ChangeType::UpdatePostimage),
-                (3, 10, ChangeType::Insert),
+                (2, 2, ChangeType::Delete),
                 (5, 3, ChangeType::UpdatePreimage),
                 (5, 3, ChangeType::UpdatePostimage),
+                (3, 10, ChangeType::Insert),
             ]
         );
     }

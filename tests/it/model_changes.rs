@@ -92,6 +92,11 @@ async fn check_pair(model: &Model, table: &Table, i: usize, j: usize) {
         .await
         .unwrap_or_else(|e| panic!("changes({from}, {to}): {e}"));
     let changes = changes_of(&read.batches);
+    // Report order: by row id (a row's preimage just before its postimage).
+    assert!(
+        changes.windows(2).all(|w| w[0].1 <= w[1].1),
+        "changes({from}, {to}) not in row-id order"
+    );
     let mut state = before.clone();
     let mut preimages: HashMap<u64, ((i64, i64), String)> = HashMap::new();
     let what = |c: &Change| format!("changes({from}, {to}) reported {c:?}");
