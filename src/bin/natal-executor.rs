@@ -25,6 +25,11 @@ struct Args {
     #[clap(long, default_value = "127.0.0.1")]
     bind_host: String,
 
+    /// The host the scheduler and other executors reach it at (default: `--bind-host`; set
+    /// it when listening on 0.0.0.0).
+    #[clap(long)]
+    external_host: Option<String>,
+
     /// The port of its Arrow Flight service (other executors fetch shuffle data there).
     #[clap(long, default_value_t = 50051)]
     port: u16,
@@ -81,7 +86,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let defaults = ExecutorProcessConfig::default();
     let config = ExecutorProcessConfig {
         bind_host: args.bind_host.clone(),
-        external_host: Some(args.bind_host),
+        external_host: Some(args.external_host.unwrap_or(args.bind_host)),
         port: args.port,
         grpc_port: args.grpc_port,
         scheduler_host: args.scheduler_host,

@@ -25,6 +25,11 @@ struct Args {
     #[clap(long, default_value = "127.0.0.1")]
     bind_host: String,
 
+    /// The host executors and clients reach it at (default: `--bind-host`; set it when
+    /// listening on 0.0.0.0).
+    #[clap(long)]
+    external_host: Option<String>,
+
     /// The port to listen on (clients: `df://host:port`; executors: `--scheduler-port`).
     #[clap(long, default_value_t = 50050)]
     bind_port: u16,
@@ -58,7 +63,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let runtime = stores::runtime_with_roots(&args.roots).await?;
     let config = SchedulerConfig {
         bind_host: args.bind_host.clone(),
-        external_host: args.bind_host.clone(),
+        external_host: (args.external_host.clone()).unwrap_or(args.bind_host.clone()),
         bind_port: args.bind_port,
         scheduling_policy: args.scheduling.into(),
         executor_timeout_seconds: args.executor_timeout_seconds,

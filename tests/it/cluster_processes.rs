@@ -102,7 +102,8 @@ fn natal_started(root: &Root, scheduler: Option<u16>, sql: &str) -> Child {
 }
 
 /// A scheduler and two executors over `root`, logging into `dir`, that answer `probe`;
-/// tasks reach executors as `scheduling` says (`push` or `pull`).
+/// tasks reach executors as `scheduling` says (`push` or `pull`), and executors get
+/// `executor_args` too.
 struct ProcessCluster {
     processes: Processes,
     port: u16,
@@ -110,7 +111,12 @@ struct ProcessCluster {
 }
 
 impl ProcessCluster {
-    fn start(dir: &std::path::Path, root: &Root, scheduling: &str, probe: &str) -> Self {
+    fn start(
+        dir: &std::path::Path,
+        root: &Root,
+        (scheduling, executor_args): (&str, &[&str]),
+        probe: &str,
+    ) -> Self {
         let port = free_port();
         let scheduler_log = dir.join("scheduler.log");
         let mut processes = Processes(Vec::new());
@@ -153,6 +159,7 @@ impl ProcessCluster {
                 work_dir.to_string_lossy().into_owned(),
             ];
             args.extend(shared());
+            args.extend(executor_args.iter().map(|a| a.to_string()));
             let log = dir.join(format!("executor{executor}.log"));
             processes.0.push(spawn(
                 root,
@@ -227,7 +234,8 @@ fn the_cli_on_a_cluster_of_processes_answers_as_locally_and_survives_a_lost_exec
     for sql in setup {
         succeeded(&natal(root, None, sql), sql);
     }
-    let mut cluster = ProcessCluster::start(dir.path(), root, "push", "SELECT count(*) FROM t");
+    let mut cluster =
+        ProcessCluster::start(dir.path(), root, ("push", &[]), "SELECT count(*) FROM t");
     let scheduler_port = cluster.port;
     for query in [
         "SELECT k, v FROM t",
@@ -336,8 +344,11 @@ async fn the_cli_on_a_cluster_of_processes_reads_an_s3_root() {
         ] {
             succeeded(&natal(root, None, sql), sql);
         }
-        // Executors that ask for their tasks, Ballista's other way.
-        let cluster = ProcessCluster::start(dir.path(), root, "pull", "SELECT count(*) FROM t");
+        // Executors that ask for their tasks, Ballista's other way, listening on every
+        // interface and telling the others to fetch their shuffle output at 127.0.0.1.
+        let executors = ["--bind-host", "0.0.0.0", "--external-host", "127.0.0.1"];
+        let how = ("pull", executors.as_slice());
+        let cluster = ProcessCluster::start(dir.path(), root, how, "SELECT count(*) FROM t");
         for query in [
             "SELECT k, v FROM t",
             "SELECT v, count(*), sum(k) FROM t WHERE k > 1234 GROUP BY v",
