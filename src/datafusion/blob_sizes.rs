@@ -34,8 +34,8 @@ use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning};
 
-use super::file_source::planned_scan;
-use super::scan::NatalScanExec;
+use super::file_source::{planned_scan, planned_source};
+use super::scan::{blob_columns, NatalScanExec};
 
 /// The rule (registered by `natal::datafusion::register`).
 #[derive(Debug, Default)]
@@ -101,21 +101,25 @@ fn measured(expr: &Arc<dyn PhysicalExpr>, sized: &[usize]) -> Result<Arc<dyn Phy
         .data)
 }
 
-/// The natal scan `plan` is: the exec, or its file-scan form planned in this process (the
-/// form a Ballista scheduler plans, `file_source.rs`).
-fn natal_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<NatalScanExec> {
+/// The blob columns `plan` could read as sizes, if it is a natal scan: the exec, or its
+/// file-scan form planned in this process (the form a Ballista scheduler plans,
+/// `file_source.rs`).
+fn sizable_columns(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<usize>> {
     if let Some(scan) = plan.downcast_ref::<NatalScanExec>() {
-        return Some(NatalScanExec::new(scan.plan().clone(), scan.schema()));
+        return Some(scan.blob_columns());
     }
-    plan.downcast_ref::<DataSourceExec>().and_then(planned_scan)
+    let (config, shared) = plan
+        .downcast_ref::<DataSourceExec>()
+        .and_then(planned_source)?;
+    Some(blob_columns(shared, config.file_schema()))
 }
 
-/// The natal scan under `plan`, through operators that pass its rows on as they are (a
-/// round-robin repartition, partitions coalesced, cooperative scheduling): the projection's
-/// columns are the scan's.
-fn scan_below(plan: &Arc<dyn ExecutionPlan>) -> Option<NatalScanExec> {
-    if let Some(scan) = natal_scan(plan) {
-        return Some(scan);
+/// The blob columns of the natal scan under `plan` (see [`sizable_columns`]), through
+/// operators that pass its rows on as they are (a round-robin repartition, partitions
+/// coalesced, cooperative scheduling): the projection's columns are the scan's.
+fn scan_below(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<usize>> {
+    if let Some(columns) = sizable_columns(plan) {
+        return Some(columns);
     }
     let passes_rows_on = plan
         .downcast_ref::<RepartitionExec>()
@@ -157,13 +161,11 @@ impl PhysicalOptimizerRule for BlobSizes {
                 let Some(projection) = node.downcast_ref::<ProjectionExec>() else {
                     return Ok(Transformed::no(node));
                 };
-                let Some(scan) = scan_below(projection.input()) else {
+                let Some(blob_columns) = scan_below(projection.input()) else {
                     return Ok(Transformed::no(node));
                 };
                 let exprs = projection.expr();
-                let sized: Vec<usize> = scan
-                    .blob_columns()
-                    .into_iter()
+                let sized: Vec<usize> = (blob_columns.into_iter())
                     .filter(|at| {
                         exprs.iter().any(|e| measures(&e.expr, *at))
                             && exprs.iter().all(|e| only_measured(&e.expr, *at))

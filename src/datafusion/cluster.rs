@@ -68,7 +68,12 @@ pub fn session_config() -> SessionConfig {
 /// A session that plans or runs natal's plans: DataFusion's defaults, Ballista's
 /// optimizer rules and functions, and natal's functions, over `runtime`'s stores.
 pub fn session_state(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Result<SessionState> {
-    let mut state = SessionStateBuilder::new()
+    with_natal_functions(session_builder(config, runtime).build())
+}
+
+/// [`session_state`]'s builder, before natal's functions go on top of Ballista's.
+fn session_builder(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> SessionStateBuilder {
+    SessionStateBuilder::new()
         .with_default_features()
         .with_config(config)
         .with_runtime_env(runtime)
@@ -76,7 +81,10 @@ pub fn session_state(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Result<
         .with_scalar_functions(ballista_core::extension::ballista_scalar_functions())
         .with_aggregate_functions(ballista_core::extension::ballista_aggregate_functions())
         .with_window_functions(ballista_core::extension::ballista_window_functions())
-        .build();
+}
+
+/// `state` with natal's functions registered (its `octet_length` over the session's).
+fn with_natal_functions(mut state: SessionState) -> Result<SessionState> {
     let octet_length = state.scalar_functions().get("octet_length").cloned();
     for function in super::scalar_functions(octet_length) {
         datafusion::execution::FunctionRegistry::register_udf(&mut state, Arc::new(function))?;
@@ -88,10 +96,12 @@ pub fn session_state(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Result<
 /// `runtime`'s stores, planned by [`SchedulerPlanner`].
 pub fn scheduler_session_builder(runtime: Arc<RuntimeEnv>) -> ballista_scheduler::SessionBuilder {
     Arc::new(move |config: SessionConfig| {
-        let state = session_state(config, runtime.clone())?;
-        Ok(SessionStateBuilder::new_from_existing(state)
-            .with_query_planner(Arc::new(SchedulerPlanner))
-            .build())
+        let builder = session_builder(config, runtime.clone());
+        with_natal_functions(
+            builder
+                .with_query_planner(Arc::new(SchedulerPlanner))
+                .build(),
+        )
     })
 }
 

@@ -155,13 +155,20 @@ impl NatalScanExec {
     }
 }
 
-/// The natal scan `exec` is in its file-scan form, when it was planned in this process
-/// (not sent from another): partition `i` of the scan reads file group `i`'s pieces.
-pub(crate) fn planned_scan(exec: &DataSourceExec) -> Option<NatalScanExec> {
+/// The natal scan `exec` is in its file-scan form, when it was planned in this process (not
+/// sent from another): its configuration (file group `i` holds partition `i`'s pieces) and
+/// the plan its partitions share.
+pub(crate) fn planned_source(exec: &DataSourceExec) -> Option<(&FileScanConfig, &ScanPlan)> {
     let (config, source) = exec.downcast_to_file_source::<NatalFileSource>()?;
-    let ScanSource::Planned(shared) = &source.scan else {
-        return None;
-    };
+    match &source.scan {
+        ScanSource::Planned(shared) => Some((config, shared)),
+        ScanSource::Sent(_) => None,
+    }
+}
+
+/// [`planned_source`]'s scan as the exec it was made from.
+pub(crate) fn planned_scan(exec: &DataSourceExec) -> Option<NatalScanExec> {
+    let (config, shared) = planned_source(exec)?;
     let mut partitions = Vec::with_capacity(config.file_groups.len());
     for group in &config.file_groups {
         let mut pieces = Vec::new();
@@ -173,7 +180,7 @@ pub(crate) fn planned_scan(exec: &DataSourceExec) -> Option<NatalScanExec> {
     let plan = ScanPlan {
         partitions,
         limit: config.limit,
-        ..shared.as_ref().clone()
+        ..shared.clone()
     };
     Some(NatalScanExec::new(plan, config.file_schema().clone()))
 }

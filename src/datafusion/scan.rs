@@ -58,6 +58,24 @@ pub struct NatalScanExec {
     metrics: ExecutionPlanMetricsSet,
 }
 
+/// The blob columns of `output` (a scan of `plan`'s output, by position) that read as bytes
+/// and that the plan's own filter does not read (it needs their bytes).
+pub(crate) fn blob_columns(plan: &ScanPlan, output: &Schema) -> Vec<usize> {
+    let table = plan.snapshot.schema();
+    let filtered =
+        |name: &String| (plan.filter.as_ref()).is_some_and(|f| f.columns().contains(name));
+    (output.fields().iter().enumerate())
+        .filter(|(_, f)| matches!(f.data_type(), DataType::Binary | DataType::LargeBinary))
+        .filter(|(_, f)| {
+            table
+                .field_by_name(f.name())
+                .is_some_and(|c| c.blob.is_some())
+        })
+        .filter(|(_, f)| !filtered(f.name()))
+        .map(|(at, _)| at)
+        .collect()
+}
+
 impl NatalScanExec {
     pub(crate) fn new(plan: ScanPlan, schema: SchemaRef) -> Self {
         let partitions = plan.partitions.len().max(1);
@@ -80,19 +98,7 @@ impl NatalScanExec {
     /// The blob columns of its output (by position) that read as bytes and that its own
     /// filter does not read (it needs their bytes).
     pub(crate) fn blob_columns(&self) -> Vec<usize> {
-        let table = self.plan.snapshot.schema();
-        let filtered =
-            |name: &String| (self.plan.filter.as_ref()).is_some_and(|f| f.columns().contains(name));
-        (self.schema.fields().iter().enumerate())
-            .filter(|(_, f)| matches!(f.data_type(), DataType::Binary | DataType::LargeBinary))
-            .filter(|(_, f)| {
-                table
-                    .field_by_name(f.name())
-                    .is_some_and(|c| c.blob.is_some())
-            })
-            .filter(|(_, f)| !filtered(f.name()))
-            .map(|(at, _)| at)
-            .collect()
+        blob_columns(&self.plan, &self.schema)
     }
 
     /// This scan with the blob columns at `positions` of its output read as their values'

@@ -66,7 +66,7 @@ impl ChangeType {
 }
 
 /// One reported change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Change {
     /// The version of the row's last change in the range.
     pub version: u64,

@@ -202,24 +202,27 @@ async fn bad_ranges_are_typed_errors() {
     assert!(table.changes(latest - 1, latest).await.is_ok());
 }
 
+/// A table `t` of fragments of 1,000 rows, never merged, over an in-memory store whose
+/// requests are counted.
+async fn counted_table() -> (Table, Arc<InstrumentedStore>) {
+    let counted = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
+    let options = TableOptions {
+        max_rows_per_fragment: 1000,
+        merge: None,
+        ..Default::default()
+    };
+    let table = Table::create(counted.clone(), "t".into(), &schema(), options)
+        .await
+        .unwrap();
+    (table, counted)
+}
+
 /// A change read after updates to a few rows reads no data file of the fragments they
 /// left untouched: its GETs are the range's manifests, the deletion files added, and the
 /// pages of the changed rows.
 #[tokio::test]
 async fn a_change_read_reads_only_what_changed() {
-    let counted = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
-    let table = Table::create(
-        counted.clone(),
-        "t".into(),
-        &schema(),
-        TableOptions {
-            max_rows_per_fragment: 1000,
-            merge: None,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let (table, counted) = counted_table().await;
     let rows: Vec<(i64, i64)> = (0..10_000).map(|k| (k, 0)).collect();
     table.append(vec![batch(&rows)]).await.unwrap();
     let from = table.latest().await.unwrap().version();
@@ -282,15 +285,7 @@ async fn a_change_read_reads_only_what_changed() {
 /// are read only to date the deletes, and not when the versions of deletes are not asked.
 #[tokio::test]
 async fn deletes_are_dated_only_when_asked() {
-    let counted = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
-    let options = TableOptions {
-        max_rows_per_fragment: 1000,
-        merge: None,
-        ..Default::default()
-    };
-    let table = Table::create(counted.clone(), "t".into(), &schema(), options)
-        .await
-        .unwrap();
+    let (table, counted) = counted_table().await;
     let rows: Vec<(i64, i64)> = (0..2_000).map(|k| (k, 0)).collect();
     table.append(vec![batch(&rows)]).await.unwrap();
     let from = table.latest().await.unwrap().version();
