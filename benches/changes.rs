@@ -14,6 +14,10 @@
 //! - Lance 14 (`benches/lance_changes.py`, interpreter `NATAL_BENCH_PYTHON`) on the same rows
 //!   and rounds: `delta()`'s inserted rows, updated rows (new values only) and deleted ids.
 //!
+//! Then the scattered rounds again on a table recording change data (`SET TBLPROPERTIES
+//! (change_data_feed = true)`): the same reads, the old values from the captures, and the
+//! rounds' write time beside the others'.
+//!
 //! Bytes are what natal's reads got from the store; Lance's are its process's `rchar`.
 //! `NATAL_BENCH_KEEP=1` keeps natal's tables (under `NATAL_BENCH_DIR`) for
 //! `changes measure <dir> <sql> [n]`, `n` cold runs of `sql` on them in one process.
@@ -118,6 +122,18 @@ async fn measure(root: &Path, sql: &str) -> Figures {
     }
 }
 
+/// The bytes of the change data the versions of the table under `root` hold.
+async fn captured_bytes(root: &Path) -> u64 {
+    let local = LocalFileSystem::new_with_prefix(root).expect("local store");
+    let table = natal::Table::open(Arc::new(local), "t".into());
+    let versions = table.versions().await.expect("versions");
+    (versions.iter())
+        .flat_map(|m| m.change_data.iter().flatten())
+        .flat_map(|f| &f.files)
+        .map(|file| file.file_size_bytes)
+        .sum()
+}
+
 fn lance(python: &str, args: &[&str]) -> Option<serde_json::Value> {
     common::python_json(python, "lance_changes.py", args)
 }
@@ -157,9 +173,16 @@ async fn main() {
     println!("| rows changed | read | time | rows | GETs | bytes read | time / SQL diff |");
     println!("|---|---|---|---|---|---|---|");
     let mut lance_rows = Vec::new();
-    for clustered in [false, true] {
+    let mut writes = Vec::new();
+    for (clustered, feed) in [(false, false), (true, false), (false, true)] {
         let pattern = if clustered { "clustered" } else { "scattered" };
-        let root = dir.join(pattern);
+        let slug = if feed { "scattered-cdf" } else { pattern };
+        let label = if feed {
+            "scattered, change data"
+        } else {
+            pattern
+        };
+        let root = dir.join(slug);
         std::fs::create_dir_all(&root).expect("bench directory");
         let root_text = root.to_str().expect("utf-8");
         let ctx = SessionContext::new();
@@ -167,13 +190,23 @@ async fn main() {
             .await
             .expect("table");
         natal::datafusion::register(&ctx, root_text).expect("catalog");
+        if feed {
+            run(
+                &ctx,
+                "ALTER TABLE t SET TBLPROPERTIES (change_data_feed = true)",
+            )
+            .await;
+        }
         let from = latest_version(&ctx).await;
+        let written = Instant::now();
         for round in 0..ROUNDS {
             let (update, delete) = predicates(clustered, rows, round);
             run(&ctx, &format!("UPDATE t SET val = val + 1 WHERE {update}")).await;
             run(&ctx, &format!("DELETE FROM t WHERE {delete}")).await;
         }
+        let written = ms(written);
         let to = latest_version(&ctx).await;
+        writes.push((label, written, captured_bytes(&root).await));
         if keep {
             println!("kept: {} (v{from} → v{to})", root.display());
         }
@@ -225,13 +258,20 @@ async fn main() {
             ("SQL diff (EXCEPT both ways)".to_string(), &diff),
         ] {
             println!(
-                "| {pattern} | {what} | {:.0} ms | {} | {} | {:.1} MiB | {:.3}× |",
+                "| {label} | {what} | {:.0} ms | {} | {} | {:.1} MiB | {:.3}× |",
                 f.ms,
                 f.rows,
                 f.gets,
                 mib(f.bytes as f64),
                 f.ms / diff.ms
             );
+        }
+        if feed {
+            // The same rows and rounds as `scattered`: Lance was measured there.
+            if !keep {
+                std::fs::remove_dir_all(&root).ok();
+            }
+            continue;
         }
         let lance_dir = dir.join(format!("lance-{pattern}"));
         let lance_text = lance_dir.to_str().expect("utf-8");
@@ -284,6 +324,15 @@ async fn main() {
             std::fs::remove_dir_all(&root).ok();
         }
         std::fs::remove_dir_all(&lance_dir).ok();
+    }
+    println!("\nThe {ROUNDS} rounds' writes (an UPDATE and a DELETE each):\n");
+    println!("| rows changed | time | change data written |");
+    println!("|---|---|---|");
+    for (label, time, captured) in writes {
+        println!(
+            "| {label} | {time:.0} ms | {:.1} MiB |",
+            mib(captured as f64)
+        );
     }
     if lance_rows.is_empty() {
         eprintln!("Lance is not importable by `{python}`: natal alone");

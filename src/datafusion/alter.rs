@@ -7,7 +7,8 @@ use datafusion::dataframe::DataFrame;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, Ident, MySQLColumnPosition,
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnOption, Expr, Ident,
+    MySQLColumnPosition, SqlOption, Value,
 };
 
 use std::sync::Arc;
@@ -53,8 +54,14 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
         _ => ident.value.clone(),
     };
     let mut changes = Vec::new();
+    let mut feed = None;
     for operation in &alter.operations {
         match operation {
+            AlterTableOperation::SetTblProperties { table_properties } => {
+                for property in table_properties {
+                    feed = Some(change_data_feed_property(property)?);
+                }
+            }
             AlterTableOperation::AddColumn {
                 if_not_exists,
                 column_def,
@@ -205,8 +212,55 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
             other => return Err(refused(format!("{other} is not supported"))),
         }
     }
-    natal.table().alter(changes).await?;
+    if !changes.is_empty() || feed.is_none() {
+        natal.table().alter(changes).await?;
+    }
+    if let Some(enabled) = feed {
+        natal.table().set_change_data_feed(enabled).await?;
+    }
     ctx.read_empty()
+}
+
+/// The table property natal keeps: `change_data_feed = true|false` (whether deletes,
+/// updates and merges capture the rows they remove for change reads).
+fn change_data_feed_property(property: &SqlOption) -> Result<bool> {
+    let SqlOption::KeyValue { key, value } = property else {
+        return Err(refused(format!(
+            "SET TBLPROPERTIES: {property} is not a property"
+        )));
+    };
+    if !key.value.eq_ignore_ascii_case(CHANGE_DATA_FEED) {
+        return Err(refused(format!(
+            "SET TBLPROPERTIES: natal has no table property '{}' (it has {CHANGE_DATA_FEED})",
+            key.value
+        )));
+    }
+    let text = match value {
+        Expr::Value(v) => match &v.value {
+            Value::Boolean(b) => return Ok(*b),
+            Value::SingleQuotedString(s) => s.clone(),
+            other => other.to_string(),
+        },
+        other => other.to_string(),
+    };
+    parse_switch(&text).ok_or_else(|| {
+        refused(format!(
+            "SET TBLPROPERTIES: {CHANGE_DATA_FEED} is true or false, not {text}"
+        ))
+    })
+}
+
+/// The table property that starts or stops change data capture, in `SET TBLPROPERTIES` and
+/// `CREATE EXTERNAL TABLE … OPTIONS`.
+pub(super) const CHANGE_DATA_FEED: &str = "change_data_feed";
+
+/// `true` or `false`, in any case.
+pub(super) fn parse_switch(text: &str) -> Option<bool> {
+    match text.to_ascii_lowercase().as_str() {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    }
 }
 
 /// Where `position` (MySQL's `FIRST` or `AFTER c`) moves a column.

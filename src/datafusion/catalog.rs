@@ -523,7 +523,25 @@ impl TableProviderFactory for NatalTableFactory {
         let table = Table::open_with(store.clone(), root.clone(), options);
         let schema = cmd.schema.as_arrow();
         let blob_options = cmd.options.keys().any(|k| k.starts_with("blob."));
+        // DataFusion files an option without a namespace under `format.`.
+        let feed_key = format!("format.{}", super::alter::CHANGE_DATA_FEED);
+        let feed = match cmd.options.get(&feed_key) {
+            None => None,
+            Some(text) => Some(super::alter::parse_switch(text).ok_or_else(|| {
+                DataFusionError::Plan(format!(
+                    "option '{}' is 'true' or 'false', not '{text}'",
+                    super::alter::CHANGE_DATA_FEED
+                ))
+            })?),
+        };
         match table.latest().await {
+            Ok(snapshot) if feed.is_some_and(|f| f != snapshot.manifest().change_data_feed) => {
+                return Err(DataFusionError::Plan(format!(
+                    "'{location}' is a table already, with another change_data_feed: ALTER \
+                     TABLE t SET TBLPROPERTIES ({} = true|false) starts or stops its change data",
+                    super::alter::CHANGE_DATA_FEED
+                )));
+            }
             Ok(_) if blob_options => {
                 return Err(DataFusionError::Plan(format!(
                     "'{location}' is a table already: its blob columns' thresholds change with \
@@ -545,11 +563,15 @@ impl TableProviderFactory for NatalTableFactory {
                         .map(|(name, expr)| (name.as_str(), expr)),
                     Some(&cmd.constraints),
                 )?;
+                let created = TableOptions {
+                    change_data_feed: feed.unwrap_or(false),
+                    ..TableOptions::default()
+                };
                 Table::create_declared(
                     store,
                     root,
                     (schema, &declared),
-                    TableOptions::default(),
+                    created,
                     futures::stream::empty().boxed(),
                 )
                 .await?;

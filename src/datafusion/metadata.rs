@@ -51,6 +51,10 @@ pub(crate) fn versions(
             Field::new("damage", DataType::Utf8, true),
             // A clone's first version: what it was cloned from (`shallow clone of t@v7`).
             Field::new("origin", DataType::Utf8, true),
+            // Whether the table recorded change data after this version.
+            Field::new("change_data_feed", DataType::Boolean, true),
+            // The rows this version's commit captured; NULL when it captured none.
+            Field::new("change_data_rows", DataType::UInt64, true),
         ],
         vec![
             Arc::new(UInt64Array::from_iter_values(
@@ -87,6 +91,13 @@ pub(crate) fn versions(
                     "{kind} clone of {}@v{}",
                     origin.table, origin.version
                 ))
+            }))),
+            Arc::new(BooleanArray::from_iter(
+                manifests.iter().map(|m| m.map(|m| m.change_data_feed)),
+            )),
+            Arc::new(UInt64Array::from_iter(manifests.iter().map(|m| {
+                let captured = (*m)?.change_data.as_ref()?;
+                Some(captured.iter().map(|f| u64::from(f.physical_rows)).sum())
             }))),
         ],
     )

@@ -99,43 +99,62 @@ impl Manifest {
             }
         }
         for fragment in &self.fragments {
-            if fragment.files.is_empty() {
-                return corrupt(format!("fragment {} has no data files", fragment.id));
+            self.validate_fragment(fragment, path)?;
+        }
+        for captured in self.change_data.iter().flatten() {
+            self.validate_fragment(captured, path)?;
+            let inline = captured.row_ids.sequence().is_some()
+                && captured.row_ids.file().is_none()
+                && captured.deletion.is_none();
+            if !inline || self.max_fragment_id.is_none_or(|max| captured.id > max) {
+                return corrupt(format!(
+                    "change data fragment {} is not a fragment of captured rows",
+                    captured.id
+                ));
             }
-            for file in &fragment.files {
-                if file.row_count != fragment.physical_rows as u64 {
-                    return corrupt(format!(
-                        "fragment {} has {} rows but file {} has {}",
-                        fragment.id, fragment.physical_rows, file.path, file.row_count
-                    ));
-                }
-                // A dropped column's id stays in its files until they are rewritten.
-                let next_id = self.schema.next_field_id;
-                if let Some(id) = file.field_ids.iter().find(|id| **id >= next_id) {
-                    return corrupt(format!(
-                        "file {} names field id {id}, which the schema never assigned (its \
-                         next is {next_id})",
-                        file.path
-                    ));
-                }
+        }
+        Ok(())
+    }
+
+    /// Checks one fragment against itself and the schema.
+    fn validate_fragment(&self, fragment: &Fragment, path: &str) -> Result<()> {
+        let corrupt = |reason: String| Err(Error::corrupt(path, reason));
+        if fragment.files.is_empty() {
+            return corrupt(format!("fragment {} has no data files", fragment.id));
+        }
+        for file in &fragment.files {
+            if file.row_count != fragment.physical_rows as u64 {
+                return corrupt(format!(
+                    "fragment {} has {} rows but file {} has {}",
+                    fragment.id, fragment.physical_rows, file.path, file.row_count
+                ));
             }
-            if let Some(seq) = fragment.row_ids.sequence() {
-                if seq.len() != fragment.physical_rows as usize {
-                    return corrupt(format!(
-                        "fragment {} has {} rows but a row-id sequence of {}",
-                        fragment.id,
-                        fragment.physical_rows,
-                        seq.len()
-                    ));
-                }
+            // A dropped column's id stays in its files until they are rewritten.
+            let next_id = self.schema.next_field_id;
+            if let Some(id) = file.field_ids.iter().find(|id| **id >= next_id) {
+                return corrupt(format!(
+                    "file {} names field id {id}, which the schema never assigned (its \
+                     next is {next_id})",
+                    file.path
+                ));
             }
-            if let Some(deletion) = &fragment.deletion {
-                if deletion.deleted_rows() > fragment.physical_rows as u64 {
-                    return corrupt(format!(
-                        "fragment {} deletes more rows than it has",
-                        fragment.id
-                    ));
-                }
+        }
+        if let Some(seq) = fragment.row_ids.sequence() {
+            if seq.len() != fragment.physical_rows as usize {
+                return corrupt(format!(
+                    "fragment {} has {} rows but a row-id sequence of {}",
+                    fragment.id,
+                    fragment.physical_rows,
+                    seq.len()
+                ));
+            }
+        }
+        if let Some(deletion) = &fragment.deletion {
+            if deletion.deleted_rows() > fragment.physical_rows as u64 {
+                return corrupt(format!(
+                    "fragment {} deletes more rows than it has",
+                    fragment.id
+                ));
             }
         }
         Ok(())
@@ -186,6 +205,13 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> R
             return Err(corrupt("fragment segments overlap or are out of order"));
         }
     }
+    let change_data = (raw.change_data)
+        .map(|c| {
+            (c.fragments.into_iter())
+                .map(|f| fragment_from_proto(f, path, read))
+                .collect::<Result<Vec<_>>>()
+        })
+        .transpose()?;
     let transaction = raw
         .transaction
         .ok_or_else(|| corrupt("missing transaction"))?;
@@ -252,6 +278,8 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> R
             })?,
         indexes: indexes_from_proto(raw.indexes.unwrap_or_default(), path)?,
         bases: raw.bases.iter().map(base_from_proto).collect(),
+        change_data_feed: raw.change_data_feed,
+        change_data,
     })
 }
 
@@ -733,6 +761,10 @@ impl From<&Manifest> for proto::Manifest {
                     store_url: b.store_url.clone(),
                 })
                 .collect(),
+            change_data_feed: m.change_data_feed,
+            change_data: (m.change_data.as_ref()).map(|fragments| proto::ChangeData {
+                fragments: fragments.iter().map(fragment_to_proto).collect(),
+            }),
         }
     }
 }

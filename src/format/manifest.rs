@@ -84,6 +84,13 @@ pub mod flags {
     /// which writers must carry over and continue: a writer that dropped them would lose
     /// them for good. Readers need them only for lineage columns and change reads.
     pub const ROW_LINEAGE: u64 = 1 << 19;
+    /// Writer-only: the table records change data ([`Manifest::change_data_feed`]), or this
+    /// version holds some: a writer must capture the values of every row it deletes or
+    /// rewrites, and cleanup keep the captured files while their version lives. Readers
+    /// need them only for change reads, which read the rows' pages without them.
+    ///
+    /// [`Manifest::change_data_feed`]: super::Manifest::change_data_feed
+    pub const CHANGE_DATA: u64 = 1 << 20;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -106,7 +113,8 @@ pub mod flags {
         | MOVE_TALLIES
         | COLUMN_DEFAULTS
         | SCHEMA_DECLARATIONS
-        | ROW_LINEAGE;
+        | ROW_LINEAGE
+        | CHANGE_DATA;
 }
 
 /// One version of a table.
@@ -148,6 +156,15 @@ pub struct Manifest {
     /// Other tables' roots whose files this version references in place (a shallow
     /// clone's sources), by id; paths under them are [`TablePath::in_base`] paths.
     pub bases: Vec<StorageBase>,
+    /// The table records change data: every commit that deletes or rewrites rows captures
+    /// their values before it ([`Self::change_data`]). A table property, carried from
+    /// version to version until changed.
+    pub change_data_feed: bool,
+    /// The rows this version's commit deleted or rewrote, with the values they had in the
+    /// version it was planned on, in fragments of their own (ids in inline row-id
+    /// sequences, in id order; never rows of the table). `None`: not captured. Belongs to
+    /// this version alone: the next commit starts without it.
+    pub change_data: Option<Vec<Fragment>>,
 }
 
 impl Manifest {
@@ -309,6 +326,9 @@ impl Manifest {
         }
         if self.fragments.iter().any(|f| f.lineage.is_recorded()) {
             writer |= flags::ROW_LINEAGE;
+        }
+        if self.change_data_feed || self.change_data.is_some() {
+            writer |= flags::CHANGE_DATA;
         }
         (reader, writer)
     }

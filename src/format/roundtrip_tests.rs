@@ -238,6 +238,8 @@ fn manifest() -> impl Strategy<Value = Manifest> {
                     max_rows_per_fragment: std::num::NonZeroU32::new(max_rows).expect("not 0"),
                     indexes: IndexSection::default(),
                     bases: Vec::new(),
+                    change_data_feed: version % 2 == 0,
+                    change_data: (version % 3 == 0).then(Vec::new),
                 };
                 if operation == Operation::Clone {
                     manifest.transaction.origin = Some(CloneOrigin {

@@ -33,6 +33,7 @@ use arrow::datatypes::SchemaRef;
 use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringTreemap;
 
+use super::change_captured::{captured_old_side, changes_rows};
 use super::change_ends::{fragment_parts, ids_at, live_offsets, Part};
 use super::change_values::{
     change_schema, columns_in_both, drop_equal_pairs, equal_rows, pair_chunks, read_chunk, Change,
@@ -248,19 +249,6 @@ fn in_report_order(report: &mut [Change]) {
     report.sort_unstable_by_key(|c| (c.id, c.kind));
 }
 
-/// Whether a version of this operation can change rows' values or existence. Compaction
-/// moves rows unchanged; the others touch no row.
-fn changes_rows(operation: Operation) -> bool {
-    !matches!(
-        operation,
-        Operation::Compact
-            | Operation::Checkpoint
-            | Operation::CreateIndex
-            | Operation::DropIndex
-            | Operation::AlterSchema
-    )
-}
-
 impl Table {
     /// The rows that changed after version `from` up to version `to`: applied to `from`'s
     /// rows, they give `to`'s, ids included (see the module's notes for what is reported).
@@ -365,19 +353,24 @@ impl Table {
             true => ChangeRequest::default(),
             false => request,
         };
-        // Old values show as the new schema's columns: a column added since reads NULL,
-        // one renamed reads by its field id.
-        let before = OldValues {
-            snapshot: Snapshot::shared(self.store.clone(), first.clone()),
-            shown_as: last.schema.clone(),
-        };
         let after = Snapshot::shared(self.store.clone(), last.clone());
-        let (report, counts) = match pairs.is_empty() {
+        let (mut report, counts) = match pairs.is_empty() {
             true => (Vec::new(), Counts::default()),
             false => {
                 self.net_change(&pairs, (&first, &last), restored, &asked)
                     .await?
             }
+        };
+        // Old values come from the range's change data where it holds them, else from
+        // `from`; either way they show as the new schema's columns: a column added since
+        // reads NULL, one renamed reads by its field id.
+        let old_side = match restored {
+            true => None,
+            false => captured_old_side(&manifests, &mut report).map(Arc::new),
+        };
+        let before = OldValues {
+            snapshot: Snapshot::shared(self.store.clone(), old_side.unwrap_or(first.clone())),
+            shown_as: last.schema.clone(),
         };
         let read = ScanRequest {
             columns: request.columns.clone(),

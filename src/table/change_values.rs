@@ -74,8 +74,9 @@ pub(super) struct Change {
     pub id: u64,
     /// What happened to it.
     pub kind: ChangeType,
-    /// Where the values reported are, when the read found it: at `from` for a delete or a
-    /// preimage, at `to` for an insert or a postimage. Without it they are found by id.
+    /// Where the values reported are, when the read found it: at `from` (or in the change
+    /// data that captured them) for a delete or a preimage, at `to` for an insert or a
+    /// postimage. Without it they are found by id.
     pub at: Option<RowAddress>,
 }
 
@@ -332,8 +333,14 @@ pub(super) async fn read_chunk(
     request: &ScanRequest,
     timestamps: &HashMap<u64, i64>,
 ) -> Result<Vec<ArrayRef>> {
-    let located = chunk.iter().all(|c| c.at.is_some());
-    let (mut old, mut new) = (Side::new(located), Side::new(located));
+    // Each side by places when all its changes know them: old values may have places (in
+    // change data) where new ones have only ids.
+    let located = |old_side: bool| {
+        (chunk.iter())
+            .filter(|c| c.old_values() == old_side)
+            .all(|c| c.at.is_some())
+    };
+    let (mut old, mut new) = (Side::new(located(true)), Side::new(located(false)));
     // Per reported row: which side it comes from and its row there.
     let picks: Vec<(usize, usize)> = (chunk.iter())
         .map(|change| match change.old_values() {

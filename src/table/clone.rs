@@ -144,6 +144,9 @@ impl Table {
             });
         }
         let mut manifest = Manifest::clone(source.manifest());
+        // The source version's change data is its commit's, not the clone's (whose files
+        // it would reference or copy for nothing); the feed setting carries over.
+        manifest.change_data = None;
         manifest.transaction.origin = Some(CloneOrigin {
             table: target.source_name.clone(),
             version,

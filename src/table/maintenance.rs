@@ -164,7 +164,8 @@ fn blob_sources(
 
 /// Every file a manifest references, as table-relative paths.
 pub(super) fn referenced_files(manifest: &Manifest, into: &mut HashSet<String>) {
-    for fragment in &manifest.fragments {
+    let captured = manifest.change_data.iter().flatten();
+    for fragment in manifest.fragments.iter().chain(captured) {
         for file in &fragment.files {
             into.insert(file.path.as_str().to_string());
             // Sidecars of other files its values stay in.

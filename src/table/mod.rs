@@ -22,6 +22,8 @@ mod alter;
 mod blob_reads;
 pub use blob_reads::SidecarUsage;
 mod blob_sizes;
+mod change_capture;
+mod change_captured;
 mod change_ends;
 mod change_reads;
 mod change_values;
@@ -99,6 +101,9 @@ pub struct TableOptions {
     /// The URL of the store the table is in (`s3://bucket`, `file://`), when known: what a
     /// shallow clone in another store records to reach this table's files.
     pub store_url: Option<String>,
+    /// A table created with this records change data ([`Table::set_change_data_feed`]):
+    /// fixed at create time like `max_rows_per_fragment`, changed later by a commit.
+    pub change_data_feed: bool,
 }
 
 impl Default for TableOptions {
@@ -111,6 +116,7 @@ impl Default for TableOptions {
             progress: ProgressHandle::default(),
             external_stores: None,
             store_url: None,
+            change_data_feed: false,
         }
     }
 }
@@ -277,6 +283,8 @@ impl Table {
             max_rows_per_fragment,
             indexes: Default::default(),
             bases: Vec::new(),
+            change_data_feed: options.change_data_feed,
+            change_data: None,
         };
         let fragments = write_native_fragments(
             &store,
@@ -462,9 +470,26 @@ impl Table {
     /// [`Self::commit`], returning the published manifest itself.
     /// The files the action wrote are deleted if it surely published nothing (a conflict, a
     /// refused rebase): a failed write leaves no trace.
+    /// On a table recording change data, the rows the action deletes or rewrites are
+    /// captured first (`change_capture`).
     async fn commit_manifest(&self, read: &Snapshot, action: commit::Action) -> Result<Manifest> {
-        let written = action.written_files();
-        let outcome = commit::commit(&self.store, read.manifest(), action, &self.options).await;
+        let mut written = action.written_files();
+        let captured = match self.capture_change_data(read, &action).await {
+            Ok(captured) => captured,
+            Err(e) => {
+                write::delete_files(&self.store, read.schema(), written.iter()).await;
+                return Err(e);
+            }
+        };
+        written.extend(captured.iter().flatten().map(|f| f.file.clone()));
+        let outcome = commit::commit(
+            &self.store,
+            read.manifest(),
+            action,
+            captured,
+            &self.options,
+        )
+        .await;
         if outcome.as_ref().is_err_and(write::surely_unpublished) {
             write::delete_files(&self.store, read.schema(), written.iter()).await;
         }

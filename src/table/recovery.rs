@@ -29,6 +29,7 @@ impl Table {
         from: Manifest,
     ) -> Result<Committed> {
         let mut next = from.clone();
+        next.change_data = None;
         let mut referenced = HashSet::new();
         for (version, _) in self.store.list_versions().await? {
             match self.store.read_manifest(version).await {

@@ -21,11 +21,14 @@
 //! changed), `cc` (of `c`) and `bc` (of `b`), whose manifests name storage bases; since
 //! 2026-12-04-lineage, `t`'s fragments record row lineage (`expected-l.txt`: every version's
 //! `_row_created_version` and `_row_updated_version`); older fixtures' rows read them as
-//! NULL until today's natal rewrites them.
+//! NULL until today's natal rewrites them; since 2026-12-05-changes, `t` records change data
+//! (its deletes and updates list the rows they removed) and `expected-x.txt` holds every
+//! version's change read.
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
-//! `NATAL_WRITE_FIXTURE=tests/fixtures/<date> cargo test --test it fixtures::`;
+//! `RUST_MIN_STACK=67108864 NATAL_WRITE_FIXTURE=tests/fixtures/<date> cargo test --test it fixtures::`
+//! (writing every table nests deep futures: a debug build needs the larger stack);
 //! the run then checks the new fixture as it checks the old ones.
 
 use std::collections::BTreeMap;
@@ -57,6 +60,7 @@ const FIXTURES: &[&str] = &[
     "2026-12-03-reuse",
     "2026-12-04-clones",
     "2026-12-04-lineage",
+    "2026-12-05-changes",
 ];
 
 /// Where the fixtures live.
@@ -148,8 +152,50 @@ fn fixture_options() -> TableOptions {
             fragments_per_segment: 2,
         },
         merge: None,
+        // Since 2026-12-05-changes: every delete and update captures its rows.
+        change_data_feed: true,
         ..Default::default()
     }
+}
+
+/// Every version's change from the one before it, and the whole history's: (kind, version,
+/// id, key, val) per reported row.
+async fn describe_changes(table: &Table) -> natal::Result<String> {
+    let versions: Vec<u64> = (table.versions().await?.iter())
+        .map(|m| m.version)
+        .collect();
+    let mut ranges: Vec<(u64, u64)> = versions.windows(2).map(|w| (w[0], w[1])).collect();
+    if let (Some(&first), Some(&last)) = (versions.first(), versions.last()) {
+        ranges.push((first, last));
+    }
+    let mut out = String::new();
+    for (from, to) in ranges {
+        writeln!(out, "changes {from}..{to}").ok();
+        let read = table.changes(from, to).await?;
+        for batch in &read.batches {
+            let column = |name: &str| batch.column_by_name(name).expect(name).clone();
+            let (kinds, versions, ids) = (
+                column(natal::CHANGE_TYPE),
+                column(natal::COMMIT_VERSION),
+                column(natal::ROW_ID),
+            );
+            let (keys, vals) = (column("key"), column("val"));
+            for i in 0..batch.num_rows() {
+                use arrow::datatypes::UInt64Type;
+                writeln!(
+                    out,
+                    "  {} {} {} {} {}",
+                    kinds.as_string::<i32>().value(i),
+                    versions.as_primitive::<UInt64Type>().value(i),
+                    ids.as_primitive::<UInt64Type>().value(i),
+                    keys.as_primitive::<Int64Type>().value(i),
+                    vals.as_primitive::<Int64Type>().value(i),
+                )
+                .ok();
+            }
+        }
+    }
+    Ok(out)
 }
 
 pub fn local_store(root: &Path) -> Arc<dyn ObjectStore> {
@@ -234,6 +280,9 @@ async fn write_fixture(dir: &Path) {
     // Row lineage (since 2026-12-04-lineage).
     let expected = describe_lineage(&table).await.expect("lineage");
     std::fs::write(dir.join("expected-l.txt"), expected).expect("expected-l.txt");
+    // Change data (since 2026-12-05-changes).
+    let expected = describe_changes(&table).await.expect("changes");
+    std::fs::write(dir.join("expected-x.txt"), expected).expect("expected-x.txt");
     // Nested columns (since 2026-12-02-nested), written through SQL.
     let ctx = datafusion::prelude::SessionContext::new();
     natal::datafusion::register(&ctx, dir.to_str().expect("a UTF-8 path")).expect("catalog");
@@ -339,6 +388,18 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
             }
         }
         let recorded_before = fixture.join("expected-l.txt").exists();
+
+        // Change reads as that natal answered them, from its captures where it made any.
+        if let Ok(expected) = std::fs::read_to_string(fixture.join("expected-x.txt")) {
+            let found = describe_changes(&table).await.unwrap();
+            assert!(
+                found == expected,
+                "{fixture:?} reads its changes differently:\n{}",
+                first_difference(&expected, &found)
+            );
+            let versions = table.versions().await.unwrap();
+            assert!(versions.iter().any(|m| m.change_data.is_some()));
+        }
 
         // SQL over it, with the index probed.
         let ctx = datafusion::prelude::SessionContext::new();

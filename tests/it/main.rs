@@ -7,6 +7,7 @@ mod blob_external;
 mod blob_inline;
 mod blob_reuse;
 mod blob_rewrite;
+mod change_data;
 mod changes;
 mod cli;
 mod clone;

@@ -64,6 +64,8 @@ pub(crate) enum Op {
         delta: i64,
     },
     Checkpoint,
+    /// Start or stop recording change data (`Table::set_change_data_feed`).
+    ChangeDataFeed(bool),
     /// Index `val` (the column updates change) under `val_idx`.
     Index,
     Overwrite(u8),
@@ -123,6 +125,7 @@ fn row_op() -> impl Strategy<Value = Op> {
                 delta
             }),
         Just(Op::Checkpoint),
+        any::<bool>().prop_map(Op::ChangeDataFeed),
         Just(Op::Index),
         schema_op().prop_map(Op::Schema),
     ]
@@ -319,6 +322,7 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
             Expect::NoValueChange,
         ),
         Op::Checkpoint => (Action::Checkpoint, Expect::NoValueChange),
+        Op::ChangeDataFeed(on) => (Action::ChangeDataFeed(*on), Expect::NoValueChange),
         Op::Index => (Action::Index, Expect::NoValueChange),
         Op::Overwrite(n) => {
             let rows = model.fresh_rows(*n);
@@ -637,7 +641,14 @@ pub(crate) async fn step(op: &Op, model: &mut Model, table: &Table) {
 /// `files`: every carried sequence goes to a `_rowids/` file and the fragment list to
 /// `_fragments/` segments of two; otherwise everything rides inline in the manifest.
 /// `merge`: the fan-in of the handle's tiered merging of small fragments, if on.
-async fn run_case(ops: Vec<(Index, Op)>, fragment_rows: u64, files: bool, merge: Option<u32>) {
+/// `feed`: the table records change data from its creation.
+async fn run_case(
+    ops: Vec<(Index, Op)>,
+    fragment_rows: u64,
+    files: bool,
+    merge: Option<u32>,
+    feed: bool,
+) {
     let (table, store) = memory_table_with(TableOptions {
         external_stores: Some(crate::common::model_blob_stores()),
         max_rows_per_fragment: fragment_rows,
@@ -653,6 +664,7 @@ async fn run_case(ops: Vec<(Index, Op)>, fragment_rows: u64, files: bool, merge:
             }
         },
         merge: merge.map(|fan_in| TieredMerge { fan_in }),
+        change_data_feed: feed,
         ..Default::default()
     })
     .await;
@@ -691,8 +703,9 @@ proptest! {
         fragment_rows in 2u64..9,
         files in any::<bool>(),
         merge in prop::option::weighted(0.6, 2u32..4),
+        feed in any::<bool>(),
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(run_case(ops, fragment_rows, files, merge));
+        runtime.block_on(run_case(ops, fragment_rows, files, merge, feed));
     }
 }

@@ -28,6 +28,7 @@ pub enum Action {
     },
     Compact(u64, bool),
     Checkpoint,
+    ChangeDataFeed(bool),
     Index,
     Overwrite(Vec<(i64, i64)>),
     Restore(u64),
@@ -121,6 +122,7 @@ pub async fn run(table: &Table, action: &Action, schema: &Arc<Schema>) -> natal:
             table.compact(options).await?.into()
         }
         Action::Checkpoint => table.checkpoint().await?.into(),
+        Action::ChangeDataFeed(on) => table.set_change_data_feed(*on).await?.into(),
         Action::Index => table.create_index(INDEX, "val").await?.into(),
         Action::Overwrite(rows) => table.overwrite(vec![batch(rows)]).await?.into(),
         Action::Restore(v) => table.restore(*v).await?.into(),

@@ -140,6 +140,11 @@ pub(crate) enum Action {
         to: Box<Schema>,
         column_files: Vec<(FragmentId, DataFile)>,
     },
+    /// Start or stop recording change data (a table property; recorded as a schema
+    /// change: it changes no row).
+    SetChangeDataFeed {
+        enabled: bool,
+    },
 }
 
 impl Action {
@@ -183,7 +188,8 @@ impl Action {
             | Action::Checkpoint { .. }
             | Action::Restore { .. }
             | Action::DropIndex { .. }
-            | Action::AlterSchema { .. } => false,
+            | Action::AlterSchema { .. }
+            | Action::SetChangeDataFeed { .. } => false,
         }
     }
 
@@ -198,7 +204,7 @@ impl Action {
             Action::Restore { .. } => Operation::Restore,
             Action::CreateIndex { .. } => Operation::CreateIndex,
             Action::DropIndex { .. } => Operation::DropIndex,
-            Action::AlterSchema { .. } => Operation::AlterSchema,
+            Action::AlterSchema { .. } | Action::SetChangeDataFeed { .. } => Operation::AlterSchema,
         }
     }
 }

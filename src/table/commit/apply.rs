@@ -19,6 +19,8 @@ pub(super) async fn apply(
     read_version: u64,
 ) -> Result<Manifest> {
     let mut m = base.clone();
+    // Change data is the commit's own; a restore keeps the table's feed as it is now.
+    m.change_data = None;
     m.version = base.version + 1;
     m.parent_version = Some(base.version);
     m.timestamp_micros = chrono::Utc::now()
@@ -129,6 +131,7 @@ pub(super) async fn apply(
             super::schema::alter_schema(&mut m, from, to)?;
             super::schema::attach_column_files(&mut m, column_files)?;
         }
+        Action::SetChangeDataFeed { enabled } => m.change_data_feed = *enabled,
     }
     m.fragments.sort_by_key(|f| f.id);
     // Coverage never names a fragment the version does not have.
@@ -138,8 +141,19 @@ pub(super) async fn apply(
     Ok(m)
 }
 
-/// Marks `rows` deleted in `m`, writing one new deletion file per touched fragment; rows
-/// whose ids are in `moved` count as moves.
+/// Records `captured` (written before the commit) as `m`'s change data, under new
+/// fragment ids: ids of the table's, never reused, so that a change read can address them
+/// beside the table's fragments.
+pub(super) fn add_change_data(m: &mut Manifest, captured: &[NewFragment]) -> Result<()> {
+    let mut fragments = Vec::with_capacity(captured.len());
+    for new in captured {
+        let id = m.allocate_fragment_id()?;
+        fragments.push(new.clone().into_fragment(id, m.version));
+    }
+    m.change_data = Some(fragments);
+    Ok(())
+}
+
 /// Adds `fragments` to `m` under new ids, counting them in `summary`.
 pub(super) fn add_fragments(
     m: &mut Manifest,

@@ -30,10 +30,14 @@ use apply::{add_fragments, apply};
 use rebase::rebase;
 
 /// Applies `action` on top of `read` and publishes it, rebasing over concurrent commits.
+/// `captured` holds the values the rows it deletes or rewrites had at `read` (its change
+/// data), if it captured them; a rebase over a schema change drops them (they no longer
+/// read as the rows did just before the commit), and the version then records none.
 pub(crate) async fn commit(
     store: &TableStore,
     read: &Manifest,
     mut action: Action,
+    mut captured: Option<Vec<NewFragment>>,
     options: &TableOptions,
 ) -> Result<Manifest> {
     let table = store.display();
@@ -41,7 +45,15 @@ pub(crate) async fn commit(
     let mut base = read.clone();
     for _ in 0..=options.max_commit_retries {
         reused::check_reused_sidecars(&base, &mut action, read.version)?;
+        if captured.is_some() && base.schema != read.schema {
+            if let Some(dropped) = captured.take() {
+                crate::table::write::delete_written(store, &read.schema, &dropped).await;
+            }
+        }
         let mut next = apply(store, &base, &action, read.version).await?;
+        if let Some(captured) = &captured {
+            apply::add_change_data(&mut next, captured)?;
+        }
         pause::at(pause::Point::BeforePublish, action.operation()).await;
         if store.publish_manifest(&mut next, &options.layout).await? {
             pause::at(pause::Point::AfterPublish, action.operation()).await;

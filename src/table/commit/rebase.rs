@@ -29,6 +29,10 @@ pub(super) async fn rebase(
         next.transaction.operation,
         Operation::Delete | Operation::Update | Operation::Compact
     );
+    // A table property changes no row: it rebases over anything.
+    if let Action::SetChangeDataFeed { .. } = action {
+        return Ok(());
+    }
     // A schema change rebases over anything that left the schema as it read it; one that
     // adds values, over what left every row where it computed them.
     if let Action::AlterSchema { column_files, .. } = action {
