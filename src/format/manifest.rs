@@ -162,7 +162,8 @@ pub struct Manifest {
     pub change_data_feed: bool,
     /// The rows this version's commit deleted or rewrote, with the values they had in the
     /// version it was planned on, in fragments of their own (ids in inline row-id
-    /// sequences, in id order; never rows of the table). `None`: not captured. Belongs to
+    /// sequences, rows in any order: a delete's by id, an update's as its scan met them;
+    /// never rows of the table). `None`: not captured. Belongs to
     /// this version alone: the next commit starts without it.
     pub change_data: Option<Vec<Fragment>>,
 }

@@ -87,13 +87,20 @@ fn is_old_side(change: &Change) -> bool {
 }
 
 /// For each change of `report` (in id order) on the old side, the place of its row's first
-/// capture among `captured` (in commit order), if any. Each capture holds its rows in id
-/// order, so one walk up each capture's ids finds them all.
+/// capture among `captured` (in commit order), if any. Each capture's rows are walked in id
+/// order (a delete's come so; an update's come in the order its scan met them, sorted here),
+/// so one walk up each capture finds them all.
 fn first_captures(captured: &[&Fragment], report: &[Change]) -> Vec<Option<RowAddress>> {
     let mut cursors: Vec<_> = (captured.iter())
         .map(|f| {
             let ids = f.row_ids.sequence().map(|s| s.iter().map(|id| id.as_u64()));
-            (f.id, ids.into_iter().flatten().enumerate().peekable())
+            let mut rows: Vec<(u64, u32)> = (ids.into_iter().flatten())
+                .zip(0..f.physical_rows)
+                .collect();
+            if !rows.windows(2).all(|w| w[0].0 < w[1].0) {
+                rows.sort_unstable();
+            }
+            (f.id, rows.into_iter().peekable())
         })
         .collect();
     let mut found = vec![None; report.len()];
@@ -101,14 +108,12 @@ fn first_captures(captured: &[&Fragment], report: &[Change]) -> Vec<Option<RowAd
         if !is_old_side(change) {
             continue;
         }
-        for (fragment, ids) in cursors.iter_mut() {
-            while ids.next_if(|&(_, id)| id < change.id).is_some() {}
-            if let Some(&(offset, _)) = ids.peek().filter(|&&(_, id)| id == change.id) {
+        for (fragment, rows) in cursors.iter_mut() {
+            while rows.next_if(|&(id, _)| id < change.id).is_some() {}
+            if let Some(&(_, offset)) = rows.peek().filter(|&&(id, _)| id == change.id) {
                 // The first capture wins; later ones hold values changed in the range.
                 if found.is_none() {
-                    *found = u32::try_from(offset)
-                        .ok()
-                        .map(|offset| RowAddress::new(*fragment, offset));
+                    *found = Some(RowAddress::new(*fragment, offset));
                 }
             }
         }
@@ -142,8 +147,9 @@ mod tests {
 
     #[test]
     fn a_rows_first_capture_in_the_range_holds_its_old_values() {
-        // Commit 1 captured rows 3 and 7, commit 2 rows 7 and 9 (7 updated twice).
-        let captures = [captured(10, &[3, 7]), captured(11, &[7, 9])];
+        // Commit 1 captured rows 3 and 7, commit 2 rows 9 and 7, as its scan met them (7
+        // updated twice).
+        let captures = [captured(10, &[3, 7]), captured(11, &[9, 7])];
         let refs: Vec<&Fragment> = captures.iter().collect();
         let report = [
             Change::by_id(2, 3, ChangeType::Delete),
@@ -156,7 +162,7 @@ mod tests {
         let at = |f, o| Some(RowAddress::new(f, o));
         assert_eq!(
             first_captures(&refs, &report),
-            vec![at(10, 0), None, at(10, 1), None, None, at(11, 1)]
+            vec![at(10, 0), None, at(10, 1), None, None, at(11, 0)]
         );
     }
 }

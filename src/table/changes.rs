@@ -99,13 +99,9 @@ impl Table {
             Ok::<_, Error>(())
         }
         .await;
-        if let Err(e) = written {
-            writer.abandon().await;
-            return Err(e);
-        }
-        let fragments = writer.finish().await?;
+        let fragments = writer.finish_after(written).await?;
         // A commit that fails deletes what it wrote (`Table::commit_manifest`).
-        self.commit_write_then_merge(&read, Action::Update { rows, fragments })
+        self.commit_write_then_merge(&read, Action::Update { rows, fragments }, None)
             .await
     }
 }

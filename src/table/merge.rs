@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use super::commit::Action;
+use super::commit::{Action, NewFragment};
 use super::maintenance::index_coverage;
 use super::snapshot::Snapshot;
 use super::{Committed, ProgressHandle, RowChanges, Table};
@@ -52,15 +52,20 @@ impl Table {
     /// The write is published whatever happens to the merges: a merge that fails (a
     /// conflict with a concurrent writer, a store error) leaves the table as the write left
     /// it, and the next write plans again. Its error is not the write's.
+    /// `captured`: the rows the write removes, captured as it read them (change data).
     pub(super) async fn commit_write_then_merge(
         &self,
         read: &Snapshot,
         action: Action,
+        captured: Option<Vec<NewFragment>>,
     ) -> Result<Committed> {
         if action.changes_nothing() {
+            if let Some(captured) = &captured {
+                super::write::delete_written(&self.store, read.schema(), captured).await;
+            }
             return Ok(Committed::unchanged(read, RowChanges::default()));
         }
-        let written = self.commit_manifest(read, action).await?;
+        let written = self.commit_manifest(read, action, captured).await?;
         let committed = Committed::of(&written);
         let Some(policy) = self.options().merge else {
             return Ok(committed);

@@ -464,17 +464,29 @@ impl Table {
         if action.changes_nothing() {
             return Ok(Committed::unchanged(read, RowChanges::default()));
         }
-        Ok(Committed::of(&self.commit_manifest(read, action).await?))
+        Ok(Committed::of(
+            &self.commit_manifest(read, action, None).await?,
+        ))
     }
 
     /// [`Self::commit`], returning the published manifest itself.
     /// The files the action wrote are deleted if it surely published nothing (a conflict, a
     /// refused rebase): a failed write leaves no trace.
     /// On a table recording change data, the rows the action deletes or rewrites are
-    /// captured first (`change_capture`).
-    async fn commit_manifest(&self, read: &Snapshot, action: commit::Action) -> Result<Manifest> {
+    /// captured first (`change_capture`), unless the operation captured them as it read them
+    /// (`captured`).
+    async fn commit_manifest(
+        &self,
+        read: &Snapshot,
+        action: commit::Action,
+        captured: Option<Vec<commit::NewFragment>>,
+    ) -> Result<Manifest> {
         let mut written = action.written_files();
-        let captured = match self.capture_change_data(read, &action).await {
+        let captured = match captured {
+            Some(captured) => Ok(Some(captured)),
+            None => self.capture_change_data(read, &action).await,
+        };
+        let captured = match captured {
             Ok(captured) => captured,
             Err(e) => {
                 write::delete_files(&self.store, read.schema(), written.iter()).await;

@@ -182,6 +182,16 @@ impl<'a> FragmentWriter<'a> {
         Ok(())
     }
 
+    /// The store it writes to.
+    pub(crate) fn store(&self) -> &'a TableStore {
+        self.store
+    }
+
+    /// The schema it writes.
+    pub(crate) fn schema(&self) -> &'a Schema {
+        self.schema
+    }
+
     /// Fragments written so far.
     pub(crate) fn written(&self) -> usize {
         self.done.len()
@@ -195,6 +205,18 @@ impl<'a> FragmentWriter<'a> {
             return Err(e);
         }
         Ok(self.done)
+    }
+
+    /// [`Self::finish`] once the rows were pushed (`pushed`), or, if pushing them failed,
+    /// [`Self::abandon`] and that error.
+    pub(crate) async fn finish_after(self, pushed: Result<()>) -> Result<Vec<NewFragment>> {
+        match pushed {
+            Ok(()) => self.finish().await,
+            Err(e) => {
+                self.abandon().await;
+                Err(e)
+            }
+        }
     }
 
     /// Deletes the files written so far (and the sidecars of the one being written), for a
@@ -297,7 +319,7 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let fragments = self.write_native(&read, batches).await?;
-        self.commit_write_then_merge(&read, Action::Append { fragments })
+        self.commit_write_then_merge(&read, Action::Append { fragments }, None)
             .await
     }
 
@@ -315,7 +337,7 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let fragments = self.write_native(&read, batches).await?;
-        self.commit_write_then_merge(&read, Action::Overwrite { fragments })
+        self.commit_write_then_merge(&read, Action::Overwrite { fragments }, None)
             .await
     }
 
@@ -414,6 +436,7 @@ impl Table {
     ) -> Result<Committed> {
         // Every user column, then both system columns, of only the named rows.
         let mut progress = ScanProgress::new(&self.options.progress, "updating", read);
+        let mut capture = self.scanned_capture(read, rows.blob_references);
         let mut scan = read.scan(progress.counting(rows.scan(None))).await?;
         let schema = read.schema().clone();
         let mut writer = FragmentWriter::new(
@@ -441,6 +464,9 @@ impl Table {
                     .map(|(&id, &addr)| Some(CarriedRow::read_at(read.manifest(), id, addr, true)))
                     .collect();
                 writer.push(updated, carried).await?;
+                if let Some(capture) = &mut capture {
+                    capture.push(&matched, &ids, &addrs).await?;
+                }
                 rows.extend(ids.into_iter().zip(addrs));
                 progress.matched(matched.num_rows());
             }
@@ -448,12 +474,9 @@ impl Table {
         }
         .await;
         drop(progress);
-        if let Err(e) = written {
-            writer.abandon().await;
-            return Err(e);
-        }
-        let fragments = writer.finish().await?;
-        self.commit_write_then_merge(read, Action::Update { rows, fragments })
+        let (fragments, captured) =
+            super::change_capture::finish_both(writer, capture, written).await?;
+        self.commit_write_then_merge(read, Action::Update { rows, fragments }, captured)
             .await
     }
 
@@ -495,7 +518,7 @@ impl Table {
         writer.push(updated, carried).await?;
         let fragments = writer.finish().await?;
         let rows = found_ids.into_iter().zip(addrs).collect();
-        self.commit_write_then_merge(&read, Action::Update { rows, fragments })
+        self.commit_write_then_merge(&read, Action::Update { rows, fragments }, None)
             .await
     }
 

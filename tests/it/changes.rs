@@ -12,7 +12,7 @@ use object_store::memory::InMemory;
 use crate::common::*;
 
 /// (kind, version, id, key, val) of every reported change, in report order.
-fn report(batches: &[RecordBatch]) -> Vec<(String, u64, u64, i64, i64)> {
+pub(crate) fn report(batches: &[RecordBatch]) -> Vec<(String, u64, u64, i64, i64)> {
     let mut out = Vec::new();
     for b in batches {
         let column = |name: &str| b.column_by_name(name).expect(name).clone();
