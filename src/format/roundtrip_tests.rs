@@ -361,3 +361,50 @@ fn fragment_row_ids_are_one_of_three() {
         "{refused:?}"
     );
 }
+
+/// A version's change data reads back as written; a captured fragment that is not one (ids
+/// native or in a file, deletions, an id above the table's) is refused as corrupt.
+#[test]
+fn change_data_reads_back_and_what_is_not_captured_rows_is_refused() {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut manifest = manifest()
+        .new_tree(&mut runner)
+        .expect("a manifest")
+        .current();
+    let id = manifest.max_fragment_id.map_or(0, |m| m + 1);
+    manifest.max_fragment_id = Some(id);
+    let captured = |row_ids| Fragment {
+        id,
+        files: vec![DataFile {
+            path: TablePath::parse("data/captured.parquet").expect("a path"),
+            field_ids: Vec::new(),
+            row_count: 3,
+            file_size_bytes: 64,
+            column_stats: Vec::new(),
+            blob_reuse_index: None,
+        }],
+        deletion: None,
+        physical_rows: 3,
+        row_ids,
+        lineage: Lineage::native(2),
+    };
+    let inline = FragmentRowIds::Inline(Arc::new(RowIdSequence::from_ids(&[9, 4, 7])));
+    let read_back = |manifest: &Manifest| {
+        Manifest::decode("m", &manifest.encode())
+            .and_then(|d| d.resolve(&row_ids_held_by(&manifest.fragments)))
+    };
+    manifest.change_data = Some(vec![captured(inline.clone())]);
+    assert_eq!(read_back(&manifest).expect("reads back"), manifest);
+    assert_ne!(manifest.writer_flags() & super::flags::CHANGE_DATA, 0);
+    let mut above = captured(inline);
+    above.id = id + 1;
+    for refused in [captured(FragmentRowIds::Native), above] {
+        manifest.change_data = Some(vec![refused]);
+        let back = read_back(&manifest);
+        assert!(
+            matches!(back, Err(crate::Error::Corrupt { .. })),
+            "{back:?}"
+        );
+    }
+}
