@@ -33,7 +33,15 @@ EXPLAIN SELECT sku, price FROM items WHERE label = 'dates';
 SELECT sku, price FROM items WHERE label = 'dates';
 SELECT index_name, column_name, segment_seq, fragment_ids FROM "items$indexes";
 
+-- Change reads: what changed after version 3, each row named by its id. With change data
+-- on, updates and deletes also keep the values of the rows they replace, for dense reads.
+ALTER TABLE items SET TBLPROPERTIES (change_data_feed = true);
+UPDATE items SET price = 0.6 WHERE sku = 1;
+SELECT sku, price, _rowid, _change_type, _commit_version
+FROM natal_changes('items', 3) ORDER BY _rowid, _change_type DESC;
+
 -- Every version is still readable.
-SELECT version, operation, rows_added, rows_removed, live_rows FROM "items$versions" ORDER BY version;
+SELECT version, operation, rows_added, rows_removed, live_rows, change_data_rows
+FROM "items$versions" ORDER BY version;
 SELECT sku, label, price FROM "items@v3" ORDER BY sku;
 SELECT fragment_id, physical_rows, deleted_rows, carried FROM "items$fragments";

@@ -24,6 +24,9 @@ fn the_walkthrough_runs_on_a_local_directory() {
         dir.path().join("items").join("_versions").is_dir(),
         "the walkthrough's table is on disk"
     );
+    // Its change read answers, a preimage from the update's change data included.
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("update_preimage"), "{stdout}");
 }
 
 #[test]
