@@ -54,7 +54,11 @@ impl Manifest {
         let bases = raw.bases.iter().map(base_from_proto).collect();
         let path = path.to_string();
         let unresolved = Unresolved::new(files, move |read| {
-            let manifest = manifest_from_proto(raw, &path, read)?;
+            let mut manifest = manifest_from_proto(raw, &path, read)?;
+            // Fragments kept in segment files link captures once they are loaded.
+            if manifest.fragment_segments.is_empty() {
+                manifest.link_change_data(&path)?;
+            }
             manifest.validate(&path)?;
             Ok(manifest)
         });
@@ -103,6 +107,13 @@ impl Manifest {
         }
         for captured in self.change_data.iter().flatten() {
             self.validate_fragment(captured, path)?;
+            if self
+                .unlinked_change_data
+                .iter()
+                .any(|&(c, _)| c == captured.id)
+            {
+                continue; // checked once linked
+            }
             let inline = captured.row_ids.sequence().is_some()
                 && captured.row_ids.file().is_none()
                 && captured.deletion.is_none();
@@ -205,6 +216,10 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> R
             return Err(corrupt("fragment segments overlap or are out of order"));
         }
     }
+    let unlinked_change_data: Vec<(u32, u32)> = (raw.change_data.iter())
+        .flat_map(|c| &c.shared_ids)
+        .map(|s| (s.captured, s.fragment))
+        .collect();
     let change_data = (raw.change_data)
         .map(|c| {
             (c.fragments.into_iter())
@@ -280,6 +295,7 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> R
         bases: raw.bases.iter().map(base_from_proto).collect(),
         change_data_feed: raw.change_data_feed,
         change_data,
+        unlinked_change_data,
     })
 }
 
@@ -667,6 +683,28 @@ fn stat_to_proto(value: &StatValue) -> proto::StatValue {
     }
 }
 
+/// A version's change data: a captured fragment whose row ids are those of a fragment the
+/// version added is stored without them, naming that fragment.
+fn change_data_to_proto(m: &Manifest, captured: &[Fragment]) -> proto::ChangeData {
+    let shared = m.shared_change_data_ids();
+    let fragments = (captured.iter())
+        .map(|c| match shared.iter().any(|&(id, _)| id == c.id) {
+            true => fragment_to_proto(&Fragment {
+                row_ids: FragmentRowIds::Native,
+                ..c.clone()
+            }),
+            false => fragment_to_proto(c),
+        })
+        .collect();
+    let shared_ids = (shared.into_iter())
+        .map(|(captured, fragment)| proto::SharedIds { captured, fragment })
+        .collect();
+    proto::ChangeData {
+        fragments,
+        shared_ids,
+    }
+}
+
 impl From<&Manifest> for proto::Manifest {
     fn from(m: &Manifest) -> Self {
         use proto::transaction::Operation as Op;
@@ -762,9 +800,10 @@ impl From<&Manifest> for proto::Manifest {
                 })
                 .collect(),
             change_data_feed: m.change_data_feed,
-            change_data: (m.change_data.as_ref()).map(|fragments| proto::ChangeData {
-                fragments: fragments.iter().map(fragment_to_proto).collect(),
-            }),
+            change_data: m
+                .change_data
+                .as_ref()
+                .map(|captured| change_data_to_proto(m, captured)),
         }
     }
 }

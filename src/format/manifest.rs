@@ -166,6 +166,10 @@ pub struct Manifest {
     /// never rows of the table). `None`: not captured. Belongs to
     /// this version alone: the next commit starts without it.
     pub change_data: Option<Vec<Fragment>>,
+    /// Captured fragments read without their row ids, which are another fragment's of this
+    /// version (captured, fragment): linked once the fragment list is loaded
+    /// ([`Self::link_change_data`]).
+    pub(crate) unlinked_change_data: Vec<(FragmentId, FragmentId)>,
 }
 
 impl Manifest {
@@ -180,6 +184,55 @@ impl Manifest {
         };
         self.max_fragment_id = Some(id);
         Ok(id)
+    }
+
+    /// Gives the captured fragments read without row ids the ids of the fragments they name
+    /// (see [`Self::unlinked_change_data`]), once `fragments` is loaded.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when a named fragment is not this version's or holds other rows.
+    pub(crate) fn link_change_data(&mut self, path: &str) -> Result<()> {
+        for (captured, fragment) in std::mem::take(&mut self.unlinked_change_data) {
+            let ids = self.fragment(fragment).and_then(|f| {
+                let sequence = f.row_ids.sequence()?;
+                Some((f.physical_rows, sequence.clone()))
+            });
+            let target = (self.change_data.iter_mut().flatten()).find(|c| c.id == captured);
+            match (ids, target) {
+                (Some((rows, ids)), Some(target)) if rows == target.physical_rows => {
+                    target.row_ids = FragmentRowIds::Inline(ids);
+                }
+                _ => {
+                    return Err(Error::corrupt(
+                        path,
+                        format!(
+                            "change data fragment {captured} names the row ids of fragment \
+                             {fragment}, which does not hold as many carried rows"
+                        ),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The captured fragments whose row ids are those of a fragment this version added (an
+    /// update's captures, whose rows come as it wrote them): (captured, fragment), stored as
+    /// such rather than twice.
+    pub(crate) fn shared_change_data_ids(&self) -> Vec<(FragmentId, FragmentId)> {
+        let added = |id: &FragmentId| self.fragment(*id);
+        let mut shared = Vec::new();
+        for captured in self.change_data.iter().flatten() {
+            let Some(ids) = captured.row_ids.sequence() else {
+                continue;
+            };
+            let same = (self.transaction.fragments_added.iter().filter_map(added))
+                .find(|f| f.row_ids.sequence().is_some_and(|s| Arc::ptr_eq(s, ids)));
+            if let Some(fragment) = same {
+                shared.push((captured.id, fragment.id));
+            }
+        }
+        shared
     }
 
     /// The fragment with id `id`, if this version has it.

@@ -240,6 +240,7 @@ fn manifest() -> impl Strategy<Value = Manifest> {
                     bases: Vec::new(),
                     change_data_feed: version % 2 == 0,
                     change_data: (version % 3 == 0).then(Vec::new),
+                    unlinked_change_data: Vec::new(),
                 };
                 if operation == Operation::Clone {
                     manifest.transaction.origin = Some(CloneOrigin {
@@ -407,4 +408,72 @@ fn change_data_reads_back_and_what_is_not_captured_rows_is_refused() {
             "{back:?}"
         );
     }
+}
+
+/// An update's capture, holding the ids of the fragment the update added, stores them once:
+/// it reads back with them, and a capture naming a fragment of other rows is refused.
+#[test]
+fn captures_share_the_ids_of_the_fragment_their_update_added() {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut manifest = manifest()
+        .new_tree(&mut runner)
+        .expect("a manifest")
+        .current();
+    manifest.fragment_segments.clear();
+    let ids: Vec<u64> = (0..300).map(|i| i * 7_919 + 3).collect();
+    let sequence = Arc::new(RowIdSequence::from_ids(&ids));
+    let first = manifest.max_fragment_id.map_or(0, |m| m + 1);
+    let fragment = |id, row_ids| Fragment {
+        id,
+        files: vec![DataFile {
+            path: TablePath::parse(&format!("data/{id}.parquet")).expect("a path"),
+            field_ids: Vec::new(),
+            row_count: 300,
+            file_size_bytes: 64,
+            column_stats: Vec::new(),
+            blob_reuse_index: None,
+        }],
+        deletion: None,
+        physical_rows: 300,
+        row_ids,
+        lineage: Lineage::native(2),
+    };
+    manifest.max_fragment_id = Some(first + 1);
+    manifest
+        .fragments
+        .push(fragment(first, FragmentRowIds::Inline(sequence.clone())));
+    manifest.transaction.fragments_added = vec![first];
+    let read_back = |manifest: &Manifest| {
+        Manifest::decode("m", &manifest.encode())
+            .and_then(|d| d.resolve(&row_ids_held_by(&manifest.fragments)))
+    };
+    // The same ids held apart (an equal sequence, not the fragment's) are stored twice.
+    let apart = FragmentRowIds::Inline(Arc::new(RowIdSequence::from_ids(&ids)));
+    manifest.change_data = Some(vec![fragment(first + 1, apart)]);
+    let twice = manifest.encode().len();
+    assert_eq!(read_back(&manifest).expect("reads back"), manifest);
+    manifest.change_data = Some(vec![fragment(
+        first + 1,
+        FragmentRowIds::Inline(sequence.clone()),
+    )]);
+    let once = manifest.encode().len();
+    assert!(once < twice, "{once} bytes shared, {twice} apart");
+    assert_eq!(read_back(&manifest).expect("reads back"), manifest);
+    // A fragment of other rows named: refused.
+    let mut other = manifest.clone();
+    if let Some(added) = other.fragments.last_mut() {
+        added.physical_rows = 299;
+        added.files[0].row_count = 299;
+        added.row_ids = FragmentRowIds::Inline(Arc::new(RowIdSequence::from_ids(&ids[1..])));
+    }
+    let mut captured = other.change_data.take().expect("captured");
+    captured[0].row_ids = other.fragments.last().expect("added").row_ids.clone();
+    captured[0].physical_rows = 300;
+    other.change_data = Some(captured);
+    let back = read_back(&other);
+    assert!(
+        matches!(back, Err(crate::Error::Corrupt { .. })),
+        "{back:?}"
+    );
 }

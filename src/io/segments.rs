@@ -58,6 +58,7 @@ impl TableStore {
                 .try_collect()
                 .await?;
         manifest.fragments = segments.iter().flat_map(|s| s.iter().cloned()).collect();
+        manifest.link_change_data(path)?;
         manifest.validate(path)
     }
 

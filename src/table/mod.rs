@@ -285,6 +285,7 @@ impl Table {
             bases: Vec::new(),
             change_data_feed: options.change_data_feed,
             change_data: None,
+            unlinked_change_data: Vec::new(),
         };
         let fragments = write_native_fragments(
             &store,

@@ -86,6 +86,15 @@ async fn captured_values_answer_as_the_rows_old_places_do_and_read_less() {
         assert_eq!(unique.len(), ids.len(), "version {version}");
         if manifest.transaction.operation == natal::Operation::Delete {
             assert!(ids.windows(2).all(|w| w[0] < w[1]), "version {version}");
+        } else {
+            // An update's capture has the ids of the fragment it wrote, stored once.
+            let added = manifest.transaction.fragments_added[0];
+            let written = manifest.fragment(added).expect("added").row_ids.sequence();
+            let shared = captured[0].row_ids.sequence();
+            assert!(
+                shared.zip(written).is_some_and(|(a, b)| Arc::ptr_eq(a, b)),
+                "version {version}"
+            );
         }
         let plain = without.at_version(version).await.unwrap();
         assert!(plain.manifest().change_data.is_none());

@@ -23,7 +23,8 @@
 //! `_row_created_version` and `_row_updated_version`); older fixtures' rows read them as
 //! NULL until today's natal rewrites them; since 2026-12-05-changes, `t` records change data
 //! (its deletes and updates list the rows they removed) and `expected-x.txt` holds every
-//! version's change read.
+//! version's change read; since 2026-12-05-shared, an update's capture names the fragment
+//! whose row ids it shares.
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -61,6 +62,7 @@ const FIXTURES: &[&str] = &[
     "2026-12-04-clones",
     "2026-12-04-lineage",
     "2026-12-05-changes",
+    "2026-12-05-shared",
 ];
 
 /// Where the fixtures live.

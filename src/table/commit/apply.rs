@@ -144,11 +144,22 @@ pub(super) async fn apply(
 /// Records `captured` (written before the commit) as `m`'s change data, under new
 /// fragment ids: ids of the table's, never reused, so that a change read can address them
 /// beside the table's fragments.
+///
+/// An update captures its rows in the order it writes them: a capture holding the same ids
+/// as the fragment the update added in its place shares that fragment's sequence, and the
+/// manifest stores them once.
 pub(super) fn add_change_data(m: &mut Manifest, captured: &[NewFragment]) -> Result<()> {
     let mut fragments = Vec::with_capacity(captured.len());
-    for new in captured {
+    for (i, new) in captured.iter().enumerate() {
         let id = m.allocate_fragment_id()?;
-        fragments.push(new.clone().into_fragment(id, m.version));
+        let mut fragment = new.clone().into_fragment(id, m.version);
+        let added = (m.transaction.fragments_added.get(i)).and_then(|&added| m.fragment(added));
+        if let (Some(added), Some(ids)) = (added, fragment.row_ids.sequence()) {
+            if added.row_ids.sequence().is_some_and(|shared| shared == ids) {
+                fragment.row_ids = added.row_ids.clone();
+            }
+        }
+        fragments.push(fragment);
     }
     m.change_data = Some(fragments);
     Ok(())
