@@ -6,6 +6,7 @@
 mod bases;
 mod blob;
 mod blob_reuse;
+mod change_data;
 mod convert;
 mod convert_row_ids;
 mod convert_schema;
@@ -24,6 +25,7 @@ mod stored;
 mod stored_type;
 mod type_text;
 mod unresolved;
+mod validate;
 mod wire;
 
 #[allow(clippy::all, missing_docs)]

@@ -55,7 +55,7 @@ use object_store::path::Path;
 use object_store::ObjectStore;
 
 use crate::error::{Error, Result};
-use crate::format::{Manifest, Operation, Schema, TransactionSummary};
+use crate::format::{DataFile, Manifest, Operation, Schema, TransactionSummary};
 use crate::io::{check_storable, ManifestLayout, TableStore};
 use write::{delete_written, write_native_fragments};
 
@@ -494,7 +494,10 @@ impl Table {
                 return Err(e);
             }
         };
-        written.extend(captured.iter().flatten().map(|f| f.file.clone()));
+        let captured_files: Vec<DataFile> = (captured.iter().flatten())
+            .map(|f| f.file.clone())
+            .collect();
+        written.extend(captured_files.iter().cloned());
         let outcome = commit::commit(
             &self.store,
             read.manifest(),
@@ -503,8 +506,16 @@ impl Table {
             &self.options,
         )
         .await;
-        if outcome.as_ref().is_err_and(write::surely_unpublished) {
-            write::delete_files(&self.store, read.schema(), written.iter()).await;
+        match &outcome {
+            Err(e) if write::surely_unpublished(e) => {
+                write::delete_files(&self.store, read.schema(), written.iter()).await;
+            }
+            // Published without its captures (rebased over a schema change): no version
+            // names them.
+            Ok(published) if published.change_data.is_none() => {
+                write::delete_files(&self.store, read.schema(), captured_files.iter()).await;
+            }
+            _ => {}
         }
         outcome
     }

@@ -19,7 +19,7 @@ use super::scan_request::{ScanRequest, ROW_ADDR, ROW_ID};
 use super::{Committed, RowChangeSet, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::{DataFile, Schema};
-use crate::io::{DataFileWriter, RepackSidecars, TableStore};
+use crate::io::{BlobReferences, DataFileWriter, RepackSidecars, TableStore};
 use crate::rowid::{RowAddress, RowId, RowIdSet};
 
 /// Computes new values: given matched rows (every user column, then `_rowid` and
@@ -226,6 +226,90 @@ impl<'a> FragmentWriter<'a> {
             file.abandon().await;
         }
         delete_written(self.store, self.schema, &self.done).await;
+    }
+}
+
+/// An update's capture, written as its scan meets the rows it rewrites (their values before
+/// it): no second read of rows the update reads anyway. Its rows come in scan order.
+pub(super) struct ScannedCapture<'a> {
+    writer: FragmentWriter<'a>,
+    read: &'a Snapshot,
+}
+
+impl Table {
+    /// A capture of the rows an update's scan matches: when the table records change data
+    /// and the scan's rows can be written back as they are read (no blob column, or blob
+    /// values read as the references they are). `None` otherwise: the commit then reads the
+    /// rows again (`Table::capture_change_data`).
+    pub(super) fn scanned_capture<'a>(
+        &'a self,
+        read: &'a Snapshot,
+        blob_references: BlobReferences,
+    ) -> Option<ScannedCapture<'a>> {
+        let readable =
+            !read.schema().has_blob_columns() || blob_references == BlobReferences::Stored;
+        (read.manifest().change_data_feed && readable).then(|| ScannedCapture {
+            writer: FragmentWriter::new(
+                &self.store,
+                read.schema(),
+                read.manifest().fragment_row_target(),
+                true,
+            ),
+            read,
+        })
+    }
+}
+
+impl ScannedCapture<'_> {
+    /// Captures `matched` (every user column, then the system columns), the rows `ids` at
+    /// `addrs`.
+    pub(super) async fn push(
+        &mut self,
+        matched: &RecordBatch,
+        ids: &[RowId],
+        addrs: &[RowAddress],
+    ) -> Result<()> {
+        let user: Vec<usize> = (0..matched.num_columns())
+            .filter(|&i| ![ROW_ID, ROW_ADDR].contains(&matched.schema().field(i).name().as_str()))
+            .collect();
+        let carried = (ids.iter().zip(addrs))
+            .map(|(&id, &at)| Some(CarriedRow::read_at(self.read.manifest(), id, at, false)))
+            .collect();
+        self.writer.push(matched.project(&user)?, carried).await
+    }
+}
+
+/// The update's fragments and its capture, once its rows were pushed (`pushed`); if pushing
+/// or finishing either failed, neither's files are left.
+pub(super) async fn finish_both(
+    writer: FragmentWriter<'_>,
+    capture: Option<ScannedCapture<'_>>,
+    pushed: Result<()>,
+) -> Result<(Vec<NewFragment>, Option<Vec<NewFragment>>)> {
+    let Some(capture) = capture else {
+        return Ok((writer.finish_after(pushed).await?, None));
+    };
+    let (store, schema) = (writer.store(), writer.schema());
+    let captured = match pushed {
+        Ok(()) => capture.writer.finish().await,
+        Err(e) => {
+            capture.writer.abandon().await;
+            Err(e)
+        }
+    };
+    let captured = match captured {
+        Ok(captured) => captured,
+        Err(e) => {
+            writer.abandon().await;
+            return Err(e);
+        }
+    };
+    match writer.finish().await {
+        Ok(fragments) => Ok((fragments, Some(captured))),
+        Err(e) => {
+            delete_written(store, schema, &captured).await;
+            Err(e)
+        }
     }
 }
 
@@ -474,8 +558,7 @@ impl Table {
         }
         .await;
         drop(progress);
-        let (fragments, captured) =
-            super::change_capture::finish_both(writer, capture, written).await?;
+        let (fragments, captured) = finish_both(writer, capture, written).await?;
         self.commit_write_then_merge(read, Action::Update { rows, fragments }, captured)
             .await
     }

@@ -211,10 +211,9 @@ fn captured_files(manifests: &[natal::internals::format::Manifest]) -> HashSet<S
         .collect()
 }
 
-/// Cleanup removes the captures of the versions it removes and keeps those of the versions
-/// it keeps; a commit that fails (a conflict) leaves no capture behind.
-#[tokio::test]
-async fn captures_live_and_go_with_their_versions() {
+/// A table `t` recording change data, in memory, of fragments of 100 rows never merged,
+/// holding keys `0..rows` (val 0).
+async fn recording_table(rows: i64) -> (Table, Arc<dyn ObjectStore>) {
     let (table, store) = memory_table_with(TableOptions {
         max_rows_per_fragment: 100,
         merge: None,
@@ -222,8 +221,16 @@ async fn captures_live_and_go_with_their_versions() {
         ..Default::default()
     })
     .await;
-    let rows: Vec<(i64, i64)> = (0..500).map(|k| (k, 0)).collect();
+    let rows: Vec<(i64, i64)> = (0..rows).map(|k| (k, 0)).collect();
     table.append(vec![batch(&rows)]).await.unwrap();
+    (table, store)
+}
+
+/// Cleanup removes the captures of the versions it removes and keeps those of the versions
+/// it keeps; a commit that fails (a conflict) leaves no capture behind.
+#[tokio::test]
+async fn captures_live_and_go_with_their_versions() {
+    let (table, store) = recording_table(500).await;
     for r in 0..4 {
         table
             .update_where(key_matches(move |k| k % 4 == r), &add_to_val(1))
@@ -378,4 +385,45 @@ async fn change_data_is_started_and_stopped_in_sql() {
     sql(create("f3", "'change_data_feed' 'false'"))
         .await
         .unwrap();
+}
+
+/// An update rebased over a schema change publishes without its capture (it holds the rows
+/// as the old schema read them), leaves no file of it behind, and change reads over it
+/// read the rows' old places.
+#[tokio::test]
+async fn an_update_rebased_over_a_schema_change_drops_its_capture() {
+    let (table, store) = recording_table(300).await;
+    let from = table.latest().await.unwrap().version();
+    let planned = table.planned_at(table.latest().await.unwrap());
+    let add = natal::SchemaChange::AddColumn {
+        name: "note".into(),
+        data_type: arrow::datatypes::DataType::Utf8,
+    };
+    table.alter(vec![add]).await.unwrap();
+    planned
+        .update_where(key_matches(|k| k % 10 == 3), &add_to_val(1))
+        .await
+        .unwrap();
+    let latest = table.latest().await.unwrap();
+    assert_eq!(
+        latest.manifest().transaction.operation,
+        natal::Operation::Update
+    );
+    assert!(latest.manifest().change_data.is_none());
+    let referenced: HashSet<String> = (latest.manifest().fragments.iter())
+        .flat_map(|f| &f.files)
+        .map(|file| format!("t/{}", file.path))
+        .collect();
+    assert_eq!(
+        data_files(&store).await,
+        referenced,
+        "no capture left behind"
+    );
+    let read = table.changes(from, latest.version()).await.unwrap();
+    assert_eq!((read.updated, read.deleted), (30, 0));
+    let preimages = crate::changes::report(&read.batches);
+    assert!(preimages
+        .iter()
+        .filter(|c| c.0 == "update_preimage")
+        .all(|c| c.4 == 0));
 }

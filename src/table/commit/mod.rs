@@ -32,7 +32,8 @@ use rebase::rebase;
 /// Applies `action` on top of `read` and publishes it, rebasing over concurrent commits.
 /// `captured` holds the values the rows it deletes or rewrites had at `read` (its change
 /// data), if it captured them; a rebase over a schema change drops them (they no longer
-/// read as the rows did just before the commit), and the version then records none.
+/// read as the rows did just before the commit), and the version then records none (the
+/// caller deletes them: `Table::commit_manifest`).
 pub(crate) async fn commit(
     store: &TableStore,
     read: &Manifest,
@@ -45,10 +46,8 @@ pub(crate) async fn commit(
     let mut base = read.clone();
     for _ in 0..=options.max_commit_retries {
         reused::check_reused_sidecars(&base, &mut action, read.version)?;
-        if captured.is_some() && base.schema != read.schema {
-            if let Some(dropped) = captured.take() {
-                crate::table::write::delete_written(store, &read.schema, &dropped).await;
-            }
+        if base.schema != read.schema {
+            captured = None;
         }
         let mut next = apply(store, &base, &action, read.version).await?;
         if let Some(captured) = &captured {
