@@ -87,38 +87,37 @@ fn is_old_side(change: &Change) -> bool {
 }
 
 /// For each change of `report` (in id order) on the old side, the place of its row's first
-/// capture among `captured` (in commit order), if any. Each capture's rows are walked in id
-/// order (a delete's come so; an update's come in the order its scan met them, sorted here),
-/// so one walk up each capture finds them all.
+/// capture among `captured` (in commit order), if any: every captured row sorted by id, then
+/// by commit, the first of each id kept, and walked up beside the report.
 fn first_captures(captured: &[&Fragment], report: &[Change]) -> Vec<Option<RowAddress>> {
-    let mut cursors: Vec<_> = (captured.iter())
-        .map(|f| {
-            let ids = f.row_ids.sequence().map(|s| s.iter().map(|id| id.as_u64()));
-            let mut rows: Vec<(u64, u32)> = (ids.into_iter().flatten())
-                .zip(0..f.physical_rows)
-                .collect();
-            if !rows.windows(2).all(|w| w[0].0 < w[1].0) {
-                rows.sort_unstable();
-            }
-            (f.id, rows.into_iter().peekable())
-        })
-        .collect();
-    let mut found = vec![None; report.len()];
-    for (change, found) in report.iter().zip(found.iter_mut()) {
-        if !is_old_side(change) {
-            continue;
-        }
-        for (fragment, rows) in cursors.iter_mut() {
-            while rows.next_if(|&(id, _)| id < change.id).is_some() {}
-            if let Some(&(_, offset)) = rows.peek().filter(|&&(id, _)| id == change.id) {
-                // The first capture wins; later ones hold values changed in the range.
-                if found.is_none() {
-                    *found = Some(RowAddress::new(*fragment, offset));
-                }
-            }
-        }
+    let mut rows: Vec<(u64, usize, RowAddress)> = Vec::new();
+    for (order, fragment) in captured.iter().enumerate() {
+        let ids = fragment
+            .row_ids
+            .sequence()
+            .map(|s| s.iter().map(|id| id.as_u64()));
+        let places = (0..fragment.physical_rows).map(|o| RowAddress::new(fragment.id, o));
+        rows.extend(
+            (ids.into_iter().flatten())
+                .zip(places)
+                .map(|(id, at)| (id, order, at)),
+        );
     }
-    found
+    rows.sort_unstable_by_key(|&(id, order, _)| (id, order));
+    // The first capture wins; later ones hold values changed in the range.
+    rows.dedup_by_key(|&mut (id, _, _)| id);
+    let mut rows = rows.into_iter().peekable();
+    (report.iter())
+        .map(|change| {
+            if !is_old_side(change) {
+                return None;
+            }
+            while rows.next_if(|&(id, _, _)| id < change.id).is_some() {}
+            rows.peek()
+                .filter(|&&(id, _, _)| id == change.id)
+                .map(|&(_, _, at)| at)
+        })
+        .collect()
 }
 
 #[cfg(test)]
