@@ -48,6 +48,7 @@ pub(super) fn captured_old_side(
     let (first, rest) = manifests.split_first()?;
     let before_last = &manifests[..manifests.len() - 1];
     if rest.is_empty()
+        || !report.iter().any(is_old_side)
         || !rest.iter().all(|m| captured_all(m))
         || before_last.iter().any(|m| m.schema != first.schema)
     {

@@ -364,7 +364,9 @@ impl Table {
         // Old values come from the range's change data where it holds them, else from
         // `from`; either way they show as the new schema's columns: a column added since
         // reads NULL, one renamed reads by its field id.
-        let old_side = match restored {
+        // A read of no value (ids and kinds only) reads neither side.
+        let no_values = request.columns.as_ref().is_some_and(Vec::is_empty);
+        let old_side = match restored || no_values {
             true => None,
             false => captured_old_side(&manifests, &mut report).map(Arc::new),
         };
