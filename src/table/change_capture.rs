@@ -57,7 +57,6 @@ impl Table {
         let mut rows: Vec<(RowId, RowAddress)> = rows.clone();
         // In id order: a change read's chunks of nearby ids then read nearby pages here too.
         rows.sort_unstable_by_key(|&(id, _)| id);
-        rows.dedup_by_key(|&mut (id, _)| id);
         let schema = read.schema();
         let mut writer = FragmentWriter::new(
             &self.store,
@@ -69,7 +68,7 @@ impl Table {
             for chunk in rows.chunks(ROWS_PER_READ) {
                 let batch = captured_rows(read, chunk).await?;
                 let carried = (chunk.iter())
-                    .map(|&(id, at)| Some(CarriedRow::read_at(read.manifest(), id, at, false)))
+                    .map(|&(id, _)| Some(CarriedRow::captured(id)))
                     .collect();
                 writer.push(batch, carried).await?;
             }

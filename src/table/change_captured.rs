@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::format::{Fragment, Manifest, Operation};
 use crate::rowid::RowAddress;
 
-use super::change_values::{Change, ChangeType};
+use super::change_values::Change;
 
 /// Whether a version of this operation can change rows' values or existence. Compaction
 /// moves rows unchanged; the others touch no row.
@@ -48,7 +48,7 @@ pub(super) fn captured_old_side(
     let (first, rest) = manifests.split_first()?;
     let before_last = &manifests[..manifests.len() - 1];
     if rest.is_empty()
-        || !report.iter().any(is_old_side)
+        || !report.iter().any(Change::old_values)
         || !rest.iter().all(|m| captured_all(m))
         || before_last.iter().any(|m| m.schema != first.schema)
     {
@@ -64,7 +64,7 @@ pub(super) fn captured_old_side(
     }
     let found = first_captures(&captured, report);
     let unplaced = |(change, found): (&Change, &Option<RowAddress>)| {
-        is_old_side(change) && found.is_none() && change.at.is_none()
+        change.old_values() && found.is_none() && change.at.is_none()
     };
     if report.iter().zip(&found).any(unplaced) || found.iter().all(Option::is_none) {
         return None;
@@ -81,10 +81,6 @@ pub(super) fn captured_old_side(
     old_side.fragment_segments.clear();
     old_side.relocation_checkpoint = None;
     Some(old_side)
-}
-
-fn is_old_side(change: &Change) -> bool {
-    matches!(change.kind, ChangeType::Delete | ChangeType::UpdatePreimage)
 }
 
 /// For each change of `report` (in id order) on the old side, the place of its row's first
@@ -110,7 +106,7 @@ fn first_captures(captured: &[&Fragment], report: &[Change]) -> Vec<Option<RowAd
     let mut rows = rows.into_iter().peekable();
     (report.iter())
         .map(|change| {
-            if !is_old_side(change) {
+            if !change.old_values() {
                 return None;
             }
             while rows.next_if(|&(id, _, _)| id < change.id).is_some() {}
@@ -126,6 +122,7 @@ mod tests {
     use super::*;
     use crate::format::{DataFile, FragmentRowIds, Lineage, TablePath};
     use crate::rowid::RowIdSequence;
+    use crate::table::change_values::ChangeType;
 
     fn captured(id: u32, ids: &[u64]) -> Fragment {
         Fragment {

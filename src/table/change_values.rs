@@ -92,7 +92,7 @@ impl Change {
     }
 
     /// Whether its values are `from`'s (a delete's or a preimage's).
-    fn old_values(&self) -> bool {
+    pub(super) fn old_values(&self) -> bool {
         matches!(self.kind, ChangeType::Delete | ChangeType::UpdatePreimage)
     }
 }

@@ -182,16 +182,6 @@ impl<'a> FragmentWriter<'a> {
         Ok(())
     }
 
-    /// The store it writes to.
-    pub(crate) fn store(&self) -> &'a TableStore {
-        self.store
-    }
-
-    /// The schema it writes.
-    pub(crate) fn schema(&self) -> &'a Schema {
-        self.schema
-    }
-
     /// Fragments written so far.
     pub(crate) fn written(&self) -> usize {
         self.done.len()
@@ -233,7 +223,6 @@ impl<'a> FragmentWriter<'a> {
 /// it): no second read of rows the update reads anyway. Its rows come in scan order.
 pub(super) struct ScannedCapture<'a> {
     writer: FragmentWriter<'a>,
-    read: &'a Snapshot,
 }
 
 impl Table {
@@ -255,25 +244,19 @@ impl Table {
                 read.manifest().fragment_row_target(),
                 true,
             ),
-            read,
         })
     }
 }
 
 impl ScannedCapture<'_> {
-    /// Captures `matched` (every user column, then the system columns), the rows `ids` at
-    /// `addrs`.
-    pub(super) async fn push(
-        &mut self,
-        matched: &RecordBatch,
-        ids: &[RowId],
-        addrs: &[RowAddress],
-    ) -> Result<()> {
+    /// Captures `matched` (every user column, then the system columns), the rows `ids`.
+    pub(super) async fn push(&mut self, matched: &RecordBatch, ids: &[RowId]) -> Result<()> {
         let user: Vec<usize> = (0..matched.num_columns())
             .filter(|&i| ![ROW_ID, ROW_ADDR].contains(&matched.schema().field(i).name().as_str()))
             .collect();
-        let carried = (ids.iter().zip(addrs))
-            .map(|(&id, &at)| Some(CarriedRow::read_at(self.read.manifest(), id, at, false)))
+        let carried = ids
+            .iter()
+            .map(|&id| Some(CarriedRow::captured(id)))
             .collect();
         self.writer.push(matched.project(&user)?, carried).await
     }
@@ -289,15 +272,8 @@ pub(super) async fn finish_both(
     let Some(capture) = capture else {
         return Ok((writer.finish_after(pushed).await?, None));
     };
-    let (store, schema) = (writer.store(), writer.schema());
-    let captured = match pushed {
-        Ok(()) => capture.writer.finish().await,
-        Err(e) => {
-            capture.writer.abandon().await;
-            Err(e)
-        }
-    };
-    let captured = match captured {
+    let (store, schema) = (writer.store, writer.schema);
+    let captured = match capture.writer.finish_after(pushed).await {
         Ok(captured) => captured,
         Err(e) => {
             writer.abandon().await;
@@ -549,7 +525,7 @@ impl Table {
                     .collect();
                 writer.push(updated, carried).await?;
                 if let Some(capture) = &mut capture {
-                    capture.push(&matched, &ids, &addrs).await?;
+                    capture.push(&matched, &ids).await?;
                 }
                 rows.extend(ids.into_iter().zip(addrs));
                 progress.matched(matched.num_rows());

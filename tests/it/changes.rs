@@ -205,10 +205,16 @@ async fn bad_ranges_are_typed_errors() {
 /// A table `t` of fragments of 1,000 rows, never merged, over an in-memory store whose
 /// requests are counted.
 async fn counted_table() -> (Table, Arc<InstrumentedStore>) {
+    counted_table_recording(false).await
+}
+
+/// [`counted_table`], recording change data if `feed`.
+pub(crate) async fn counted_table_recording(feed: bool) -> (Table, Arc<InstrumentedStore>) {
     let counted = Arc::new(InstrumentedStore::new(Arc::new(InMemory::new())));
     let options = TableOptions {
         max_rows_per_fragment: 1000,
         merge: None,
+        change_data_feed: feed,
         ..Default::default()
     };
     let table = Table::create(counted.clone(), "t".into(), &schema(), options)

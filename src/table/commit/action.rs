@@ -24,6 +24,16 @@ pub(crate) struct CarriedRow {
 }
 
 impl CarriedRow {
+    /// A row captured for change data (`change_capture`): only its id is kept; its
+    /// lineage is not looked up (no change read asks a capture for it).
+    pub(crate) fn captured(id: RowId) -> Self {
+        Self {
+            id,
+            created: UNKNOWN_VERSION,
+            updated: UNKNOWN_VERSION,
+        }
+    }
+
     /// The row `id` read at `addr` of `read`, its values `changed` by this write (an
     /// update's) or not (a compaction's).
     pub(crate) fn read_at(read: &Manifest, id: RowId, addr: RowAddress, changed: bool) -> Self {
