@@ -1,6 +1,8 @@
 //! One measurement in a fresh process: `compare measure <table dir> <what> <ids file>
 //! <fragment rows>` prints one JSON object of figures (milliseconds, bytes) and the process's
-//! peak resident memory as the OS reports it.
+//! peak resident memory as the OS reports it. `view_search` times the resolution of a take's
+//! ids alone, 40 times over; with `NATAL_TAKE_ONLY=1`, `take_cold` stops after the take (no
+//! whole view built after it), for profiling the take alone.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -154,6 +156,31 @@ async fn measure(dir: &Path, what: &str, rows: &[u64], fragment_rows: u64) -> Ma
             out.insert("pinned_open_ms".into(), json!(ms(start)));
             requests(&mut out, "pinned_open");
         }
+        "view_search" => {
+            // The view of a take's 1,000 ids alone, many times over the same sequences: the
+            // CPU a cold take spends resolving ids, without the noise of a fresh process.
+            let carried: Vec<_> = (snapshot.manifest().fragments.iter())
+                .filter_map(|f| Some((f.id, f.physical_rows, f.row_ids.sequence()?)))
+                .collect();
+            let fragments: Vec<CarriedFragment> = (carried.iter())
+                .map(|&(id, physical_rows, _)| CarriedFragment { id, physical_rows })
+                .collect();
+            let mut times = Vec::new();
+            for round in 0..40 {
+                let wanted = IdSet::new(ids[round % 2 * 1000..][..1000].iter().copied());
+                let start = Instant::now();
+                let sequences = carried.iter().map(|&(id, _, s)| (id, s.as_ref()));
+                let view = RelocationView::build_for(&fragments, sequences, &wanted);
+                times.push(ms(start));
+                std::hint::black_box(view);
+            }
+            times.sort_by(f64::total_cmp);
+            out.insert("view_search_min_ms".into(), json!(times[0]));
+            out.insert(
+                "view_search_median_ms".into(),
+                json!(times[times.len() / 2]),
+            );
+        }
         "take_cold" | "take_warm" => {
             let rss_before = status_bytes("VmRSS:");
             // The first take of a fresh process, as a user gets it (a few ids are resolved by
@@ -165,9 +192,13 @@ async fn measure(dir: &Path, what: &str, rows: &[u64], fragment_rows: u64) -> Ma
                 .await
                 .expect("take");
             out.insert("take_cold_ms".into(), json!(ms(start)));
+            requests(&mut out, "take_cold");
             let cpu = cpu_ns().saturating_sub(cpu_before);
             out.insert("take_cpu_ms".into(), json!(cpu as f64 / 1e6));
             assert_eq!(got.num_rows(), 1000, "every id is live");
+            if std::env::var("NATAL_TAKE_ONLY").is_ok() {
+                return out;
+            }
             let start = Instant::now();
             let view = snapshot.relocation_view().await.expect("view");
             out.insert("view_ms".into(), json!(ms(start)));

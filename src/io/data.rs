@@ -176,6 +176,21 @@ impl TableStore {
         Ok(selected)
     }
 
+    /// Loads into the cache the footers a read of `field_ids` from `fragment` opens, for
+    /// work that can start before it knows which rows it reads.
+    pub(crate) async fn load_footers(
+        &self,
+        fragment: &Fragment,
+        field_ids: &[FieldId],
+    ) -> Result<()> {
+        for (file_index, _) in files_holding(fragment, field_ids) {
+            let file = &fragment.files[file_index];
+            self.footer(file, &mut self.file_reader(file), false)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// The decoded footer of `file` (cached per table handle), with the column index (page
     /// min/max) if `column_index`: it is loaded only for scans that prune pages, as for
     /// long string columns it is most of a footer's bytes and decode time.

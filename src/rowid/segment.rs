@@ -99,26 +99,37 @@ impl EncodedU64Array {
     /// exponential search over the stored words themselves (one match on the width, not one
     /// per probe), O(log of the answer), for searches that move forward a little at a time.
     pub fn count_below(&self, from: usize, v: u64) -> usize {
+        self.count_below_by(from, v, Gallop)
+    }
+
+    /// [`Self::count_below`] by binary search: fewer probes when the answer may be anywhere
+    /// (one wanted id in a segment), more when it is near `from`.
+    pub fn count_below_far(&self, from: usize, v: u64) -> usize {
+        self.count_below_by(from, v, Binary)
+    }
+
+    fn count_below_by(&self, from: usize, v: u64, search: impl SearchBelow) -> usize {
         fn narrowed<T: Copy + Ord + TryFrom<u64>>(
             offsets: &[T],
             from: usize,
             base: u64,
             v: u64,
+            search: impl SearchBelow,
         ) -> usize {
             let rest = offsets.get(from..).unwrap_or_default();
             let Some(relative) = v.checked_sub(base) else {
                 return 0; // below the base: no value is below it
             };
             match T::try_from(relative) {
-                Ok(t) => gallop(rest, t),
+                Ok(t) => search.below(rest, t),
                 Err(_) => rest.len(), // past the widest offset: every value is below it
             }
         }
         match self {
-            Self::U16 { base, offsets } => narrowed(offsets, from, *base, v),
-            Self::U32 { base, offsets } => narrowed(offsets, from, *base, v),
+            Self::U16 { base, offsets } => narrowed(offsets, from, *base, v, search),
+            Self::U32 { base, offsets } => narrowed(offsets, from, *base, v, search),
             // Full width: offsets from 0, each its own value.
-            Self::U64(values) => narrowed(values, from, 0, v),
+            Self::U64(values) => narrowed(values, from, 0, v, search),
         }
     }
 
@@ -138,6 +149,31 @@ impl EncodedU64Array {
             Self::U32 { offsets, .. } => offsets.capacity() * 4,
             Self::U64(values) => values.capacity() * 8,
         }
+    }
+}
+
+/// A search of ascending values for how many lie below a target, at any width.
+trait SearchBelow: Copy {
+    fn below<T: Copy + Ord>(self, values: &[T], t: T) -> usize;
+}
+
+/// Exponential search from the start: O(log of the answer).
+#[derive(Clone, Copy)]
+struct Gallop;
+
+impl SearchBelow for Gallop {
+    fn below<T: Copy + Ord>(self, values: &[T], t: T) -> usize {
+        gallop(values, t)
+    }
+}
+
+/// Binary search: O(log of the length).
+#[derive(Clone, Copy)]
+struct Binary;
+
+impl SearchBelow for Binary {
+    fn below<T: Copy + Ord>(self, values: &[T], t: T) -> usize {
+        values.partition_point(|&x| x < t)
     }
 }
 
@@ -326,16 +362,54 @@ impl U64Segment {
         cursor: &mut IdCursor,
         found: &mut impl FnMut(usize, u64),
     ) {
-        let mut within = |start: u64, end: u64| wanted_set.between(start, end, cursor);
+        match self.bounds() {
+            Some((first, last)) => self.find_in(
+                wanted_set.between(first, last.saturating_add(1), cursor),
+                found,
+            ),
+            None => {
+                for (index, v) in self.iter().enumerate() {
+                    if wanted_set.contains(v) {
+                        found(index, v);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Bounds every value of a sorted kind lies within (its smallest and largest, as written);
+    /// `None` for an unsorted `Array` or an empty segment.
+    pub fn bounds(&self) -> Option<(u64, u64)> {
+        match self {
+            Self::Range(r)
+            | Self::RangeWithHoles { range: r, .. }
+            | Self::RangeWithBitmap { range: r, .. } => {
+                (r.start < r.end).then(|| (r.start, r.end - 1))
+            }
+            Self::SortedArray(a) => Some((a.get(0)?, a.get(a.len().checked_sub(1)?)?)),
+            Self::Array(_) => None,
+        }
+    }
+
+    /// Calls `found(index, value)` for each of `ids` (ascending) this segment holds, for the
+    /// sorted kinds: each a search onward from the one before in the segment, or a count of
+    /// the set bits since it for bitmaps (a few wanted ids need not walk a long segment).
+    /// Ids outside the segment are not found; an unsorted `Array` finds nothing here.
+    pub fn find_in(&self, ids: &[u64], found: &mut impl FnMut(usize, u64)) {
         match self {
             Self::Range(r) => {
-                for &v in within(r.start, r.end) {
-                    found((v - r.start) as usize, v);
+                for &v in ids {
+                    if r.contains(&v) {
+                        found((v - r.start) as usize, v);
+                    }
                 }
             }
             Self::RangeWithHoles { range, holes } => {
                 let mut below = 0;
-                for &v in within(range.start, range.end) {
+                for &v in ids {
+                    if !range.contains(&v) {
+                        continue;
+                    }
                     below += holes.count_below(below, v);
                     if holes.get(below) != Some(v) {
                         found((v - range.start) as usize - below, v);
@@ -343,12 +417,14 @@ impl U64Segment {
                 }
             }
             Self::SortedArray(a) => {
-                let (Some(first), Some(last)) = (a.get(0), a.get(a.len().saturating_sub(1))) else {
-                    return;
-                };
+                // A lone id may lie anywhere in the array: a binary search probes less.
+                let far = ids.len() * 8 < a.len();
                 let mut at = 0;
-                for &v in within(first, last.saturating_add(1)) {
-                    at += a.count_below(at, v);
+                for &v in ids {
+                    at += match far {
+                        true => a.count_below_far(at, v),
+                        false => a.count_below(at, v),
+                    };
                     if a.get(at) == Some(v) {
                         found(at, v);
                     }
@@ -358,22 +434,19 @@ impl U64Segment {
                 // A present value's index is the set bits below it, counted onward from the
                 // previous wanted id's.
                 let (mut counted_to, mut below) = (0, 0);
-                for &v in within(range.start, range.end) {
+                for &v in ids {
+                    if !range.contains(&v) {
+                        continue;
+                    }
                     let bit = (v - range.start) as usize;
-                    if bit_is_set(bitmap, bit) {
+                    if bit < bitmap.len() * 8 && bit_is_set(bitmap, bit) {
                         below += ones_between(bitmap, counted_to, bit);
                         counted_to = bit;
                         found(below, v);
                     }
                 }
             }
-            Self::Array(_) => {
-                for (index, v) in self.iter().enumerate() {
-                    if wanted_set.contains(v) {
-                        found(index, v);
-                    }
-                }
-            }
+            Self::Array(_) => {}
         }
     }
 

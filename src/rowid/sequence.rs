@@ -2,6 +2,9 @@
 //! row at offset i). Only fragments written by update or compaction carry one; a native
 //! fragment's ids are implicit (invariant I3).
 
+use std::ops::Range;
+
+use super::id_set::{gallop, IdCursor, IdSet};
 use super::segment::{EncodedU64Array, SegmentCursor, U64Segment};
 use super::{FragmentId, RowAddress, RowId};
 
@@ -15,6 +18,20 @@ pub struct RowIdSequence {
     segments: Vec<U64Segment>,
     /// The offset each segment starts at, for finding an offset's segment by binary search.
     starts: Vec<usize>,
+    /// Each segment's largest id as written (0 for an unsorted one), for finding an id's
+    /// segment by search within its stretch.
+    lasts: Vec<u64>,
+    /// The segments split into stretches, for [`Self::find_ids`].
+    stretches: Vec<Stretch>,
+}
+
+/// Consecutive segments, all sorted with ascending bounds (any id lies in at most one of
+/// them, found by its place among their last ids), or one unsorted segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stretch {
+    segments: Range<usize>,
+    /// The smallest id of a sorted stretch; `None` for an unsorted segment.
+    first: Option<u64>,
 }
 
 /// Where a walk over a sequence by ascending offset is: its segment, the offset that segment
@@ -32,12 +49,67 @@ impl RowIdSequence {
     /// A sequence of `segments`, one after another.
     pub fn from_segments(segments: Vec<U64Segment>) -> Self {
         let mut starts = Vec::with_capacity(segments.len());
+        let mut lasts = Vec::with_capacity(segments.len());
+        let mut stretches: Vec<Stretch> = Vec::new();
         let mut start = 0;
-        for segment in &segments {
+        for (index, segment) in segments.iter().enumerate() {
             starts.push(start);
             start += segment.len();
+            let bounds = segment.bounds();
+            lasts.push(bounds.map_or(0, |(_, last)| last));
+            let after_previous = |s: &Stretch| s.first.is_some() && index > 0;
+            match (bounds, stretches.last_mut()) {
+                (Some((first, _)), Some(s)) if after_previous(s) && lasts[index - 1] < first => {
+                    s.segments.end = index + 1;
+                }
+                (bounds, _) => stretches.push(Stretch {
+                    segments: index..index + 1,
+                    first: bounds.map(|(first, _)| first),
+                }),
+            }
         }
-        Self { segments, starts }
+        Self {
+            segments,
+            starts,
+            lasts,
+            stretches,
+        }
+    }
+
+    /// Calls `found(offset, id)` for each id of `wanted` this sequence holds. A sorted
+    /// stretch is searched only where wanted ids fall: each one's segment is found by an
+    /// exponential search over the stretch's last ids from the one before, so segments
+    /// between two wanted ids cost nothing (a few ids among many carried rows touch few of
+    /// their segments).
+    pub fn find_ids(&self, wanted: &IdSet, found: &mut impl FnMut(usize, u64)) {
+        let mut cursor = IdCursor::default();
+        for stretch in &self.stretches {
+            let range = stretch.segments.clone();
+            let Some(first) = stretch.first else {
+                let offset = self.starts[range.start];
+                let mut at = |index: usize, id: u64| found(offset + index, id);
+                self.segments[range.start].find_each(wanted, &mut cursor, &mut at);
+                continue;
+            };
+            let lasts = &self.lasts[range.clone()];
+            let end = lasts[lasts.len() - 1].saturating_add(1);
+            let ids = wanted.between(first, end, &mut cursor);
+            let (mut k, mut i) = (0, 0);
+            while i < ids.len() {
+                // The first segment whose last id is at or above the wanted one.
+                k += gallop(&lasts[k..], ids[i]);
+                let Some(&last) = lasts.get(k) else { break };
+                let n = match last.checked_add(1) {
+                    Some(past) => gallop(&ids[i..], past),
+                    None => ids.len() - i,
+                };
+                let segment = range.start + k;
+                let offset = self.starts[segment];
+                let mut at = |index: usize, id: u64| found(offset + index, id);
+                self.segments[segment].find_in(&ids[i..i + n], &mut at);
+                (i, k) = (i + n, k + 1);
+            }
+        }
     }
 
     /// Encodes ids in order, splitting at direction changes, and at wide gaps after dense
@@ -165,6 +237,8 @@ impl RowIdSequence {
     pub fn heap_size(&self) -> usize {
         self.segments.capacity() * std::mem::size_of::<U64Segment>()
             + self.starts.capacity() * std::mem::size_of::<usize>()
+            + self.lasts.capacity() * std::mem::size_of::<u64>()
+            + self.stretches.capacity() * std::mem::size_of::<Stretch>()
             + self
                 .segments
                 .iter()
@@ -315,6 +389,36 @@ mod tests {
                 .flat_map(|chunk| chunk.iter().map(|&o| seq.get_from(o, &mut cursor)).collect::<Vec<_>>())
                 .collect();
             prop_assert_eq!(&chunked, &naive);
+        }
+    }
+
+    proptest! {
+        /// `find_ids` finds what a walk with the wanted set finds, at the same offsets,
+        /// whatever the segments: runs of every shape, and scattered runs too wide for one
+        /// segment (chunked into sorted stretches, as rows moved by random updates are).
+        #[test]
+        fn find_ids_finds_what_a_walk_finds(
+            mut ids in ids_of_every_shape(),
+            wide in prop::collection::vec((0u64..1 << 40, 1u64..5000, 2u64..300), 0..3),
+            picks in prop::collection::vec(any::<prop::sample::Index>(), 0..40),
+            strangers in prop::collection::vec(0u64..1 << 41, 0..40),
+        ) {
+            for (start, stride, len) in wide {
+                ids.extend((0..len).map(|i| start + i * stride * 17));
+            }
+            let seq = RowIdSequence::from_ids(&ids);
+            let mut wanted: Vec<u64> = strangers;
+            if !ids.is_empty() {
+                wanted.extend(picks.iter().map(|p| ids[p.index(ids.len())]));
+            }
+            let set = IdSet::new(wanted.iter().map(|&v| RowId::from_u64(v)));
+            let walked: Vec<(usize, u64)> = (ids.iter().copied().enumerate())
+                .filter(|&(_, v)| set.contains(v))
+                .collect();
+            let mut found = Vec::new();
+            seq.find_ids(&set, &mut |offset, id| found.push((offset, id)));
+            found.sort_unstable();
+            prop_assert_eq!(found, walked);
         }
     }
 

@@ -1,7 +1,7 @@
 //! [`Snapshot`]: one version of a table, read-only. Scans, takes, `resolve`, and the lazily
 //! built relocation view live here.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -551,12 +551,50 @@ impl Snapshot {
     /// The live rows with the given ids, in the order asked, skipping ids that name no live
     /// row. Resolves through the relocation view and reads only the rows' pages.
     pub async fn take(&self, ids: &[RowId], request: ScanRequest) -> Result<RecordBatch> {
+        let _footers = self.load_birth_footers(ids, &request)?;
         let view = self.view_for(ids.iter().copied()).await?;
         let wanted: Vec<RowAddress> = (ids.iter())
             .filter_map(|&id| self.candidate(&view, id))
             .map(|(_, addr)| addr)
             .collect();
         self.read_at(&wanted, request, true).await
+    }
+
+    /// Starts loading, in a task of its own, the footers of the fragments `ids` were born in
+    /// (most rows are still there) while they are resolved: after many updates that search
+    /// is CPU that the runtime's other threads can hide behind those reads. Nothing starts
+    /// when no row has moved or the whole view is built (the ids resolve at once). The task
+    /// is aborted when the guard drops; errors are left to the reads that follow.
+    fn load_birth_footers(
+        &self,
+        ids: &[RowId],
+        request: &ScanRequest,
+    ) -> Result<Option<AbortOnDrop>> {
+        let carried = self
+            .manifest
+            .fragments
+            .iter()
+            .any(|f| !f.row_ids.is_native());
+        if !carried || self.view.get().is_some() {
+            return Ok(None);
+        }
+        let (field_ids, _) = self.projection(request)?;
+        let born_in: BTreeSet<FragmentId> = (ids.iter())
+            .map(|id| id.birth_address().fragment_id())
+            .collect();
+        let fragments: Vec<Fragment> = (born_in.into_iter())
+            .filter_map(|f| self.manifest.fragment(f).cloned())
+            .collect();
+        let (store, field_ids) = (self.store.clone(), Arc::new(field_ids.ids().to_vec()));
+        let loads = fragments.into_iter().map(move |fragment| {
+            let (store, field_ids) = (store.clone(), field_ids.clone());
+            async move { store.load_footers(&fragment, &field_ids).await }
+        });
+        let load = async move {
+            let loading = stream::iter(loads).buffer_unordered(CONCURRENT_FRAGMENT_READS);
+            loading.for_each(|_| async {}).await;
+        };
+        Ok(Some(AbortOnDrop(tokio::spawn(load))))
     }
 
     /// The rows at `addresses`, in that order, each known to be live in this version (a
@@ -636,6 +674,15 @@ impl Snapshot {
             columns,
             &RecordBatchOptions::new().with_row_count(Some(indices.len())),
         )?)
+    }
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
