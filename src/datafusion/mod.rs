@@ -20,6 +20,7 @@ mod catalog;
 mod change_feed;
 #[cfg(feature = "ballista")]
 pub mod cluster;
+mod coalesce;
 mod codec;
 mod damaged;
 mod declared;

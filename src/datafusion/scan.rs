@@ -277,7 +277,7 @@ impl ExecutionPlan for NatalScanExec {
     fn execute(
         &self,
         partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let pieces = self
             .plan
@@ -293,9 +293,12 @@ impl ExecutionPlan for NatalScanExec {
             partition,
             limit: self.plan.limit,
         };
-        let stream = read
-            .stream(pieces)
-            .inspect_ok(move |batch| rows_out.add(batch.num_rows()));
+        let mut stream = read.stream(pieces);
+        if self.plan.filter.is_some() {
+            let target = context.session_config().batch_size();
+            stream = super::coalesce::coalesce_small(stream, self.schema.clone(), target);
+        }
+        let stream = stream.inspect_ok(move |batch| rows_out.add(batch.num_rows()));
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.schema.clone(),
             stream,

@@ -264,3 +264,31 @@ async fn narrow_rows_and_takes_read_in_one_step() {
     assert_eq!(batches.iter().map(RecordBatch::num_rows).sum::<usize>(), 4);
     assert_eq!(metric(&plan, "NatalScanExec", "rows_late_skipped"), 0);
 }
+
+/// A selective filter's rows come in batches of about the session's batch size, as
+/// DataFusion's own filter yields them, not as one small batch per batch read: each batch
+/// costs every operator above it a poll, and a thread's wake where partitions merge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selective_filter_yields_batches_of_the_batch_size() {
+    let (_dir, ctx) = wide_table().await;
+    let sql = "SELECT k, f FROM t WHERE f % 40 = 3";
+    let (plan, text) = physical_plan(&ctx, sql).await;
+    assert!(text.contains("filter="), "the scan filters: {text}");
+    let batches = collect(plan.clone(), ctx.task_ctx()).await.unwrap();
+    // 2,500 rows of 100,000, read in 13 batches of 8,192: two partitions, a batch each.
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    assert_eq!(rows, (ROWS / 40) as usize);
+    let partitions = plan.properties().output_partitioning().partition_count();
+    assert!(
+        batches.len() <= partitions.max(2),
+        "{} batches",
+        batches.len()
+    );
+    let keys: Vec<i64> = (batches.iter())
+        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    let want: Vec<i64> = (0..ROWS).filter(|k| (k * 7919) % ROWS % 40 == 3).collect();
+    assert_eq!(sorted, want);
+}
