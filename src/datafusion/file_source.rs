@@ -41,6 +41,9 @@ use super::scan_plan::ScanPlan;
 use super::sent::SentScan;
 use super::statistics::scan_statistics;
 
+/// DataFusion's default batch size, for a source opened before it was told the session's.
+const DEFAULT_BATCH_SIZE: usize = 8192;
+
 /// The pieces of one natal partition: the payload of its file group's one file.
 #[derive(Debug, Clone)]
 pub(crate) struct NatalPieces(pub Vec<Piece>);
@@ -52,6 +55,9 @@ pub struct NatalFileSource {
     scan: ScanSource,
     table_schema: TableSchema,
     metrics: ExecutionPlanMetricsSet,
+    /// The session's batch size, once DataFusion gives it: what a filtered scan's small
+    /// batches gather to.
+    batch_size: Option<usize>,
 }
 
 /// Where a source's plan comes from.
@@ -113,6 +119,7 @@ pub(crate) fn data_source_exec(
         scan,
         table_schema: TableSchema::from(schema.clone()),
         metrics: ExecutionPlanMetricsSet::new(),
+        batch_size: None,
     };
     // The local file system's URL is always registered, so the scan opens anywhere;
     // the source never uses the store it is given. A declared partitioning keeps each
@@ -203,9 +210,13 @@ impl FileSource for NatalFileSource {
         &self.table_schema
     }
 
-    fn with_batch_size(&self, _batch_size: usize) -> Arc<dyn FileSource> {
-        // natal's reader sizes its own batches; DataFusion splits larger ones.
-        Arc::new(self.clone())
+    fn with_batch_size(&self, batch_size: usize) -> Arc<dyn FileSource> {
+        // natal's reader sizes its own batches (DataFusion splits larger ones); a filtered
+        // scan gathers small ones to this.
+        Arc::new(Self {
+            batch_size: Some(batch_size),
+            ..self.clone()
+        })
     }
 
     fn metrics(&self) -> &ExecutionPlanMetricsSet {
@@ -261,6 +272,7 @@ impl FileOpener for NatalOpener {
         let schema = self.source.table_schema.file_schema().clone();
         let (scan, metrics) = (self.source.scan.clone(), self.source.metrics.clone());
         let (partition, limit) = (self.partition, self.limit);
+        let batch_size = (self.source.batch_size).unwrap_or(DEFAULT_BATCH_SIZE);
         Ok(Box::pin(async move {
             let plan = match scan {
                 ScanSource::Planned(plan) => plan,
@@ -272,6 +284,7 @@ impl FileOpener for NatalOpener {
                 metrics: &metrics,
                 partition,
                 limit,
+                batch_size,
             };
             Ok(read.stream(pieces.0))
         }))

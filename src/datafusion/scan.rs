@@ -292,13 +292,11 @@ impl ExecutionPlan for NatalScanExec {
             metrics: &self.metrics,
             partition,
             limit: self.plan.limit,
+            batch_size: context.session_config().batch_size(),
         };
-        let mut stream = read.stream(pieces);
-        if self.plan.filter.is_some() {
-            let target = context.session_config().batch_size();
-            stream = super::coalesce::coalesce_small(stream, self.schema.clone(), target);
-        }
-        let stream = stream.inspect_ok(move |batch| rows_out.add(batch.num_rows()));
+        let stream = read
+            .stream(pieces)
+            .inspect_ok(move |batch| rows_out.add(batch.num_rows()));
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.schema.clone(),
             stream,
@@ -380,6 +378,8 @@ pub(super) struct PartitionRead<'a> {
     pub partition: usize,
     /// Rows to stop after, counted after the scan's own filter.
     pub limit: Option<usize>,
+    /// The rows a batch gathers to when the scan's filter leaves small ones.
+    pub batch_size: usize,
 }
 
 impl PartitionRead<'_> {
@@ -446,7 +446,11 @@ impl PartitionRead<'_> {
         let snapshot = plan.snapshot.clone();
         let order = plan.output_order.clone();
         let schema = self.schema.clone();
-        futures::stream::once(async move { snapshot.scan(request).await })
+        let coalesce = plan
+            .filter
+            .is_some()
+            .then(|| (schema.clone(), self.batch_size));
+        let batches = futures::stream::once(async move { snapshot.scan(request).await })
             .try_flatten()
             .map_err(DataFusionError::from)
             .and_then(move |batch| {
@@ -459,7 +463,11 @@ impl PartitionRead<'_> {
             .inspect_ok(move |_| on_batch.report())
             // Holds the reporter: dropped unfinished, the stream reports as it goes.
             .chain(report)
-            .boxed()
+            .boxed();
+        match coalesce {
+            Some((schema, target)) => super::coalesce::coalesce_small(batches, schema, target),
+            None => batches,
+        }
     }
 }
 
