@@ -17,8 +17,9 @@ use futures::StreamExt;
 const MAX_COALESCED_BYTES: usize = 16 << 20;
 
 /// `batches` (all of `schema`) with runs of small ones joined into batches of `target`
-/// rows, in order. A batch of at least half the target, or of rows too wide to gather,
-/// goes out as it is (after what was gathered before it).
+/// rows, in order. A batch of over half the target goes out as it is (after what was
+/// gathered before it, unless that is a few rows it joins), as one of rows too wide to
+/// gather does.
 pub(super) fn coalesce_small(
     batches: BoxStream<'static, Result<RecordBatch>>,
     schema: SchemaRef,
@@ -27,9 +28,11 @@ pub(super) fn coalesce_small(
     let target = target.max(1);
     let state = Coalescing {
         batches,
-        coalescer: BatchCoalescer::new(schema, target),
+        // Large batches pass by the coalescer itself (its biggest coalesced batch size).
+        coalescer: BatchCoalescer::new(schema, target)
+            .with_biggest_coalesce_batch_size(Some(target / 2)),
         target,
-        ready: std::collections::VecDeque::new(),
+        wide: None,
         ended: false,
     };
     futures::stream::unfold(state, |mut state| async move {
@@ -43,22 +46,29 @@ struct Coalescing {
     batches: BoxStream<'static, Result<RecordBatch>>,
     coalescer: BatchCoalescer,
     target: usize,
-    /// Batches to yield, in order, before reading on.
-    ready: std::collections::VecDeque<RecordBatch>,
+    /// A batch of wide rows, to yield once what was gathered before it is out.
+    wide: Option<RecordBatch>,
     ended: bool,
 }
 
 impl Coalescing {
     async fn next(&mut self) -> Option<Result<RecordBatch>> {
         loop {
-            if let Some(batch) = self.ready.pop_front() {
+            if let Some(batch) = self.coalescer.next_completed_batch() {
+                return Some(Ok(batch));
+            }
+            if let Some(batch) = self.wide.take() {
                 return Some(Ok(batch));
             }
             if self.ended {
                 return None;
             }
             let gathered = match self.batches.next().await {
-                Some(Ok(batch)) => self.gather(batch),
+                Some(Ok(batch)) if self.is_wide(&batch) => {
+                    self.wide = Some(batch);
+                    self.coalescer.finish_buffered_batch()
+                }
+                Some(Ok(batch)) => self.coalescer.push_batch(batch),
                 Some(Err(e)) => {
                     // What was gathered is dropped with the query the error ends.
                     self.ended = true;
@@ -66,7 +76,7 @@ impl Coalescing {
                 }
                 None => {
                     self.ended = true;
-                    self.flush()
+                    self.coalescer.finish_buffered_batch()
                 }
             };
             if let Err(e) = gathered {
@@ -76,28 +86,9 @@ impl Coalescing {
         }
     }
 
-    fn gather(&mut self, batch: RecordBatch) -> std::result::Result<(), arrow::error::ArrowError> {
+    fn is_wide(&self, batch: &RecordBatch) -> bool {
         let rows = batch.num_rows();
-        let wide =
-            rows > 0 && batch.get_array_memory_size() / rows * self.target > MAX_COALESCED_BYTES;
-        if rows * 2 >= self.target || wide {
-            self.flush()?;
-            self.ready.push_back(batch);
-            return Ok(());
-        }
-        self.coalescer.push_batch(batch)?;
-        while let Some(done) = self.coalescer.next_completed_batch() {
-            self.ready.push_back(done);
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self) -> std::result::Result<(), arrow::error::ArrowError> {
-        self.coalescer.finish_buffered_batch()?;
-        while let Some(done) = self.coalescer.next_completed_batch() {
-            self.ready.push_back(done);
-        }
-        Ok(())
+        rows > 0 && batch.get_array_memory_size() / rows * self.target > MAX_COALESCED_BYTES
     }
 }
 

@@ -363,16 +363,21 @@ fn fragment_row_ids_are_one_of_three() {
     );
 }
 
+/// One manifest drawn from [`manifest`]'s strategy, the same every run.
+fn sample_manifest() -> Manifest {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    manifest()
+        .new_tree(&mut runner)
+        .expect("a manifest")
+        .current()
+}
+
 /// A version's change data reads back as written; a captured fragment that is not one (ids
 /// native or in a file, deletions, an id above the table's) is refused as corrupt.
 #[test]
 fn change_data_reads_back_and_what_is_not_captured_rows_is_refused() {
-    use proptest::strategy::ValueTree;
-    let mut runner = proptest::test_runner::TestRunner::deterministic();
-    let mut manifest = manifest()
-        .new_tree(&mut runner)
-        .expect("a manifest")
-        .current();
+    let mut manifest = sample_manifest();
     let id = manifest.max_fragment_id.map_or(0, |m| m + 1);
     manifest.max_fragment_id = Some(id);
     let captured = |row_ids| Fragment {
@@ -414,12 +419,7 @@ fn change_data_reads_back_and_what_is_not_captured_rows_is_refused() {
 /// it reads back with them, and a capture naming a fragment of other rows is refused.
 #[test]
 fn captures_share_the_ids_of_the_fragment_their_update_added() {
-    use proptest::strategy::ValueTree;
-    let mut runner = proptest::test_runner::TestRunner::deterministic();
-    let mut manifest = manifest()
-        .new_tree(&mut runner)
-        .expect("a manifest")
-        .current();
+    let mut manifest = sample_manifest();
     manifest.fragment_segments.clear();
     let ids: Vec<u64> = (0..300).map(|i| i * 7_919 + 3).collect();
     let sequence = Arc::new(RowIdSequence::from_ids(&ids));

@@ -3,6 +3,7 @@
 //! fragment's ids are implicit (invariant I3).
 
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use super::id_set::{gallop, IdCursor, IdSet};
 use super::segment::{EncodedU64Array, SegmentCursor, U64Segment};
@@ -13,21 +14,37 @@ use super::{FragmentId, RowAddress, RowId};
 const SPLIT_GAP: u64 = 256;
 
 /// The ids of a fragment's rows by offset, as compressed segments (ranges, ranges with holes, bit-packed arrays).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct RowIdSequence {
     segments: Vec<U64Segment>,
     /// The offset each segment starts at, for finding an offset's segment by binary search.
     starts: Vec<usize>,
+    /// Built by the first [`Self::find_ids`]: opening a version and scanning need none.
+    search: OnceLock<SearchIndex>,
+}
+
+impl PartialEq for RowIdSequence {
+    fn eq(&self, other: &Self) -> bool {
+        // The rest is derived from the segments.
+        self.segments == other.segments
+    }
+}
+
+impl Eq for RowIdSequence {}
+
+/// Where ids lie among a sequence's segments, for searches of a few of them.
+#[derive(Debug, Clone)]
+struct SearchIndex {
     /// Each segment's largest id as written (0 for an unsorted one), for finding an id's
     /// segment by search within its stretch.
     lasts: Vec<u64>,
-    /// The segments split into stretches, for [`Self::find_ids`].
+    /// The segments split into stretches.
     stretches: Vec<Stretch>,
 }
 
 /// Consecutive segments, all sorted with ascending bounds (any id lies in at most one of
 /// them, found by its place among their last ids), or one unsorted segment.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 struct Stretch {
     segments: Range<usize>,
     /// The smallest id of a sorted stretch; `None` for an unsorted segment.
@@ -49,31 +66,40 @@ impl RowIdSequence {
     /// A sequence of `segments`, one after another.
     pub fn from_segments(segments: Vec<U64Segment>) -> Self {
         let mut starts = Vec::with_capacity(segments.len());
-        let mut lasts = Vec::with_capacity(segments.len());
-        let mut stretches: Vec<Stretch> = Vec::new();
         let mut start = 0;
-        for (index, segment) in segments.iter().enumerate() {
+        for segment in &segments {
             starts.push(start);
             start += segment.len();
-            let bounds = segment.bounds();
-            lasts.push(bounds.map_or(0, |(_, last)| last));
-            let after_previous = |s: &Stretch| s.first.is_some() && index > 0;
-            match (bounds, stretches.last_mut()) {
-                (Some((first, _)), Some(s)) if after_previous(s) && lasts[index - 1] < first => {
-                    s.segments.end = index + 1;
-                }
-                (bounds, _) => stretches.push(Stretch {
-                    segments: index..index + 1,
-                    first: bounds.map(|(first, _)| first),
-                }),
-            }
         }
         Self {
             segments,
             starts,
-            lasts,
-            stretches,
+            search: OnceLock::new(),
         }
+    }
+
+    fn search_index(&self) -> &SearchIndex {
+        self.search.get_or_init(|| {
+            let mut lasts = Vec::with_capacity(self.segments.len());
+            let mut stretches: Vec<Stretch> = Vec::new();
+            for (index, segment) in self.segments.iter().enumerate() {
+                let bounds = segment.bounds();
+                lasts.push(bounds.map_or(0, |(_, last)| last));
+                let after_previous = |s: &Stretch| s.first.is_some() && index > 0;
+                match (bounds, stretches.last_mut()) {
+                    (Some((first, _)), Some(s))
+                        if after_previous(s) && lasts[index - 1] < first =>
+                    {
+                        s.segments.end = index + 1;
+                    }
+                    (bounds, _) => stretches.push(Stretch {
+                        segments: index..index + 1,
+                        first: bounds.map(|(first, _)| first),
+                    }),
+                }
+            }
+            SearchIndex { lasts, stretches }
+        })
     }
 
     /// Calls `found(offset, id)` for each id of `wanted` this sequence holds. A sorted
@@ -83,7 +109,8 @@ impl RowIdSequence {
     /// their segments).
     pub fn find_ids(&self, wanted: &IdSet, found: &mut impl FnMut(usize, u64)) {
         let mut cursor = IdCursor::default();
-        for stretch in &self.stretches {
+        let index = self.search_index();
+        for stretch in &index.stretches {
             let range = stretch.segments.clone();
             let Some(first) = stretch.first else {
                 let offset = self.starts[range.start];
@@ -91,7 +118,7 @@ impl RowIdSequence {
                 self.segments[range.start].find_each(wanted, &mut cursor, &mut at);
                 continue;
             };
-            let lasts = &self.lasts[range.clone()];
+            let lasts = &index.lasts[range.clone()];
             let end = lasts[lasts.len() - 1].saturating_add(1);
             let ids = wanted.between(first, end, &mut cursor);
             let (mut k, mut i) = (0, 0);
@@ -237,8 +264,10 @@ impl RowIdSequence {
     pub fn heap_size(&self) -> usize {
         self.segments.capacity() * std::mem::size_of::<U64Segment>()
             + self.starts.capacity() * std::mem::size_of::<usize>()
-            + self.lasts.capacity() * std::mem::size_of::<u64>()
-            + self.stretches.capacity() * std::mem::size_of::<Stretch>()
+            + self.search.get().map_or(0, |index| {
+                index.lasts.capacity() * std::mem::size_of::<u64>()
+                    + index.stretches.capacity() * std::mem::size_of::<Stretch>()
+            })
             + self
                 .segments
                 .iter()
