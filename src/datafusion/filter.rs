@@ -2,14 +2,16 @@
 //! are evaluated while reading (and reported `Exact`) instead of by a `FilterExec` above;
 //! with them, the filters operators above push into the scan as it runs (`pushed_filter.rs`).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{BooleanArray, RecordBatch};
+use datafusion::arrow::array::{ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::buffer::BooleanBuffer;
-use datafusion::arrow::compute::and;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::compute::{and, cast};
+use datafusion::arrow::datatypes::{FieldRef, SchemaRef};
 use datafusion::catalog::Session;
+use datafusion::common::tree_node::TreeNode;
 use datafusion::common::DFSchema;
 use datafusion::datasource::physical_plan::parquet::{
     PagePruningAccessPlanFilter, ParquetAccessPlan, ParquetFileMetrics, RowGroupAccess,
@@ -24,6 +26,7 @@ use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::physical_plan::PhysicalExpr;
 
 use super::pushed_filter::{evaluate, PushedFilter};
+use crate::io::view_type;
 use crate::table::{predicate_layout, RowPredicate, Snapshot, ROW_ADDR, ROW_ID};
 
 /// A DataFusion expression over a table's columns, compiled for the batches a scan reads to
@@ -35,47 +38,87 @@ pub(crate) struct ExprPredicate {
     needs_row_addr: bool,
     /// The planned filter (`None`: only pushed ones), over [`Self::layout`].
     expr: Option<Arc<dyn PhysicalExpr>>,
+    /// The same over [`Self::stored`]: what page bounds are judged by and `EXPLAIN` shows.
+    expr_as_stored: Option<Arc<dyn PhysicalExpr>>,
     /// The conjuncts on one column, judged against page min/max (DataFusion's own page
     /// pruning, so NaN and null handling match its Parquet scan); `None` if there are none.
     pages: Option<PagePruningAccessPlanFilter>,
     /// The batches it evaluates: its columns, then `_rowid` and `_rowaddr` if it reads them.
     layout: SchemaRef,
+    /// [`Self::layout`] with every column as the table types it.
+    stored: SchemaRef,
+    /// The string and binary columns `layout` holds as views: those the scan reads for this
+    /// filter alone, decoded without copying their values.
+    views: Vec<String>,
     /// Filters pushed into the scan by operators above it, also over `layout`.
     pushed: Option<PushedFilter>,
 }
 
 impl ExprPredicate {
-    /// Compiles `filter` (over `snapshot`'s columns, system columns included).
-    pub(crate) fn try_new(state: &dyn Session, snapshot: &Snapshot, filter: Expr) -> Result<Self> {
+    /// Compiles `filter` (over `snapshot`'s columns, system columns included) for a scan
+    /// returning the user columns `returned` (`None`: any): the string and binary columns
+    /// the filter reads and the scan does not return are evaluated as views.
+    pub(crate) fn try_new(
+        state: &dyn Session,
+        snapshot: &Snapshot,
+        filter: Expr,
+        returned: Option<&[String]>,
+    ) -> Result<Self> {
         let referenced: Vec<String> = filter
             .column_refs()
             .into_iter()
             .map(|c| c.name.clone())
             .collect();
-        let mut predicate = Self::over(snapshot, &referenced)?;
-        let schema = DFSchema::try_from(predicate.layout.as_ref().clone())?;
-        let expr = state.create_physical_expr(filter, &schema)?;
-        predicate.pages = page_filter(&expr, &predicate.layout);
+        let mut predicate = Self::over(snapshot, &referenced, Vec::new())?;
+        let schema = DFSchema::try_from(predicate.stored.as_ref().clone())?;
+        let expr = state.create_physical_expr(filter.clone(), &schema)?;
+        predicate.pages = page_filter(&expr, &predicate.stored);
+        predicate.expr_as_stored = Some(expr.clone());
         predicate.expr = Some(expr);
+        let views = match returned {
+            Some(returned) if !asks_types(&filter) => view_candidates(snapshot, &referenced)
+                .filter(|name| !returned.contains(name))
+                .collect(),
+            _ => Vec::new(),
+        };
+        if views.is_empty() {
+            return Ok(predicate);
+        }
+        // Coerced again over the view types; a filter that does not compile so (a function
+        // taking only `Utf8`) reads its columns as stored.
+        let viewed = Self::over(snapshot, &referenced, views)?;
+        let schema = DFSchema::try_from(viewed.layout.as_ref().clone())?;
+        if let Ok(expr) = state.create_physical_expr(filter, &schema) {
+            predicate.expr = Some(expr);
+            predicate.layout = viewed.layout;
+            predicate.views = viewed.views;
+        }
         Ok(predicate)
     }
 
     /// No filter yet, over the columns `referenced` names: the table's in table order (so
-    /// equal filters read equal batches), then `_rowid` and `_rowaddr` if named.
-    fn over(snapshot: &Snapshot, referenced: &[String]) -> Result<Self> {
+    /// equal filters read equal batches), then `_rowid` and `_rowaddr` if named; `views`
+    /// among them as views.
+    fn over(snapshot: &Snapshot, referenced: &[String], views: Vec<String>) -> Result<Self> {
         let columns = (snapshot.schema().fields.iter())
             .map(|f| f.name.clone())
             .filter(|name| referenced.contains(name))
             .collect();
+        let empty = Arc::new(datafusion::arrow::datatypes::Schema::empty());
         let mut predicate = Self {
             columns,
             needs_row_id: referenced.iter().any(|c| c == ROW_ID),
             needs_row_addr: referenced.iter().any(|c| c == ROW_ADDR),
             expr: None,
+            expr_as_stored: None,
             pages: None,
-            layout: Arc::new(datafusion::arrow::datatypes::Schema::empty()),
+            layout: empty.clone(),
+            stored: empty,
+            views: Vec::new(),
             pushed: None,
         };
+        predicate.stored = snapshot.scan_schema(&predicate_layout(&predicate))?;
+        predicate.views = views;
         predicate.layout = snapshot.scan_schema(&predicate_layout(&predicate))?;
         Ok(predicate)
     }
@@ -96,13 +139,18 @@ impl ExprPredicate {
             .map(|c| c.name().to_string())
             .chain(planned_columns.into_iter().flatten())
             .collect();
-        let mut predicate = Self::over(snapshot, &referenced)?;
-        let layout = predicate.layout.clone();
+        let views = planned.map(|p| p.views.clone()).unwrap_or_default();
+        let mut predicate = Self::over(snapshot, &referenced, views)?;
+        let (layout, stored) = (predicate.layout.clone(), predicate.stored.clone());
         if let Some(expr) = planned.and_then(|p| p.expr.clone()) {
-            let expr = reassign_expr_columns(expr, &layout)?;
-            predicate.pages = page_filter(&expr, &layout);
-            predicate.expr = Some(expr);
+            predicate.expr = Some(reassign_expr_columns(expr, &layout)?);
         }
+        if let Some(expr) = planned.and_then(|p| p.expr_as_stored.clone()) {
+            let expr = reassign_expr_columns(expr, &stored)?;
+            predicate.pages = page_filter(&expr, &stored);
+            predicate.expr_as_stored = Some(expr);
+        }
+        // Pushed filters read returned columns only: never views.
         let pushed = reassign_expr_columns(pushed, &layout)?;
         predicate.pushed = Some(PushedFilter::new(pushed));
         Ok(predicate)
@@ -113,20 +161,56 @@ impl ExprPredicate {
         self.pushed.as_ref().map(|p| p.expr())
     }
 
-    /// The scan's own filter, if it was planned with one (not only pushed ones).
+    /// The scan's own filter, if it was planned with one (not only pushed ones), over the
+    /// columns as the table types them.
     pub(crate) fn planned(&self) -> Option<&Arc<dyn PhysicalExpr>> {
-        self.expr.as_ref()
+        self.expr_as_stored.as_ref()
     }
 
     /// The page filter for the pushed filters as they are now, with the planned ones.
     fn pages_now(&self) -> Option<PagePruningAccessPlanFilter> {
         let pushed = self.pushed.as_ref()?.now()?;
-        let expr = match &self.expr {
+        let expr = match &self.expr_as_stored {
             Some(planned) => Arc::new(BinaryExpr::new(planned.clone(), Operator::And, pushed)),
             None => pushed,
         };
-        page_filter(&expr, &self.layout)
+        page_filter(&expr, &self.stored)
     }
+
+    /// `batch` as [`Self::layout`] types it: a column the scan read as stored where this
+    /// filter evaluates a view (a scan that returns it after all) is cast.
+    fn as_layout<'a>(&self, batch: &'a RecordBatch) -> crate::Result<Cow<'a, RecordBatch>> {
+        let fields = self.layout.fields();
+        let same = |(c, f): (&ArrayRef, &FieldRef)| c.data_type() == f.data_type();
+        if batch.num_columns() != fields.len() || batch.columns().iter().zip(fields).all(same) {
+            return Ok(Cow::Borrowed(batch));
+        }
+        let columns = (batch.columns().iter().zip(fields))
+            .map(|(c, f)| cast(c, f.data_type()))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+        let batch = RecordBatch::try_new_with_options(self.layout.clone(), columns, &options)?;
+        Ok(Cow::Owned(batch))
+    }
+}
+
+/// The columns among `referenced` a filter could read as views: string and binary columns
+/// the table types as neither views nor blobs.
+fn view_candidates<'a>(
+    snapshot: &'a Snapshot,
+    referenced: &'a [String],
+) -> impl Iterator<Item = String> + 'a {
+    (snapshot.schema().fields.iter())
+        .filter(|f| referenced.contains(&f.name) && f.blob.is_none())
+        .filter(|f| view_type(&f.data_type).is_some_and(|v| v != f.data_type))
+        .map(|f| f.name.clone())
+}
+
+/// Whether `filter` asks for a type by name (`arrow_typeof`): a view would answer otherwise.
+fn asks_types(filter: &Expr) -> bool {
+    filter
+        .exists(|e| Ok(matches!(e, Expr::ScalarFunction(f) if f.name() == "arrow_typeof")))
+        .unwrap_or(true)
 }
 
 /// DataFusion's page filter for `expr` over `layout`; `None` if no conjunct of it can rule
@@ -141,7 +225,7 @@ fn page_filter(
 
 impl fmt::Display for ExprPredicate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.expr, self.pushed()) {
+        match (&self.expr_as_stored, self.pushed()) {
             (Some(expr), None) => write!(f, "{expr}"),
             (Some(expr), Some(pushed)) => write!(f, "{expr} (pushed: {pushed})"),
             (None, Some(pushed)) => write!(f, "pushed: {pushed}"),
@@ -163,7 +247,13 @@ impl RowPredicate for ExprPredicate {
         self.needs_row_addr
     }
 
+    fn view_columns(&self) -> &[String] {
+        &self.views
+    }
+
     fn evaluate(&self, batch: &RecordBatch) -> crate::Result<BooleanArray> {
+        let batch = self.as_layout(batch)?;
+        let batch = batch.as_ref();
         let planned = match &self.expr {
             Some(expr) => Some(evaluate(expr, batch)?),
             None => None,

@@ -448,7 +448,7 @@ impl NatalTableProvider {
             .map(|(keep, f)| keep && lineage_filters.iter().all(|e| may_match(e, f)))
             .collect();
         let filter = conjunction
-            .map(|c| ExprPredicate::try_new(state, &snapshot, c).map(Arc::new))
+            .map(|c| ExprPredicate::try_new(state, &snapshot, c, Some(&columns)).map(Arc::new))
             .transpose()?;
         let fragments: Vec<&Fragment> = candidates
             .iter()
@@ -534,7 +534,7 @@ impl NatalTableProvider {
             .into_iter()
             .reduce(|a, b| a.and(b))
             .map(|c| {
-                ExprPredicate::try_new(state, &self.snapshot, c)
+                ExprPredicate::try_new(state, &self.snapshot, c, None)
                     .map(|p| Arc::new(p) as Arc<dyn RowPredicate>)
             })
             .transpose()?;

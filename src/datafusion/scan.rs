@@ -147,6 +147,11 @@ impl NatalScanExec {
         if let Some(planned) = self.plan.filter.as_ref().and_then(|f| f.planned()) {
             details.push(("filter", planned.to_string()));
         }
+        if let Some(views) = (self.plan.filter.as_ref()).map(|f| f.view_columns().join(", ")) {
+            if !views.is_empty() {
+                details.push(("filter_views", views));
+            }
+        }
         if let Some(pushed) = self.plan.filter.as_ref().and_then(|f| f.pushed()) {
             details.push(("pushed", pushed.to_string()));
         }
@@ -442,6 +447,8 @@ impl PartitionRead<'_> {
             // Exact (the planner may drop its own limit for it, `with_fetch`): the snapshot
             // scan cuts the last batch, and fetches no blob payload past it.
             limit: self.limit,
+            // The filter's own columns are read as views where it asks (`view_columns`).
+            as_views: Vec::new(),
         };
         let snapshot = plan.snapshot.clone();
         let order = plan.output_order.clone();

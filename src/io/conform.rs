@@ -27,6 +27,9 @@ pub struct FileColumns {
     deferred: Vec<FieldId>,
     /// Those of them read without their inline bytes ([`crate::format::lean_descriptor_type`]).
     lean: Vec<FieldId>,
+    /// String and binary columns decoded as views ([`view_type`]), for a filter only: their
+    /// values stay in the buffers Parquet decoded them into.
+    views: Vec<FieldId>,
 }
 
 /// How a nested column's fields are found in a file.
@@ -84,6 +87,18 @@ impl FileColumns {
         self
     }
 
+    /// These columns with the string and binary columns `views` decoded as views: the
+    /// read's output types them so ([`view_type`]).
+    pub fn as_views(mut self, views: Vec<FieldId>) -> Self {
+        self.views = views;
+        self
+    }
+
+    /// The columns decoded as views.
+    pub fn view_ids(&self) -> &[FieldId] {
+        &self.views
+    }
+
     /// The blob columns read without their inline bytes.
     pub fn lean_ids(&self) -> &[FieldId] {
         &self.lean
@@ -123,6 +138,12 @@ pub(super) fn conform(
             let column = column_in(batches, id);
             match (column, nested) {
                 (Some(column), Some(shape)) => shape.conform(&column, field.data_type()),
+                // A filter's view column goes no further than the filter: no buffer to join.
+                (Some(column), None)
+                    if columns.views.contains(&id) && column.data_type() == field.data_type() =>
+                {
+                    Ok(column)
+                }
                 (column, _) => conform_column(column, field.data_type(), rows),
             }
         })
@@ -147,6 +168,18 @@ fn column_by_field_id(batch: &RecordBatch, id: u32) -> Option<ArrayRef> {
         .iter()
         .position(|f| field_id_of(f) == Some(id))?;
     Some(batch.column(position).clone())
+}
+
+/// The view type a column of `data_type` decodes as, if it has one: strings as
+/// `Utf8View`, binaries as `BinaryView`.
+pub fn view_type(data_type: &DataType) -> Option<DataType> {
+    match data_type {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Some(DataType::Utf8View),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
+            Some(DataType::BinaryView)
+        }
+        _ => None,
+    }
 }
 
 /// A column in the table's type: cast if the file stored a narrower type, nulls if the file

@@ -7,11 +7,12 @@
 
 use std::ops::Range;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 
 use arrow::array::{
     ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder, RecordBatch, RecordBatchOptions,
 };
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{FieldRef, Schema, SchemaRef};
 use futures::stream::{self, BoxStream};
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
@@ -21,7 +22,7 @@ use parquet::file::metadata::PageIndexPolicy;
 use roaring::RoaringBitmap;
 
 use super::column_files::zip_files;
-use super::conform::{conform, FileColumns};
+use super::conform::{conform, view_type, FileColumns};
 use super::pages::{file_schema_as_table, selected_ranges, PagePruning};
 use super::panics::{panicked, parquet_read};
 use super::reader::{page_ranges, ObjectFileReader};
@@ -312,7 +313,7 @@ impl TableStore {
         }
         let selection = selection_for(offsets, total);
         let field_ids = [field_id];
-        let open = self.open_file_stream(file, &field_ids, &[], Some(selection));
+        let open = self.open_file_stream(file, &field_ids, (&[], &[]), Some(selection));
         let batches: Vec<RecordBatch> = parquet_read(path, open).await?.try_collect().await?;
         let damaged = || Error::corrupt(path, "a blob column's inline values are missing");
         let values = batches
@@ -345,7 +346,8 @@ impl TableStore {
         columns: &FileColumns,
         selection: Option<RowSelection>,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-        let open = self.open_file_stream(file, field_ids, columns.lean_ids(), selection);
+        let decoded = (columns.lean_ids(), columns.view_ids());
+        let open = self.open_file_stream(file, field_ids, decoded, selection);
         let stream = parquet_read(file.path.as_str(), open).await?;
         let blob_ids: Vec<FieldId> = (columns.resolved_blob_ids())
             .iter()
@@ -366,16 +368,19 @@ impl TableStore {
     }
 
     /// Streams the columns `field_ids` of one file, in file column order, as it holds them
-    /// (blob columns as descriptors, those among `lean` without their inline bytes).
+    /// (blob columns as descriptors, those among `lean` without their inline bytes; string
+    /// and binary columns among `views` decoded as views).
     async fn open_file_stream(
         &self,
         file: &DataFile,
         field_ids: &[FieldId],
-        lean: &[FieldId],
+        (lean, views): (&[FieldId], &[FieldId]),
         selection: Option<RowSelection>,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         let mut reader = self.file_reader(file);
         let metadata = self.footer(file, &mut reader, false).await?;
+        let metadata =
+            decoding_as_views(metadata, views).map_err(|e| read_error(file.path.as_str(), e))?;
         let mut roots = Vec::new();
         let mut lean_roots = Vec::new();
         for (index, field) in metadata.schema().fields().iter().enumerate() {
@@ -430,6 +435,31 @@ impl TableStore {
             })
             .boxed())
     }
+}
+
+/// `metadata` reading the string and binary columns `views` (by field id) as views: Parquet
+/// then leaves each value in the page it decoded, where the table's type copies it out.
+fn decoding_as_views(
+    metadata: ArrowReaderMetadata,
+    views: &[FieldId],
+) -> std::result::Result<ArrowReaderMetadata, ParquetError> {
+    let view_of = |f: &FieldRef| {
+        let viewed = field_id_of(f).is_some_and(|id| views.contains(&id));
+        (viewed.then(|| view_type(f.data_type())).flatten()).filter(|v| v != f.data_type())
+    };
+    let fields = metadata.schema().fields();
+    if !fields.iter().any(|f| view_of(f).is_some()) {
+        return Ok(metadata);
+    }
+    let fields: Vec<FieldRef> = (fields.iter())
+        .map(|f| match view_of(f) {
+            Some(view) => Arc::new(f.as_ref().clone().with_data_type(view)),
+            None => f.clone(),
+        })
+        .collect();
+    let schema = Schema::new_with_metadata(fields, metadata.schema().metadata().clone());
+    let options = ArrowReaderOptions::new().with_schema(Arc::new(schema));
+    ArrowReaderMetadata::try_new(metadata.metadata().clone(), options)
 }
 
 /// Whether the leaf at `path` is a blob descriptor's inline bytes (`<column>.inline`).

@@ -38,7 +38,7 @@ pub use blob_reader::{BlobPlace, BlobReader};
 pub use blob_reference::BlobReferences;
 pub(crate) use blob_reuse::RepackSidecars;
 pub(crate) use conform::table_batch;
-pub use conform::FileColumns;
+pub use conform::{view_type, FileColumns};
 pub use data::READ_BATCH_ROWS;
 pub use data_write::PAGE_ROWS;
 pub(crate) use data_write::{check_storable, DataFileWriter};

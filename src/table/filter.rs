@@ -30,6 +30,12 @@ pub trait RowPredicate: fmt::Debug + fmt::Display + Send + Sync {
     /// Which rows of `batch` pass; a null is a row that does not. `batch` is laid out as
     /// [`super::Snapshot::scan_schema`] lays out [`predicate_layout`] for this predicate.
     fn evaluate(&self, batch: &RecordBatch) -> Result<BooleanArray>;
+    /// Those of its columns it would evaluate as `Utf8View` / `BinaryView` (string and
+    /// binary columns): a scan that does not return them reads them so. The others, and
+    /// these where the scan returns them, come as the table types them.
+    fn view_columns(&self) -> &[String] {
+        &[]
+    }
     /// Whether [`Self::select_pages`] can rule pages out; if not, no page index is loaded.
     fn prunes_pages(&self) -> bool {
         false
@@ -51,6 +57,7 @@ pub fn predicate_layout(predicate: &dyn RowPredicate) -> ScanRequest {
         columns: Some(predicate.columns().to_vec()),
         with_row_id: predicate.needs_row_id(),
         with_row_addr: predicate.needs_row_addr(),
+        as_views: predicate.view_columns().to_vec(),
         ..Default::default()
     }
 }

@@ -84,10 +84,14 @@ impl LateRead {
         if deferred_ids.is_empty() || !wide_enough(manifest, &deferred_ids, probe_ids.ids()) {
             return Ok(None);
         }
-        let read = ScanRequest {
+        let mut read = ScanRequest {
             with_row_addr: true,
             ..predicate_layout(predicate.as_ref())
         };
+        // The output's columns the filter reads come from the first step, as the output
+        // types them.
+        let returned = &output.1.fields()[..output.0.len()];
+        (read.as_views).retain(|c| returned.iter().all(|f| f.name() != c));
         let (columns, schema) = project(&read)?;
         let probe = (probe.fields().iter())
             .map(|f| schema.index_of(f.name()))

@@ -74,6 +74,10 @@ pub struct ScanRequest {
     /// At most this many rows (after the filter). Blob payloads are then fetched only for
     /// the rows returned, not for every row of the batches read to find them.
     pub limit: Option<usize>,
+    /// These user columns of a string or binary type read as `Utf8View` / `BinaryView`,
+    /// their values left in the pages Parquet decoded them into: a filter's columns that
+    /// the scan does not return are read so, and decoding them copies no value.
+    pub as_views: Vec<String>,
 }
 
 impl ScanRequest {

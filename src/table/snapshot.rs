@@ -23,7 +23,7 @@ use super::scan_request::{
 };
 use crate::error::{Error, Result};
 use crate::format::{Fragment, Manifest, Schema};
-use crate::io::{FileColumns, PagePruning, SelectPages, TableStore};
+use crate::io::{view_type, FileColumns, PagePruning, SelectPages, TableStore};
 use crate::rowid::{
     candidate_offsets, gallop, CarriedFragment, FragmentId, FragmentLayout, IdSet, RelocationView,
     RowAddress, RowId, RowIdSet,
@@ -236,12 +236,18 @@ impl Snapshot {
         };
         let as_descriptors =
             |f: &crate::format::Field| (f.blob.is_some() && request.blob_descriptors) || lean(f);
+        let as_view = |f: &crate::format::Field| {
+            (f.blob.is_none() && request.as_views.contains(&f.name))
+                .then(|| view_type(&f.data_type))
+                .flatten()
+        };
         let mut arrow_fields: Vec<ArrowField> = fields
             .iter()
-            .map(|f| match (lean(f), as_descriptors(f)) {
-                (true, _) => ArrowField::new(&f.name, f.lean_file_type(), f.nullable),
-                (false, true) => ArrowField::new(&f.name, f.file_type(), f.nullable),
-                (false, false) => f.to_arrow(),
+            .map(|f| match (lean(f), as_descriptors(f), as_view(f)) {
+                (true, _, _) => ArrowField::new(&f.name, f.lean_file_type(), f.nullable),
+                (false, true, _) => ArrowField::new(&f.name, f.file_type(), f.nullable),
+                (false, false, Some(view)) => f.to_arrow().with_data_type(view),
+                (false, false, None) => f.to_arrow(),
             })
             .collect();
         if request.with_row_id {
@@ -257,9 +263,11 @@ impl Snapshot {
         }
         let described = fields.iter().filter(|f| as_descriptors(f)).map(|f| f.id);
         let lean = fields.iter().filter(|f| lean(f)).map(|f| f.id);
+        let viewed = fields.iter().filter(|f| as_view(f).is_some()).map(|f| f.id);
         let columns = FileColumns::of(fields.iter().copied())
             .deferring(described.collect())
-            .without_inline(lean.collect());
+            .without_inline(lean.collect())
+            .as_views(viewed.collect());
         Ok((columns, Arc::new(ArrowSchema::new(arrow_fields))))
     }
 
@@ -457,6 +465,11 @@ impl Snapshot {
             .iter()
             .map(|f| f.name().clone())
             .collect();
+        // A column the filter reads as a view is read so only if the scan does not return it.
+        let as_views = (predicate.view_columns().iter())
+            .filter(|c| !names.contains(c))
+            .cloned()
+            .collect();
         for name in predicate.columns() {
             if !names.contains(name) {
                 names.push(name.clone());
@@ -474,6 +487,7 @@ impl Snapshot {
                 || predicate.needs_row_addr()
                 || deferred.is_some(),
             filter: None,
+            as_views,
             ..request.clone()
         };
         let (read_ids, read_schema) = self.projection(&read)?;

@@ -24,6 +24,7 @@ mod declared;
 mod failed_writes;
 mod faults;
 mod file_source;
+mod filter_views;
 mod fixtures;
 mod fuzz;
 mod fuzz_cases;
