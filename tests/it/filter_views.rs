@@ -18,6 +18,8 @@ struct NameEndsWith {
     suffix: String,
     columns: Vec<String>,
     seen: Mutex<Vec<DataType>>,
+    /// The most value buffers a view column came in.
+    most_buffers: Mutex<usize>,
 }
 
 impl NameEndsWith {
@@ -26,6 +28,7 @@ impl NameEndsWith {
             suffix: suffix.to_string(),
             columns: vec!["name".to_string()],
             seen: Mutex::new(Vec::new()),
+            most_buffers: Mutex::new(0),
         })
     }
 
@@ -58,6 +61,10 @@ impl RowPredicate for NameEndsWith {
     fn evaluate(&self, batch: &RecordBatch) -> natal::Result<BooleanArray> {
         let names = batch.column(0);
         self.seen.lock().unwrap().push(names.data_type().clone());
+        if let Some(views) = names.as_string_view_opt() {
+            let mut most = self.most_buffers.lock().unwrap();
+            *most = (*most).max(views.data_buffers().len());
+        }
         let ends = |name: Option<&str>| name.map(|n| n.ends_with(&self.suffix));
         Ok(match names.data_type() {
             DataType::Utf8View => names.as_string_view().iter().map(ends).collect(),
@@ -105,11 +112,61 @@ async fn a_filter_sees_views_of_the_string_columns_the_scan_does_not_return() {
     }
 }
 
-/// A session whose `VARCHAR` is `Utf8` and `BYTEA` `Binary`, over a natal catalog.
-fn session_without_views() -> (tempfile::TempDir, SessionContext) {
+#[tokio::test]
+async fn a_filter_sees_view_columns_as_decoded_and_a_scan_returns_them_in_one_buffer() {
+    let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+        arrow::datatypes::Field::new("key", DataType::Int64, false),
+        arrow::datatypes::Field::new("name", DataType::Utf8View, true),
+    ]));
+    let store = Arc::new(object_store::memory::InMemory::new());
+    let options = natal::TableOptions::default();
+    let table = natal::Table::create(store, "t".into(), &schema, options)
+        .await
+        .unwrap();
+    // Values past a view's 12 inline bytes, over many pages.
+    let keys = arrow::array::Int64Array::from_iter_values(0..20_000);
+    let names = arrow::array::StringViewArray::from_iter_values(
+        (0..20_000).map(|k| format!("a name long enough to be stored apart {k}")),
+    );
+    let rows = RecordBatch::try_new(schema, vec![Arc::new(keys), Arc::new(names)]).unwrap();
+    table.append(vec![rows]).await.unwrap();
+    let snapshot = table.snapshot().await.unwrap();
+
+    for returned in [vec!["key"], vec!["key", "name"]] {
+        let filter = NameEndsWith::new("7");
+        let request = ScanRequest::new()
+            .columns(returned.clone())
+            .filter(filter.clone());
+        let batches: Vec<RecordBatch> = snapshot
+            .scan(request)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        assert_eq!(rows, 2_000, "returning {returned:?}");
+        assert_eq!(filter.types_seen(), vec![DataType::Utf8View]);
+        let most = *filter.most_buffers.lock().unwrap();
+        match returned.len() {
+            // Read for the filter alone: the pages' buffers as decoded, none copied.
+            1 => assert!(most > 1, "{most} buffers"),
+            // Returned: its long values in one buffer, as every scan returns them.
+            _ => {
+                assert_eq!(most, 1);
+                let one = |b: &RecordBatch| b.column(1).as_string_view().data_buffers().len() == 1;
+                assert!(batches.iter().all(one));
+            }
+        }
+    }
+}
+
+/// A session over a natal catalog whose `VARCHAR` and `BYTEA` are views (DataFusion's
+/// default) or `Utf8` and `Binary`.
+fn session(views: bool) -> (tempfile::TempDir, SessionContext) {
     let dir = tempfile::tempdir().unwrap();
     let config =
-        SessionConfig::new().set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false);
+        SessionConfig::new().set_bool("datafusion.sql_parser.map_string_types_to_utf8view", views);
     let ctx = SessionContext::new_with_config(config);
     natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
     (dir, ctx)
@@ -120,8 +177,19 @@ async fn rows(ctx: &SessionContext, sql: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sql_filters_on_columns_read_as_views_answer_as_over_the_stored_columns() {
-    let (_dir, ctx) = session_without_views();
+async fn sql_filters_on_utf8_columns_read_as_views_answer_as_over_the_stored_columns() {
+    filters_read_as_views_answer_alike(false, ["Utf8", "Binary"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_filters_on_view_columns_read_as_decoded_answer_alike() {
+    filters_read_as_views_answer_alike(true, ["Utf8View", "Binary"]).await;
+}
+
+/// A table whose `VARCHAR` and `BYTEA` columns are stored as `types`, filtered on them
+/// through natal and through DataFusion's memory table of the same rows.
+async fn filters_read_as_views_answer_alike(views: bool, types: [&str; 2]) {
+    let (_dir, ctx) = session(views);
     run(
         &ctx,
         "CREATE TABLE t (k BIGINT NOT NULL, s VARCHAR, b BYTEA)",
@@ -147,8 +215,12 @@ async fn sql_filters_on_columns_read_as_views_answer_as_over_the_stored_columns(
             "SELECT DISTINCT arrow_typeof(s) AS s, arrow_typeof(b) AS b FROM t"
         )
         .await,
-        rows(&ctx, "SELECT 'Utf8' AS s, 'Binary' AS b").await,
-        "the table stores Utf8 and Binary"
+        rows(
+            &ctx,
+            &format!("SELECT '{}' AS s, '{}' AS b", types[0], types[1])
+        )
+        .await,
+        "the table stores {types:?}"
     );
     // The same rows in memory: DataFusion's own answers.
     let all = ctx
@@ -173,9 +245,11 @@ async fn sql_filters_on_columns_read_as_views_answer_as_over_the_stored_columns(
         // Returned: read as stored.
         ("SELECT k, s FROM {} WHERE s LIKE '%17%'", false),
         // A filter that asks for the type: the stored one answers.
-        ("SELECT k FROM {} WHERE arrow_typeof(s) = 'Utf8'", false),
+        ("SELECT k FROM {} WHERE arrow_typeof(s) = '{type}'", false),
     ];
-    for (query, as_views) in queries {
+    let queries = queries.map(|(q, as_views)| (q.replace("{type}", types[0]), as_views));
+    for (query, as_views) in &queries {
+        let (query, as_views) = (query.as_str(), *as_views);
         let natal = rows(&ctx, &query.replace("{}", "t")).await;
         let memory = rows(&ctx, &query.replace("{}", "m")).await;
         assert!(natal.len() > 1, "{query} finds rows");
@@ -191,7 +265,6 @@ async fn sql_filters_on_columns_read_as_views_answer_as_over_the_stored_columns(
         .collect()
         .await
         .unwrap();
-    assert!(batches
-        .iter()
-        .all(|b| b.column(0).data_type() == &DataType::Utf8));
+    let stored = |b: &RecordBatch| b.column(0).data_type().to_string();
+    assert!(!batches.is_empty() && batches.iter().all(|b| stored(b) == types[0]));
 }
