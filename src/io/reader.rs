@@ -126,13 +126,24 @@ impl AsyncFileReader for ObjectFileReader {
             return futures::future::ready(Ok(parts)).boxed();
         }
         async move {
+            // Pages next to each other (a column chunk read past a few deleted rows) in one
+            // read: a local store makes one system call per range it is given.
+            let (merged, within) = coalesced(&ranges);
             let parts = self
                 .store
-                .get_ranges(&self.path, &ranges)
+                .get_ranges(&self.path, &merged)
                 .await
                 .map_err(external)?;
             self.count(parts.iter().map(Bytes::len).sum());
-            Ok(parts)
+            let cut = |(range, &at): (&Range<u64>, &usize)| {
+                let (part, from) = (parts.get(at)?, merged.get(at)?.start);
+                let start = usize::try_from(range.start - from).ok()?;
+                let end = usize::try_from(range.end - from).ok()?;
+                (end <= part.len()).then(|| part.slice(start..end))
+            };
+            (ranges.iter().zip(&within))
+                .map(|r| cut(r).ok_or_else(|| ParquetError::EOF("a ranged read came short".into())))
+                .collect()
         }
         .boxed()
     }
@@ -155,6 +166,24 @@ impl AsyncFileReader for ObjectFileReader {
         }
         .boxed()
     }
+}
+
+/// The fewest ranges covering `ranges`, ascending (those that touch or overlap merged), and
+/// for each of `ranges` the one it lies in.
+fn coalesced(ranges: &[Range<u64>]) -> (Vec<Range<u64>>, Vec<usize>) {
+    let mut order: Vec<usize> = (0..ranges.len()).collect();
+    order.sort_by_key(|&i| ranges[i].start);
+    let mut merged: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
+    let mut within = vec![0; ranges.len()];
+    for i in order {
+        let range = &ranges[i];
+        match merged.last_mut() {
+            Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
+            _ => merged.push(range.clone()),
+        }
+        within[i] = merged.len() - 1;
+    }
+    (merged, within)
 }
 
 /// The byte ranges Parquet's reader asks for to decode the rows `selection` picks from the
@@ -192,4 +221,45 @@ pub(crate) fn page_ranges(
         }
     }
     Some(ranges)
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
+    use object_store::{ObjectStoreExt, PutPayload};
+
+    use super::*;
+
+    #[test]
+    fn ranges_that_touch_or_overlap_are_read_as_one() {
+        let ranges = [30..40, 0..10, 10..20, 15..18, 50..60, 60..60];
+        let (merged, within) = coalesced(&ranges);
+        assert_eq!(merged, vec![0..20, 30..40, 50..60]);
+        assert_eq!(within, vec![1, 0, 0, 0, 2, 2]);
+        assert_eq!(coalesced(&[]), (vec![], vec![]));
+    }
+
+    #[tokio::test]
+    async fn each_range_gets_its_own_bytes_from_a_merged_read() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let path = Path::from("f");
+        let content: Vec<u8> = (0..=255u8).collect();
+        store
+            .put(&path, PutPayload::from(content.clone()))
+            .await
+            .unwrap();
+        let counted = Arc::new(AtomicU64::new(0));
+        let mut reader = ObjectFileReader::new(store, path, 256, Some(counted.clone()));
+        let ranges = vec![100..120, 0..10, 10..30, 20..25, 200..256];
+        let parts = reader.get_byte_ranges(ranges.clone()).await.unwrap();
+        for (range, part) in ranges.iter().zip(&parts) {
+            let (start, end) = (range.start as usize, range.end as usize);
+            assert_eq!(part.as_ref(), &content[start..end]);
+        }
+        // The union once: 0..30, 100..120, 200..256.
+        assert_eq!(counted.load(Ordering::Relaxed), 30 + 20 + 56);
+        // Past the end is the store's error, not a panic.
+        let past = reader.get_byte_ranges(vec![250..300]).await;
+        assert!(past.is_err());
+    }
 }
