@@ -259,7 +259,9 @@ mod tests {
         // The union once: 0..30, 100..120, 200..256.
         assert_eq!(counted.load(Ordering::Relaxed), 30 + 20 + 56);
         // Past the end is the store's error, not a panic.
-        let past = reader.get_byte_ranges(vec![250..300]).await;
+        let past = reader
+            .get_byte_ranges(std::iter::once(250..300).collect())
+            .await;
         assert!(past.is_err());
     }
 }
