@@ -57,7 +57,7 @@ impl TableStore {
         let selected = match offsets {
             Some(bitmap) => {
                 let chosen = bitmap.range_cardinality(rows.clone()) as usize;
-                if half_or_more(chosen, rows.end - rows.start) {
+                if mostly_all(chosen, rows.end - rows.start) {
                     let mut left_out = RoaringBitmap::new();
                     left_out.insert_range(rows.clone());
                     left_out -= &bitmap;
@@ -535,16 +535,6 @@ fn files_holding(fragment: &Fragment, field_ids: &[FieldId]) -> Vec<(usize, Vec<
 /// [`Selected::within`]).
 fn mostly_all(selected: usize, total: u32) -> bool {
     selected as u64 * 4 >= u64::from(total) * 3
-}
-
-/// Whether `selected` of `total` rows is at least half of them: the share past which a
-/// fragment's rows named one by one (live rows past deletions, ids, the rows a two-step
-/// read's filter passed) are read as a run and the others dropped after. Such rows are
-/// scattered, so at half of them every page still holds one; a selection then saves no
-/// page, and Parquet decoding it cost more than the run (the `late` bench at 10M rows, a
-/// filter passing 50%: 46.9 s in two steps against 41.8 s in one).
-fn half_or_more(selected: usize, total: u32) -> bool {
-    selected as u64 * 2 >= u64::from(total)
 }
 
 /// Batches of every row of a fragment from offset `first` on, in order, without the rows at
