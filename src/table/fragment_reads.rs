@@ -69,9 +69,33 @@ impl FragmentReads {
         prune_pages: bool,
     ) -> BoxStream<'static, Result<RecordBatch>> {
         let pages = self.pages.clone().filter(|_| prune_pages);
-        if let Some(late) = (self.late.clone()).filter(|l| l.applies(offsets.as_ref(), &rows)) {
-            return late.read(store, fragment, (offsets, rows), pages, &self.request);
-        }
+        let Some(late) = self.late.clone() else {
+            return self.one_step(store, fragment, (offsets, rows), pages);
+        };
+        // Both reads are built, neither started: which one runs is decided when the fragment's
+        // turn comes, by what the scan's earlier fragments passed (`LateRead::applies`).
+        let selected = (offsets.clone(), rows.clone());
+        let one_step = self.one_step(store, fragment, selected.clone(), pages.clone());
+        let two_steps = late
+            .clone()
+            .read(store, fragment, selected, pages, &self.request);
+        let chosen = async move {
+            match late.applies(offsets.as_ref(), &rows) {
+                true => two_steps,
+                false => one_step,
+            }
+        };
+        futures::stream::once(chosen).flatten().boxed()
+    }
+
+    /// The rows at `offsets` within `rows` of `fragment`, read in one step.
+    fn one_step(
+        &self,
+        store: &TableStore,
+        fragment: &Fragment,
+        (offsets, rows): (Option<RoaringBitmap>, std::ops::Range<u32>),
+        pages: Option<PagePruning>,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
         let rows = read_with_ids(
             store,
             fragment,

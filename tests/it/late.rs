@@ -292,3 +292,48 @@ async fn a_selective_filter_yields_batches_of_the_batch_size() {
     let want: Vec<i64> = (0..ROWS).filter(|k| (k * 7919) % ROWS % 40 == 3).collect();
     assert_eq!(sorted, want);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_passing_most_rows_reads_the_later_fragments_in_one_step() {
+    let (_dir, ctx) = catalog_session();
+    run(&ctx, "SET datafusion.execution.target_partitions = 1").await;
+    run(
+        &ctx,
+        "CREATE TABLE t (k BIGINT NOT NULL, f BIGINT, doc VARCHAR)",
+    )
+    .await;
+    // Four fragments of 25,000 rows, each with `f` spread over 0..ROWS.
+    for part in 0..4 {
+        let (from, to) = (part * 25_000, part * 25_000 + 24_999);
+        run(
+            &ctx,
+            &format!(
+                "INSERT INTO t SELECT value, (value * 7919) % {ROWS}, {DOC} \
+                 FROM generate_series({from}, {to})"
+            ),
+        )
+        .await;
+    }
+    for (below, all_two_step) in [(60_000, false), (1_000, true)] {
+        let query = format!("SELECT k, doc FROM t WHERE f < {below}");
+        let (plan, _) = physical_plan(&ctx, &query).await;
+        let batches = collect(plan.clone(), ctx.task_ctx()).await.unwrap();
+        let mut keys: Vec<i64> = (batches.iter())
+            .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(keys, keys_with_f_below(below), "f < {below}");
+        let skipped = metric(&plan, "NatalScanExec", "rows_late_skipped");
+        let filtered = metric(&plan, "NatalScanExec", "rows_filtered");
+        assert_eq!(filtered as i64, ROWS - below, "f < {below}");
+        match all_two_step {
+            // A filter passing 1%: every fragment in two steps.
+            true => assert_eq!(skipped, filtered),
+            // Passing 60%: the first fragment told the scan; the other three read in one.
+            false => {
+                let first = (0..25_000).filter(|k| (k * 7919) % ROWS >= below).count();
+                assert_eq!(skipped, first);
+            }
+        }
+    }
+}
