@@ -73,6 +73,19 @@ impl RowPredicate for NameEndsWith {
     }
 }
 
+/// The columns `returned` of the rows of `snapshot` that pass `filter`.
+async fn scan_filtered(
+    snapshot: &natal::Snapshot,
+    returned: &[&str],
+    filter: Arc<NameEndsWith>,
+) -> Vec<RecordBatch> {
+    let request = ScanRequest::new()
+        .columns(returned.iter().copied())
+        .filter(filter);
+    let rows = snapshot.scan(request).await.unwrap();
+    rows.try_collect().await.unwrap()
+}
+
 #[tokio::test]
 async fn a_filter_sees_views_of_the_string_columns_the_scan_does_not_return() {
     let (table, _store) = memory_table(1_000).await;
@@ -84,16 +97,7 @@ async fn a_filter_sees_views_of_the_string_columns_the_scan_does_not_return() {
 
     for returned in [vec!["key"], vec!["key", "name"]] {
         let filter = NameEndsWith::new("7");
-        let request = ScanRequest::new()
-            .columns(returned.clone())
-            .filter(filter.clone());
-        let batches: Vec<RecordBatch> = snapshot
-            .scan(request)
-            .await
-            .unwrap()
-            .try_collect()
-            .await
-            .unwrap();
+        let batches = scan_filtered(&snapshot, &returned, filter.clone()).await;
         let mut keys: Vec<i64> = (batches.iter())
             .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
             .collect();
@@ -134,16 +138,7 @@ async fn a_filter_sees_view_columns_as_decoded_and_a_scan_returns_them_in_one_bu
 
     for returned in [vec!["key"], vec!["key", "name"]] {
         let filter = NameEndsWith::new("7");
-        let request = ScanRequest::new()
-            .columns(returned.clone())
-            .filter(filter.clone());
-        let batches: Vec<RecordBatch> = snapshot
-            .scan(request)
-            .await
-            .unwrap()
-            .try_collect()
-            .await
-            .unwrap();
+        let batches = scan_filtered(&snapshot, &returned, filter.clone()).await;
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
         assert_eq!(rows, 2_000, "returning {returned:?}");
         assert_eq!(filter.types_seen(), vec![DataType::Utf8View]);
