@@ -2,14 +2,13 @@
 //! are evaluated while reading (and reported `Exact`) instead of by a `FilterExec` above;
 //! with them, the filters operators above push into the scan as it runs (`pushed_filter.rs`).
 
-use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
+use datafusion::arrow::array::{BooleanArray, RecordBatch};
 use datafusion::arrow::buffer::BooleanBuffer;
-use datafusion::arrow::compute::{and, cast};
-use datafusion::arrow::datatypes::{FieldRef, SchemaRef};
+use datafusion::arrow::compute::and;
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::DFSchema;
@@ -27,7 +26,7 @@ use datafusion::physical_plan::PhysicalExpr;
 
 use super::pushed_filter::{evaluate, PushedFilter};
 use crate::io::view_type;
-use crate::table::{predicate_layout, RowPredicate, Snapshot, ROW_ADDR, ROW_ID};
+use crate::table::{predicate_layout, RowPredicate, ScanRequest, Snapshot, ROW_ADDR, ROW_ID};
 
 /// A DataFusion expression over a table's columns, compiled for the batches a scan reads to
 /// evaluate it.
@@ -86,12 +85,16 @@ impl ExprPredicate {
         }
         // Coerced again over the view types; a filter that does not compile so (a function
         // taking only `Utf8`) reads its columns as stored.
-        let viewed = Self::over(snapshot, &referenced, views)?;
-        let schema = DFSchema::try_from(viewed.layout.as_ref().clone())?;
+        let viewed = ScanRequest {
+            as_views: views,
+            ..predicate_layout(&predicate)
+        };
+        let layout = snapshot.scan_schema(&viewed)?;
+        let schema = DFSchema::try_from(layout.as_ref().clone())?;
         if let Ok(expr) = state.create_physical_expr(filter, &schema) {
             predicate.expr = Some(expr);
-            predicate.layout = viewed.layout;
-            predicate.views = viewed.views;
+            predicate.layout = layout;
+            predicate.views = viewed.as_views;
         }
         Ok(predicate)
     }
@@ -118,8 +121,11 @@ impl ExprPredicate {
             pushed: None,
         };
         predicate.stored = snapshot.scan_schema(&predicate_layout(&predicate))?;
-        predicate.views = views;
-        predicate.layout = snapshot.scan_schema(&predicate_layout(&predicate))?;
+        predicate.layout = predicate.stored.clone();
+        if !views.is_empty() {
+            predicate.views = views;
+            predicate.layout = snapshot.scan_schema(&predicate_layout(&predicate))?;
+        }
         Ok(predicate)
     }
 
@@ -175,22 +181,6 @@ impl ExprPredicate {
             None => pushed,
         };
         page_filter(&expr, &self.stored)
-    }
-
-    /// `batch` as [`Self::layout`] types it: a column the scan read as stored where this
-    /// filter evaluates a view (a scan that returns it after all) is cast.
-    fn as_layout<'a>(&self, batch: &'a RecordBatch) -> crate::Result<Cow<'a, RecordBatch>> {
-        let fields = self.layout.fields();
-        let same = |(c, f): (&ArrayRef, &FieldRef)| c.data_type() == f.data_type();
-        if batch.num_columns() != fields.len() || batch.columns().iter().zip(fields).all(same) {
-            return Ok(Cow::Borrowed(batch));
-        }
-        let columns = (batch.columns().iter().zip(fields))
-            .map(|(c, f)| cast(c, f.data_type()))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-        let batch = RecordBatch::try_new_with_options(self.layout.clone(), columns, &options)?;
-        Ok(Cow::Owned(batch))
     }
 }
 
@@ -253,8 +243,6 @@ impl RowPredicate for ExprPredicate {
     }
 
     fn evaluate(&self, batch: &RecordBatch) -> crate::Result<BooleanArray> {
-        let batch = self.as_layout(batch)?;
-        let batch = batch.as_ref();
         let planned = match &self.expr {
             Some(expr) => Some(evaluate(expr, batch)?),
             None => None,

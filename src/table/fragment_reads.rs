@@ -49,7 +49,7 @@ pub(super) struct ReadFilter {
 impl FragmentReads {
     /// The rows at `offsets` (all, if `None`) of `fragment`.
     pub(super) fn read(
-        &self,
+        self: &Arc<Self>,
         store: &TableStore,
         fragment: &Fragment,
         offsets: Option<RoaringBitmap>,
@@ -61,7 +61,7 @@ impl FragmentReads {
     /// `prune_pages`: rows an index found are few and hold the values, so judging every
     /// page would be wasted work.
     pub(super) fn read_pruning(
-        &self,
+        self: &Arc<Self>,
         store: &TableStore,
         fragment: &Fragment,
         offsets: Option<RoaringBitmap>,
@@ -72,17 +72,14 @@ impl FragmentReads {
         let Some(late) = self.late.clone() else {
             return self.one_step(store, fragment, (offsets, rows), pages);
         };
-        // Both reads are built, neither started: which one runs is decided when the fragment's
-        // turn comes, by what the scan's earlier fragments passed (`LateRead::applies`).
-        let selected = (offsets.clone(), rows.clone());
-        let one_step = self.one_step(store, fragment, selected.clone(), pages.clone());
-        let two_steps = late
-            .clone()
-            .read(store, fragment, selected, pages, &self.request);
+        // Which read runs is decided when the fragment's turn comes, by what the scan's
+        // earlier fragments passed (`LateRead::applies`), not when the scan is set up.
+        let (this, store, fragment) = (self.clone(), store.clone(), fragment.clone());
         let chosen = async move {
-            match late.applies(offsets.as_ref(), &rows) {
-                true => two_steps,
-                false => one_step,
+            let selected = (offsets, rows);
+            match late.applies(selected.0.as_ref(), &selected.1) {
+                true => late.read(&store, &fragment, selected, pages, &this.request),
+                false => this.one_step(&store, &fragment, selected, pages),
             }
         };
         futures::stream::once(chosen).flatten().boxed()

@@ -24,7 +24,7 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringBitmap;
 
-use super::filter::{passing_rows, predicate_layout, RowPredicate};
+use super::filter::{passing_rows, RowPredicate};
 use super::rows_with_ids::read_with_ids;
 use super::scan_request::{ScanMetrics, ScanRequest, ROW_ADDR};
 use crate::error::{Error, Result};
@@ -81,13 +81,14 @@ pub(super) type Projection = (FileColumns, SchemaRef);
 
 impl LateRead {
     /// The two steps for `predicate` over a scan of `manifest` whose output is `output`, if
-    /// the scan is worth reading in two steps. `probe` is the predicate's layout as the scan
-    /// projects it ([`predicate_layout`]); `project` lays out a request as the scan would.
+    /// the scan is worth reading in two steps. `probe` is the read of the predicate's columns
+    /// (its [`super::filter::predicate_layout`], views only for columns the output does not hold) and its
+    /// projection; `project` lays out a request as the scan would.
     pub(super) fn plan(
         manifest: &Manifest,
         output: Projection,
         predicate: &Arc<dyn RowPredicate>,
-        (probe_ids, probe): (&FileColumns, &SchemaRef),
+        (probe_request, probe_ids, probe): (&ScanRequest, &FileColumns, &SchemaRef),
         project: impl Fn(&ScanRequest) -> Result<Projection>,
     ) -> Result<Option<Self>> {
         let deferred_ids: Vec<FieldId> = (output.0.ids().iter())
@@ -97,14 +98,10 @@ impl LateRead {
         if deferred_ids.is_empty() || !wide_enough(manifest, &deferred_ids, probe_ids.ids()) {
             return Ok(None);
         }
-        let mut read = ScanRequest {
+        let read = ScanRequest {
             with_row_addr: true,
-            ..predicate_layout(predicate.as_ref())
+            ..probe_request.clone()
         };
-        // The output's columns the filter reads come from the first step, as the output
-        // types them.
-        let returned = &output.1.fields()[..output.0.len()];
-        (read.as_views).retain(|c| returned.iter().all(|f| f.name() != c));
         let (columns, schema) = project(&read)?;
         let probe = (probe.fields().iter())
             .map(|f| schema.index_of(f.name()))

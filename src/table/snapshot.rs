@@ -290,7 +290,7 @@ impl Snapshot {
             None => self.store.clone(),
         }
         .blob_references(request.blob_references);
-        let reads = self.fragment_reads(&field_ids, &output, &request)?;
+        let reads = Arc::new(self.fragment_reads(&field_ids, &output, &request)?);
         let wanted: Vec<&Fragment> = self
             .manifest
             .fragments
@@ -438,7 +438,15 @@ impl Snapshot {
                 late: None,
             });
         };
-        let (probe_ids, probe) = self.projection(&predicate_layout(predicate.as_ref()))?;
+        let mut names: Vec<String> = output.fields()[..columns.len()]
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        // The filter's columns as it reads them: those it reads as views, as views only if
+        // the scan does not return them (a returned column is read as the table types it).
+        let mut probe_request = predicate_layout(predicate.as_ref());
+        (probe_request.as_views).retain(|c| !names.contains(c));
+        let (probe_ids, probe) = self.projection(&probe_request)?;
         let pages = (predicate.prunes_pages() && !probe_ids.is_empty()).then(|| {
             let probe_ids = probe_ids.ids().to_vec();
             let predicate = predicate.clone();
@@ -455,21 +463,12 @@ impl Snapshot {
             true => None,
             false => {
                 let output = (columns.clone(), output.clone());
-                let probe = (&probe_ids, &probe);
+                let probe = (&probe_request, &probe_ids, &probe);
                 LateRead::plan(&self.manifest, output, &predicate, probe, |r| {
                     self.projection(r)
                 })?
             }
         };
-        let mut names: Vec<String> = output.fields()[..columns.len()]
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
-        // A column the filter reads as a view is read so only if the scan does not return it.
-        let as_views = (predicate.view_columns().iter())
-            .filter(|c| !names.contains(c))
-            .cloned()
-            .collect();
         for name in predicate.columns() {
             if !names.contains(name) {
                 names.push(name.clone());
@@ -487,7 +486,7 @@ impl Snapshot {
                 || predicate.needs_row_addr()
                 || deferred.is_some(),
             filter: None,
-            as_views,
+            as_views: probe_request.as_views,
             ..request.clone()
         };
         let (read_ids, read_schema) = self.projection(&read)?;
