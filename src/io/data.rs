@@ -25,7 +25,7 @@ use super::column_files::zip_files;
 use super::conform::{conform, view_type, FileColumns};
 use super::pages::{file_schema_as_table, selected_ranges, PagePruning};
 use super::panics::{panicked, parquet_read};
-use super::reader::{page_ranges, ObjectFileReader};
+use super::reader::{page_ranges, selection_policy, ObjectFileReader};
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::{blob_descriptor, field_id_of, DataFile, FieldId, Fragment};
@@ -418,11 +418,14 @@ impl TableStore {
                     .map_err(|e| read_error(file.path.as_str(), e))?;
             }
         }
+        let policy = selection_policy(metadata.metadata(), &mask);
         let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
             .with_projection(mask)
             .with_batch_size(READ_BATCH_ROWS);
         if let Some(selection) = selection {
-            builder = builder.with_row_selection(selection);
+            builder = builder
+                .with_row_selection_policy(policy)
+                .with_row_selection(selection);
         }
         let path = file.path.to_string();
         let stream = builder.build().map_err(|e| read_error(&path, e))?;

@@ -32,6 +32,12 @@ mod stores;
 
 use progress::TerminalProgress;
 
+/// mimalloc, as datafusion-cli uses: a scan's batches of wide values are allocations of tens
+/// of MiB, which glibc maps and unmaps for each batch, so every page of every batch faulted
+/// in anew (BENCHMARKS.md, stop 59).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[clap(author, version, about = "SQL over natal tables (a datafusion-cli)", long_about = None)]
 struct Args {
