@@ -25,7 +25,7 @@ use super::column_files::zip_files;
 use super::conform::{conform, view_type, FileColumns};
 use super::pages::{file_schema_as_table, selected_ranges, PagePruning};
 use super::panics::{panicked, parquet_read};
-use super::reader::{page_ranges, selection_policy, ObjectFileReader};
+use super::reader::{page_ranges, selection_policy, ObjectFileReader, SKIP_ROW_BYTES};
 use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::{blob_descriptor, field_id_of, DataFile, FieldId, Fragment};
@@ -57,7 +57,9 @@ impl TableStore {
         let selected = match offsets {
             Some(bitmap) => {
                 let chosen = bitmap.range_cardinality(rows.clone()) as usize;
-                if mostly_all(chosen, rows.end - rows.start) {
+                // Wide rows are read by selection however many are chosen: Parquet skips
+                // their values for less than it decodes them.
+                if mostly_all(chosen, rows.end - rows.start) && !wide_rows(fragment, columns) {
                     let mut left_out = RoaringBitmap::new();
                     left_out.insert_range(rows.clone());
                     left_out -= &bitmap;
@@ -538,6 +540,16 @@ fn files_holding(fragment: &Fragment, field_ids: &[FieldId]) -> Vec<(usize, Vec<
 /// [`Selected::within`]).
 fn mostly_all(selected: usize, total: u32) -> bool {
     selected as u64 * 4 >= u64::from(total) * 3
+}
+
+/// Whether the rows of `columns` in `fragment` hold, on average, as many bytes (before
+/// compression, by the manifest's column sizes) as Parquet's reader skips more cheaply than
+/// it decodes ([`selection_policy`]). An unknown size counts as narrow.
+fn wide_rows(fragment: &Fragment, columns: &FileColumns) -> bool {
+    let bytes: u64 = (columns.ids().iter())
+        .filter_map(|id| fragment.column_stats(*id)?.uncompressed_bytes)
+        .sum();
+    bytes >= u64::from(fragment.physical_rows.max(1)).saturating_mul(SKIP_ROW_BYTES)
 }
 
 /// Batches of every row of a fragment from offset `first` on, in order, without the rows at

@@ -25,7 +25,7 @@ const FOOTER_PREFETCH: usize = 64 * 1024;
 /// The fewest bytes a row (decoded, of the columns read) at which a selection is followed
 /// run by run, however short its runs ([`selection_policy`]). A judgment, as is the
 /// `late` bench's row width (5 KiB) it was measured on, and the same bar as two-step reads'.
-const SKIP_ROW_BYTES: u64 = 256;
+pub(crate) const SKIP_ROW_BYTES: u64 = 256;
 
 pub(crate) struct ObjectFileReader {
     store: Arc<dyn ObjectStore>,

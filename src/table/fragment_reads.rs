@@ -69,20 +69,11 @@ impl FragmentReads {
         prune_pages: bool,
     ) -> BoxStream<'static, Result<RecordBatch>> {
         let pages = self.pages.clone().filter(|_| prune_pages);
-        let Some(late) = self.late.clone() else {
-            return self.one_step(store, fragment, (offsets, rows), pages);
-        };
-        // Which read runs is decided when the fragment's turn comes, by what the scan's
-        // earlier fragments passed (`LateRead::applies`), not when the scan is set up.
-        let (this, store, fragment) = (self.clone(), store.clone(), fragment.clone());
-        let chosen = async move {
-            let selected = (offsets, rows);
-            match late.applies(selected.0.as_ref(), &selected.1) {
-                true => late.read(&store, &fragment, selected, pages, &this.request),
-                false => this.one_step(&store, &fragment, selected, pages),
-            }
-        };
-        futures::stream::once(chosen).flatten().boxed()
+        let late = (self.late.clone()).filter(|late| late.applies(offsets.as_ref(), &rows));
+        match late {
+            Some(late) => late.read(store, fragment, (offsets, rows), pages, &self.request),
+            None => self.one_step(store, fragment, (offsets, rows), pages),
+        }
     }
 
     /// The rows at `offsets` within `rows` of `fragment`, read in one step.
