@@ -33,6 +33,17 @@ use crate::format::{descriptor_type, BlobColumn, DataFile, Schema, TablePath};
 /// 1.30× → 0.90× DataFusion's Parquet while the SQL take of 1,000 ids went from 6.7 to
 /// 10.3 ms (still 20-30× Parquet's); at 4096 the take fell under 20×.
 pub const PAGE_ROWS: usize = 1024;
+/// Bytes (as encoded, before compression) past which a page is closed before [`PAGE_ROWS`]
+/// rows: a read of a few wide rows (a take, the rows a selective filter kept) fetches and
+/// decodes the pages holding them, and Parquet's default of 1 MiB put hundreds of rows of
+/// 4 KiB in each. Its writer adds values in sub-batches that fit under the limit and closes
+/// a page once past it, so pages of wide values hold about 128 KiB. Rows of a few dozen
+/// bytes (TPC-H's) fill [`PAGE_ROWS`] first and are not affected.
+const PAGE_BYTES: usize = 64 * 1024;
+/// Values at least this wide, on average, get no page bounds (Parquet's column index): two
+/// bounds per page of a handful of wide values were most of a footer, and random payloads'
+/// bounds rule out no page. The file's own bounds (per column chunk) stay.
+const WIDE_VALUE_BYTES: usize = 128;
 /// Rows per row group, at most; DataFusion's own default. A take pays for every row group it
 /// touches (a reader built, column chunks located): on 1M-row fragments a take of 1,000
 /// rows was ~20% faster with one row group than with eight of 128Ki rows.
@@ -52,13 +63,15 @@ const INLINE_PAGE_BYTES: usize = 8 * 1024;
 /// - Snappy, except for strings and binaries without a dictionary (comments, payloads),
 ///   which get ZSTD(1): on TPC-H lineitem a comment costs 12.4 bytes with Snappy, 8.7 with
 ///   DataFusion's ZSTD(3), and the file as a whole is then no larger than DataFusion's;
-/// - pages of [`PAGE_ROWS`] rows; a blob column's inline values in pages of about
-///   [`INLINE_PAGE_BYTES`].
+/// - pages of [`PAGE_ROWS`] rows or [`PAGE_BYTES`]; a blob column's inline values in pages
+///   of about [`INLINE_PAGE_BYTES`];
+/// - no page bounds for columns of wide values ([`WIDE_VALUE_BYTES`]).
 fn writer_properties(schema: &SchemaRef, sample: Option<&RecordBatch>) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_writer_version(WriterVersion::PARQUET_2_0)
         .set_compression(Compression::SNAPPY)
         .set_data_page_row_count_limit(PAGE_ROWS)
+        .set_data_page_size_limit(PAGE_BYTES)
         // The writer checks the page limit once per write batch: without this, pages hold
         // at least the default batch of 1024 rows.
         .set_write_batch_size(PAGE_ROWS)
@@ -96,10 +109,47 @@ fn writer_properties(schema: &SchemaRef, sample: Option<&RecordBatch>) -> Writer
                 | DataType::LargeBinary
                 | DataType::BinaryView
         ) {
+            if wide_values(column) {
+                builder =
+                    builder.set_column_statistics_enabled(path.clone(), EnabledStatistics::Chunk);
+            }
             builder = builder.set_column_compression(path, Compression::ZSTD(ZstdLevel::default()));
         }
     }
     builder.build()
+}
+
+/// Whether a string or binary column's values average at least [`WIDE_VALUE_BYTES`] over
+/// its first [`CARDINALITY_SAMPLE_ROWS`].
+fn wide_values(column: &ArrayRef) -> bool {
+    let sample = column.slice(0, column.len().min(CARDINALITY_SAMPLE_ROWS));
+    let bytes: usize = match sample.data_type() {
+        DataType::Utf8 => sample
+            .as_string::<i32>()
+            .iter()
+            .flatten()
+            .map(str::len)
+            .sum(),
+        DataType::LargeUtf8 => sample
+            .as_string::<i64>()
+            .iter()
+            .flatten()
+            .map(str::len)
+            .sum(),
+        DataType::Utf8View => sample.as_string_view().iter().flatten().map(str::len).sum(),
+        DataType::Binary => (sample.as_binary::<i32>().iter().flatten())
+            .map(<[u8]>::len)
+            .sum(),
+        DataType::LargeBinary => (sample.as_binary::<i64>().iter().flatten())
+            .map(<[u8]>::len)
+            .sum(),
+        DataType::BinaryView => (sample.as_binary_view().iter().flatten())
+            .map(<[u8]>::len)
+            .sum(),
+        _ => return false,
+    };
+    let values = sample.len() - sample.null_count();
+    values > 0 && bytes >= values * WIDE_VALUE_BYTES
 }
 
 /// Rows looked at to judge a column's cardinality.

@@ -508,6 +508,82 @@ async fn a_take_fetches_its_pages_in_one_request() {
     }
 }
 
+/// Wide values get pages of about 128 KiB, not Parquet's 1 MiB (a read of a few rows
+/// fetches little), and no page bounds (a footer of two 64-byte bounds a page for values
+/// nothing prunes by); narrow columns keep `PAGE_ROWS` rows a page and their bounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wide_values_get_small_pages_without_bounds() {
+    use arrow::array::{Int64Array, RecordBatch, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("doc", DataType::Utf8, false),
+    ]));
+    let table = Table::create(inner.clone(), "t".into(), &schema, Default::default())
+        .await
+        .unwrap();
+    const ROWS: i64 = 4096;
+    // 2 KiB a value, from a generator: no two alike, nothing for ZSTD to fold.
+    let mut state = 7u64;
+    let docs = StringArray::from_iter_values((0..ROWS).map(|_| {
+        (0..128)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                format!("{:016x}", state >> 1)
+            })
+            .collect::<String>()
+    }));
+    let rows = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from_iter_values(0..ROWS)),
+            Arc::new(docs),
+        ],
+    )
+    .unwrap();
+    table.append(vec![rows]).await.unwrap();
+    let snapshot = table.latest().await.unwrap();
+    let file = &snapshot.manifest().fragments[0].files[0];
+    let bytes = get_bytes(&inner, &table.store().path(&file.path)).await;
+    let options = parquet::file::serialized_reader::ReadOptionsBuilder::new()
+        .with_page_index()
+        .build();
+    let reader =
+        parquet::file::serialized_reader::SerializedFileReader::new_with_options(bytes, options)
+            .unwrap();
+    let metadata = parquet::file::reader::FileReader::metadata(&reader);
+    let pages = |column: usize| {
+        let index = metadata.offset_index().expect("an offset index");
+        index[0][column].page_locations().len()
+    };
+    // 4,096 keys fit in 4 pages of PAGE_ROWS; 8 MiB of values need 64 of 128 KiB (Parquet
+    // closes a page once past the 64 KiB limit, adding values in sub-batches under it).
+    assert!(pages(0) <= 5, "{} pages of keys", pages(0));
+    assert!(
+        (60..=80).contains(&pages(1)),
+        "{} pages of values",
+        pages(1)
+    );
+    let bounds = metadata.column_index().expect("a column index");
+    assert!(
+        !matches!(
+            bounds[0][0],
+            parquet::file::page_index::column_index::ColumnIndexMetaData::NONE
+        ),
+        "the keys keep their page bounds"
+    );
+    assert!(
+        matches!(
+            bounds[0][1],
+            parquet::file::page_index::column_index::ColumnIndexMetaData::NONE
+        ),
+        "the wide values have none"
+    );
+}
+
 async fn get_bytes(store: &Arc<dyn ObjectStore>, path: &Path) -> Bytes {
     store.get(path).await.unwrap().bytes().await.unwrap()
 }
