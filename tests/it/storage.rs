@@ -477,15 +477,7 @@ async fn a_take_fetches_its_pages_in_one_request() {
     );
     assert_eq!(counted.tally().get, 1, "one request for all pages");
 
-    let file = &snapshot.manifest().fragments[0].files[0];
-    let bytes = get_bytes(&inner, &table.store().path(&file.path)).await;
-    let options = parquet::file::serialized_reader::ReadOptionsBuilder::new()
-        .with_page_index()
-        .build();
-    let reader =
-        parquet::file::serialized_reader::SerializedFileReader::new_with_options(bytes, options)
-            .unwrap();
-    let metadata = parquet::file::reader::FileReader::metadata(&reader);
+    let metadata = first_file_footer(&table, &inner).await;
     assert!(metadata.num_row_groups() > 1);
     let offset_index = metadata.offset_index().expect("a page index");
     for (group, columns) in offset_index.iter().enumerate() {
@@ -545,16 +537,7 @@ async fn wide_values_get_small_pages_without_bounds() {
     )
     .unwrap();
     table.append(vec![rows]).await.unwrap();
-    let snapshot = table.latest().await.unwrap();
-    let file = &snapshot.manifest().fragments[0].files[0];
-    let bytes = get_bytes(&inner, &table.store().path(&file.path)).await;
-    let options = parquet::file::serialized_reader::ReadOptionsBuilder::new()
-        .with_page_index()
-        .build();
-    let reader =
-        parquet::file::serialized_reader::SerializedFileReader::new_with_options(bytes, options)
-            .unwrap();
-    let metadata = parquet::file::reader::FileReader::metadata(&reader);
+    let metadata = first_file_footer(&table, &inner).await;
     let pages = |column: usize| {
         let index = metadata.offset_index().expect("an offset index");
         index[0][column].page_locations().len()
@@ -582,6 +565,23 @@ async fn wide_values_get_small_pages_without_bounds() {
         ),
         "the wide values have none"
     );
+}
+
+/// The footer, with its page index, of the first data file of `table`'s latest version.
+async fn first_file_footer(
+    table: &Table,
+    inner: &Arc<dyn ObjectStore>,
+) -> parquet::file::metadata::ParquetMetaData {
+    let snapshot = table.latest().await.unwrap();
+    let file = &snapshot.manifest().fragments[0].files[0];
+    let bytes = get_bytes(inner, &table.store().path(&file.path)).await;
+    let options = parquet::file::serialized_reader::ReadOptionsBuilder::new()
+        .with_page_index()
+        .build();
+    let reader =
+        parquet::file::serialized_reader::SerializedFileReader::new_with_options(bytes, options)
+            .unwrap();
+    parquet::file::reader::FileReader::metadata(&reader).clone()
 }
 
 async fn get_bytes(store: &Arc<dyn ObjectStore>, path: &Path) -> Bytes {
