@@ -41,8 +41,9 @@ pub const PAGE_ROWS: usize = 1024;
 /// bytes (TPC-H's) fill [`PAGE_ROWS`] first and are not affected.
 const PAGE_BYTES: usize = 64 * 1024;
 /// Values at least this wide, on average, get no page bounds (Parquet's column index): two
-/// bounds per page of a handful of wide values were most of a footer, and random payloads'
-/// bounds rule out no page. The file's own bounds (per column chunk) stay.
+/// bounds of up to 64 bytes for each page of a handful of values, several times the page's
+/// entry in the offset index, and random payloads' bounds rule out no page. The file's own
+/// bounds (per column chunk) stay.
 const WIDE_VALUE_BYTES: usize = 128;
 /// Rows per row group, at most; DataFusion's own default. A take pays for every row group it
 /// touches (a reader built, column chunks located): on 1M-row fragments a take of 1,000
