@@ -420,11 +420,11 @@ impl TableStore {
                     .map_err(|e| read_error(file.path.as_str(), e))?;
             }
         }
-        let policy = selection_policy(metadata.metadata(), &mask);
+        let policy = (selection.as_ref()).map(|_| selection_policy(metadata.metadata(), &mask));
         let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
             .with_projection(mask)
             .with_batch_size(READ_BATCH_ROWS);
-        if let Some(selection) = selection {
+        if let (Some(selection), Some(policy)) = (selection, policy) {
             builder = builder
                 .with_row_selection_policy(policy)
                 .with_row_selection(selection);

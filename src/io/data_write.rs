@@ -8,7 +8,7 @@ use arrow::array::{
     new_null_array, Array, ArrayRef, AsArray, BinaryArray, LargeBinaryArray, RecordBatch,
 };
 use arrow::datatypes::{
-    DataType, Float16Type, Float32Type, Float64Type, Schema as ArrowSchema, SchemaRef,
+    DataType, Float16Type, Float32Type, Float64Type, Int64Type, Schema as ArrowSchema, SchemaRef,
 };
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -124,33 +124,16 @@ fn writer_properties(schema: &SchemaRef, sample: Option<&RecordBatch>) -> Writer
 /// its first [`CARDINALITY_SAMPLE_ROWS`].
 fn wide_values(column: &ArrayRef) -> bool {
     let sample = column.slice(0, column.len().min(CARDINALITY_SAMPLE_ROWS));
-    let bytes: usize = match sample.data_type() {
-        DataType::Utf8 => sample
-            .as_string::<i32>()
-            .iter()
-            .flatten()
-            .map(str::len)
-            .sum(),
-        DataType::LargeUtf8 => sample
-            .as_string::<i64>()
-            .iter()
-            .flatten()
-            .map(str::len)
-            .sum(),
-        DataType::Utf8View => sample.as_string_view().iter().flatten().map(str::len).sum(),
-        DataType::Binary => (sample.as_binary::<i32>().iter().flatten())
-            .map(<[u8]>::len)
-            .sum(),
-        DataType::LargeBinary => (sample.as_binary::<i64>().iter().flatten())
-            .map(<[u8]>::len)
-            .sum(),
-        DataType::BinaryView => (sample.as_binary_view().iter().flatten())
-            .map(<[u8]>::len)
-            .sum(),
-        _ => return false,
+    // Bytes per value (arrow's `length` of a string counts bytes), summed as i64 whatever
+    // the offsets' width.
+    let lengths = arrow::compute::kernels::length::length(&sample)
+        .and_then(|l| arrow::compute::cast(&l, &DataType::Int64));
+    let Ok(lengths) = lengths else {
+        return false;
     };
+    let bytes = arrow::compute::sum(lengths.as_primitive::<Int64Type>()).unwrap_or(0);
     let values = sample.len() - sample.null_count();
-    values > 0 && bytes >= values * WIDE_VALUE_BYTES
+    values > 0 && bytes >= (values * WIDE_VALUE_BYTES) as i64
 }
 
 /// Rows looked at to judge a column's cardinality.

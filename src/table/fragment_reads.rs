@@ -49,7 +49,7 @@ pub(super) struct ReadFilter {
 impl FragmentReads {
     /// The rows at `offsets` (all, if `None`) of `fragment`.
     pub(super) fn read(
-        self: &Arc<Self>,
+        &self,
         store: &TableStore,
         fragment: &Fragment,
         offsets: Option<RoaringBitmap>,
@@ -61,7 +61,7 @@ impl FragmentReads {
     /// `prune_pages`: rows an index found are few and hold the values, so judging every
     /// page would be wasted work.
     pub(super) fn read_pruning(
-        self: &Arc<Self>,
+        &self,
         store: &TableStore,
         fragment: &Fragment,
         offsets: Option<RoaringBitmap>,

@@ -290,7 +290,7 @@ impl Snapshot {
             None => self.store.clone(),
         }
         .blob_references(request.blob_references);
-        let reads = Arc::new(self.fragment_reads(&field_ids, &output, &request)?);
+        let reads = self.fragment_reads(&field_ids, &output, &request)?;
         let wanted: Vec<&Fragment> = self
             .manifest
             .fragments

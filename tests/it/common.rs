@@ -354,3 +354,23 @@ pub fn as_keys(column: &arrow::array::ArrayRef) -> arrow::array::ArrayRef {
     }
     arrow::compute::cast(column, &DataType::Int64).expect("cast")
 }
+
+/// The footer, with its page index, of the first data file of `table`'s latest version in
+/// `store` (the store under any counting wrapper).
+pub async fn first_file_footer(
+    table: &Table,
+    store: &Arc<dyn ObjectStore>,
+) -> parquet::file::metadata::ParquetMetaData {
+    use object_store::ObjectStoreExt;
+    let snapshot = table.latest().await.unwrap();
+    let file = &snapshot.manifest().fragments[0].files[0];
+    let path = table.store().path(&file.path);
+    let bytes = store.get(&path).await.unwrap().bytes().await.unwrap();
+    let options = parquet::file::serialized_reader::ReadOptionsBuilder::new()
+        .with_page_index()
+        .build();
+    let reader =
+        parquet::file::serialized_reader::SerializedFileReader::new_with_options(bytes, options)
+            .unwrap();
+    parquet::file::reader::FileReader::metadata(&reader).clone()
+}

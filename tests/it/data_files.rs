@@ -1,5 +1,5 @@
 //! What a data file holds and how the scan hands it over: per-column statistics from the
-//! writer's footer, and view columns in one buffer per batch.
+//! writer's footer, pages of wide values, and view columns in one buffer per batch.
 
 use std::sync::Arc;
 
@@ -13,6 +13,8 @@ use natal::internals::format::{StatValue, MAX_STAT_BYTES};
 use natal::{Table, TableOptions};
 use object_store::memory::InMemory;
 use object_store::ObjectStore;
+
+use crate::common::first_file_footer;
 
 /// Parquet's reader gives a view column one buffer per page decoded; natal's scan hands each
 /// batch its long values in one buffer, or operators that concatenate batches (a hash join's
@@ -119,4 +121,70 @@ async fn data_files_carry_footer_statistics() {
     assert!(min.len() <= MAX_STAT_BYTES && max.len() <= MAX_STAT_BYTES);
     assert!(min.as_str() <= long_min.as_str() && max.as_str() >= long_max.as_str());
     assert_eq!(stats[2].null_count, Some(1));
+}
+
+/// Wide values get pages of about 128 KiB, not Parquet's 1 MiB (a read of a few rows
+/// fetches little), and no page bounds (a footer of two 64-byte bounds a page for values
+/// nothing prunes by); narrow columns keep `PAGE_ROWS` rows a page and their bounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wide_values_get_small_pages_without_bounds() {
+    use arrow::array::Int64Array;
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("doc", DataType::Utf8, false),
+    ]));
+    let table = Table::create(inner.clone(), "t".into(), &schema, Default::default())
+        .await
+        .unwrap();
+    const ROWS: i64 = 4096;
+    // 2 KiB a value, from a generator: no two alike, nothing for ZSTD to fold.
+    let mut state = 7u64;
+    let docs = StringArray::from_iter_values((0..ROWS).map(|_| {
+        (0..128)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                format!("{:016x}", state >> 1)
+            })
+            .collect::<String>()
+    }));
+    let rows = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from_iter_values(0..ROWS)),
+            Arc::new(docs),
+        ],
+    )
+    .unwrap();
+    table.append(vec![rows]).await.unwrap();
+    let metadata = first_file_footer(&table, &inner).await;
+    let pages = |column: usize| {
+        let index = metadata.offset_index().expect("an offset index");
+        index[0][column].page_locations().len()
+    };
+    // 4,096 keys fit in 4 pages of PAGE_ROWS; 8 MiB of values need 64 of 128 KiB (Parquet
+    // closes a page once past the 64 KiB limit, adding values in sub-batches under it).
+    assert!(pages(0) <= 5, "{} pages of keys", pages(0));
+    assert!(
+        (60..=80).contains(&pages(1)),
+        "{} pages of values",
+        pages(1)
+    );
+    let bounds = metadata.column_index().expect("a column index");
+    assert!(
+        !matches!(
+            bounds[0][0],
+            parquet::file::page_index::column_index::ColumnIndexMetaData::NONE
+        ),
+        "the keys keep their page bounds"
+    );
+    assert!(
+        matches!(
+            bounds[0][1],
+            parquet::file::page_index::column_index::ColumnIndexMetaData::NONE
+        ),
+        "the wide values have none"
+    );
 }
