@@ -307,7 +307,7 @@ proptest! {
     fn row_id_files_read_back_as_written(ids in vec(any::<u64>(), 1..500)) {
         let sequence = RowIdSequence::from_ids(&ids);
         let bytes = encode_row_id_file(&sequence);
-        let decoded = decode_row_id_file("r", &bytes, ids.len() as u32).expect("decodes");
+        let decoded = decode_row_id_file("r", &bytes.into(), ids.len() as u32).expect("decodes");
         prop_assert_eq!(decoded.iter().map(|id| id.as_u64()).collect::<Vec<_>>(), ids);
     }
 }

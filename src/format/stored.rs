@@ -2,6 +2,7 @@
 //! (a fragment's row-id sequence) and `_fragments/` (a segment of the fragment list). Both
 //! are sealed protobuf bodies (`envelope.rs`) and immutable once written.
 
+use bytes::Bytes;
 use prost::Message;
 
 use super::convert::{
@@ -35,8 +36,9 @@ pub fn encode_row_id_file(sequence: &RowIdSequence) -> Vec<u8> {
 ///
 /// # Errors
 /// [`Error::Corrupt`] for bad magic, checksum, protobuf, segments or length.
-pub fn decode_row_id_file(path: &str, bytes: &[u8], expected_rows: u32) -> Result<RowIdSequence> {
-    let body = unseal(ROW_ID_MAGIC, path, bytes, "row-id file")?;
+pub fn decode_row_id_file(path: &str, bytes: &Bytes, expected_rows: u32) -> Result<RowIdSequence> {
+    // Decoded from the file's own buffer: packed ids are slices of it, not copies.
+    let body = bytes.slice_ref(unseal(ROW_ID_MAGIC, path, bytes, "row-id file")?);
     let raw = proto::RowIdSequence::decode(body)
         .map_err(|e| Error::corrupt(path, format!("undecodable protobuf: {e}")))?;
     let sequence = sequence_from_proto(raw).map_err(|r| Error::corrupt(path, r))?;
