@@ -493,6 +493,14 @@ impl Fragment {
         file.column_stats.iter().find(|s| s.field_id == field_id)
     }
 
+    /// The bytes, before compression, of the fields `field_ids` across this fragment's rows,
+    /// by its files' statistics; a field no file sizes counts as none.
+    pub fn uncompressed_bytes(&self, field_ids: &[FieldId]) -> u64 {
+        (field_ids.iter())
+            .filter_map(|id| self.column_stats(*id)?.uncompressed_bytes)
+            .sum()
+    }
+
     /// Rows not deleted.
     pub fn live_rows(&self) -> u64 {
         self.physical_rows as u64

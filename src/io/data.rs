@@ -420,11 +420,12 @@ impl TableStore {
                     .map_err(|e| read_error(file.path.as_str(), e))?;
             }
         }
-        let policy = (selection.as_ref()).map(|_| selection_policy(metadata.metadata(), &mask));
+        // Worked out before the mask moves into the builder.
+        let selection = selection.map(|s| (s, selection_policy(metadata.metadata(), &mask)));
         let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
             .with_projection(mask)
             .with_batch_size(READ_BATCH_ROWS);
-        if let (Some(selection), Some(policy)) = (selection, policy) {
+        if let Some((selection, policy)) = selection {
             builder = builder
                 .with_row_selection_policy(policy)
                 .with_row_selection(selection);
@@ -546,10 +547,8 @@ fn mostly_all(selected: usize, total: u32) -> bool {
 /// compression, by the manifest's column sizes) as Parquet's reader skips more cheaply than
 /// it decodes ([`selection_policy`]). An unknown size counts as narrow.
 fn wide_rows(fragment: &Fragment, columns: &FileColumns) -> bool {
-    let bytes: u64 = (columns.ids().iter())
-        .filter_map(|id| fragment.column_stats(*id)?.uncompressed_bytes)
-        .sum();
-    bytes >= u64::from(fragment.physical_rows.max(1)).saturating_mul(SKIP_ROW_BYTES)
+    let rows = u64::from(fragment.physical_rows.max(1));
+    fragment.uncompressed_bytes(columns.ids()) >= rows.saturating_mul(SKIP_ROW_BYTES)
 }
 
 /// Batches of every row of a fragment from offset `first` on, in order, without the rows at

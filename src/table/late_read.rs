@@ -219,18 +219,16 @@ fn wide_enough(manifest: &Manifest, deferred: &[FieldId], probe: &[FieldId]) -> 
     let mut rows = 0u64;
     for fragment in &manifest.fragments {
         rows += u64::from(fragment.physical_rows);
-        let size = |id: &FieldId| {
-            fragment
-                .column_stats(*id)
-                .and_then(|stats| stats.uncompressed_bytes)
-        };
-        deferred_bytes += deferred.iter().filter_map(size).sum::<u64>();
+        deferred_bytes += fragment.uncompressed_bytes(deferred);
         for id in probe {
             // A fragment that predates a column reads it as nulls: nothing to read.
             if fragment.file_holding(*id).is_none() {
                 continue;
             }
-            match size(id) {
+            match fragment
+                .column_stats(*id)
+                .and_then(|s| s.uncompressed_bytes)
+            {
                 Some(bytes) => probe_bytes += bytes,
                 None => return false,
             }
@@ -246,9 +244,7 @@ fn skipped_bytes(fragment: &Fragment, deferred: &[FieldId], rows: u64) -> u64 {
     if fragment.physical_rows == 0 {
         return 0;
     }
-    let bytes: u64 = (deferred.iter())
-        .filter_map(|id| fragment.column_stats(*id)?.uncompressed_bytes)
-        .sum();
+    let bytes = fragment.uncompressed_bytes(deferred);
     let per_row = bytes as f64 / f64::from(fragment.physical_rows);
     (per_row * rows as f64) as u64
 }
