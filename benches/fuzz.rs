@@ -30,7 +30,7 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
     let seeds = Seeds::build();
-    let decoders: [(&str, Vec<Vec<u8>>, Check); 5] = [
+    let decoders: [(&str, Vec<Vec<u8>>, Check); 6] = [
         ("manifest", seeds.manifests.clone(), Seeds::check_manifest),
         (
             "fragment segment",
@@ -44,6 +44,7 @@ fn main() {
             Seeds::check_deletions,
         ),
         ("row-id file", seeds.row_id_bytes(), Seeds::check_row_ids),
+        ("lineage file", seeds.lineage_bytes(), Seeds::check_lineage),
     ];
     println!("| decoder | cases | seconds | cases / s |");
     println!("|---|---|---|---|");

@@ -136,7 +136,7 @@ mod tests {
         let carried = fragment(Lineage {
             written_in: Some(9),
             row_created: Some(Arc::new(VersionRuns::from_values(&[2, 0, 4]))),
-            row_updated: None,
+            ..Lineage::default()
         });
         let unknown = fragment(Lineage::default());
         let updated = col(ROW_UPDATED_VERSION);

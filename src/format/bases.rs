@@ -43,7 +43,7 @@ pub struct CloneOrigin {
 impl Manifest {
     /// Every file reference the manifest holds but its fragment segments (always the
     /// table's own): data files (their sidecars follow their paths), the sidecar
-    /// directories reuse indexes name, deletion files, row-id files, the relocation
+    /// directories reuse indexes name, deletion files, row-id and lineage files, the relocation
     /// checkpoint and index segments.
     pub fn file_references(&self) -> Vec<&TablePath> {
         let mut paths = Vec::new();
@@ -61,6 +61,7 @@ impl Manifest {
                     .map(|f| &f.path),
             );
             paths.extend(fragment.row_ids.file().map(|f| &f.path));
+            paths.extend(fragment.lineage.updated_file.as_ref().map(|f| &f.path));
         }
         paths.extend(self.relocation_checkpoint.iter().map(|c| &c.path));
         paths.extend(self.indexes.segments.iter().map(|s| &s.path));
@@ -82,6 +83,9 @@ impl Manifest {
                 moved(&mut deletion.path);
             }
             if let Some(file) = fragment.row_ids.file_mut() {
+                moved(&mut file.path);
+            }
+            if let Some(file) = &mut fragment.lineage.updated_file {
                 moved(&mut file.path);
             }
         }

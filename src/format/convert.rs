@@ -386,7 +386,18 @@ pub(super) fn fragment_from_proto(
             raw.row_updated_versions,
         ),
         physical_rows,
-    )
+    );
+    let lineage = match (lineage, raw.lineage_file) {
+        (Ok(lineage), Some(stored)) => {
+            let file = LineageFile {
+                path: TablePath::in_base(stored.base, TablePath::parse(&stored.path)?),
+                size_bytes: stored.size_bytes,
+                bounds: None,
+            };
+            super::lineage::with_updated_file(lineage, file, &stored)
+        }
+        (lineage, _) => lineage,
+    }
     .map_err(|reason| corrupt(format!("fragment {}: {reason}", raw.id)))?;
     Ok(Fragment {
         id: raw.id,
@@ -427,6 +438,7 @@ pub(super) fn fragment_to_proto(f: &Fragment) -> proto::Fragment {
         written_in_version,
         row_created_versions,
         row_updated_versions,
+        lineage_file: (f.lineage.updated_file.as_ref()).map(super::lineage::lineage_file_to_proto),
         id: f.id,
         files: f
             .files

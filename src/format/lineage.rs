@@ -4,8 +4,17 @@
 //! first written elsewhere (an update's, a compaction's) carry per-row versions, as runs
 //! beside their row ids: a compaction moves rows without changing them, so it keeps what
 //! they had. Fragments written before natal recorded lineage read as unknown.
+//!
+//! Last-change runs too many to ride in every manifest (rows merged in id order interleave
+//! them) live in a [`LineageFile`] of their own; the manifest keeps their bounds, which is
+//! all a scan prunes by, and only what asks for last-change versions reads them (lineage
+//! columns, change reads, compaction). Creation versions follow ids (a row's is fixed at its
+//! birth), so rows in id order keep them in long runs, and they stay in the manifest, where
+//! an update finds them without a read.
 
 use std::sync::Arc;
+
+use super::TablePath;
 
 /// A version not recorded (a row written before natal kept lineage).
 pub const UNKNOWN_VERSION: u64 = 0;
@@ -91,15 +100,44 @@ impl VersionRuns {
 }
 
 /// A fragment's lineage.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Lineage {
     /// The version that wrote the fragment; `None` for one written before natal recorded
     /// it (its rows' versions are unknown).
     pub written_in: Option<u64>,
     /// Per row, the version that first wrote it; `None`: every row was born here.
     pub row_created: Option<Arc<VersionRuns>>,
-    /// Per row, the version that last changed its values; `None`: the fragment's own.
+    /// Per row, the version that last changed its values; `None`: the fragment's own, or
+    /// in `updated_file`.
     pub row_updated: Option<Arc<VersionRuns>>,
+    /// Where `row_updated` is stored when it does not ride in the manifest. While set, the
+    /// last-change versions are not at hand: `io`'s `lineage_of` reads the file and gives
+    /// the lineage with them.
+    pub updated_file: Option<LineageFile>,
+}
+
+/// Equal as stored: runs kept in a file are compared by their file (files are immutable).
+impl PartialEq for Lineage {
+    fn eq(&self, other: &Self) -> bool {
+        self.written_in == other.written_in
+            && self.row_created == other.row_created
+            && self.updated_file == other.updated_file
+            && (self.updated_file.is_some() || self.row_updated == other.row_updated)
+    }
+}
+
+impl Eq for Lineage {}
+
+/// A fragment's per-row last-change versions stored in their own immutable file, with the
+/// bounds a scan prunes by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineageFile {
+    /// The file.
+    pub path: TablePath,
+    /// Its size.
+    pub size_bytes: u64,
+    /// The smallest and largest recorded versions among the rows, if any is recorded.
+    pub bounds: Option<(u64, u64)>,
 }
 
 impl Lineage {
@@ -107,8 +145,7 @@ impl Lineage {
     pub fn native(version: u64) -> Self {
         Self {
             written_in: Some(version),
-            row_created: None,
-            row_updated: None,
+            ..Self::default()
         }
     }
 
@@ -117,13 +154,27 @@ impl Lineage {
         self.written_in.is_some()
     }
 
+    /// True when every per-row version is at hand: none is in a file not yet read (`io`'s
+    /// `lineage_of` reads it).
+    pub fn rows_at_hand(&self) -> bool {
+        self.updated_file.is_none()
+    }
+
     /// The version that first wrote the row at `offset`, if recorded.
     pub fn created_at(&self, offset: u32) -> Option<u64> {
         Self::at(self.written_in?, self.row_created.as_deref(), offset)
     }
 
-    /// The version that last changed the values of the row at `offset`, if recorded.
+    /// The version that last changed the values of the row at `offset`, if recorded. Only
+    /// for a lineage whose rows are at hand ([`Self::rows_at_hand`]); others answer `None`.
     pub fn updated_at(&self, offset: u32) -> Option<u64> {
+        debug_assert!(
+            self.rows_at_hand(),
+            "last-change versions read before their file"
+        );
+        if !self.rows_at_hand() {
+            return None;
+        }
         Self::at(self.written_in?, self.row_updated.as_deref(), offset)
     }
 
@@ -141,7 +192,50 @@ impl Lineage {
 
     /// The smallest and largest recorded last-change versions of its rows.
     pub fn updated_bounds(&self) -> Option<(u64, u64)> {
-        Self::bounds(self.written_in?, self.row_updated.as_deref())
+        match &self.updated_file {
+            Some(file) => file.bounds,
+            None => Self::bounds(self.written_in?, self.row_updated.as_deref()),
+        }
+    }
+
+    /// Bytes its last-change runs take encoded (what riding inline adds to the manifest).
+    pub fn encoded_updated_len(&self) -> usize {
+        (lineage_to_proto(self).2.iter())
+            .map(prost::Message::encoded_len)
+            .sum()
+    }
+
+    /// This lineage with its last-change runs moved to `path` (`size_bytes` long): what the
+    /// manifest keeps once they are written there.
+    pub fn updated_stored_in(&self, path: TablePath, size_bytes: u64) -> Self {
+        Self {
+            row_updated: None,
+            updated_file: Some(LineageFile {
+                path,
+                size_bytes,
+                bounds: self.updated_bounds(),
+            }),
+            ..self.clone()
+        }
+    }
+
+    /// This lineage with the last-change runs read from its file, whose bounds must be the
+    /// ones the manifest keeps.
+    pub(super) fn with_updated(
+        &self,
+        row_updated: Option<Arc<VersionRuns>>,
+    ) -> Result<Self, String> {
+        let read = Self {
+            row_updated,
+            updated_file: None,
+            ..self.clone()
+        };
+        match &self.updated_file {
+            Some(file) if read.updated_bounds() != file.bounds => {
+                Err("its versions lie outside the bounds the manifest keeps".into())
+            }
+            _ => Ok(read),
+        }
     }
 
     fn bounds(written_in: u64, runs: Option<&VersionRuns>) -> Option<(u64, u64)> {
@@ -190,7 +284,44 @@ pub(super) fn lineage_from_proto(
         written_in,
         row_created: runs(created, "creation")?,
         row_updated: runs(updated, "update")?,
+        updated_file: None,
     })
+}
+
+/// `lineage` (decoded with no last-change runs) with them in `file`, whose reference is
+/// `raw`; or why that is damaged.
+pub(super) fn with_updated_file(
+    lineage: Lineage,
+    file: LineageFile,
+    raw: &super::proto::LineageFile,
+) -> Result<Lineage, String> {
+    if lineage.written_in.is_none() {
+        return Err("a lineage file without the version that wrote it".into());
+    }
+    if lineage.row_updated.is_some() {
+        return Err("last-change versions both inline and in a lineage file".into());
+    }
+    let bounds = match (raw.updated_low, raw.updated_high) {
+        (UNKNOWN_VERSION, UNKNOWN_VERSION) => None,
+        (low, high) if low != UNKNOWN_VERSION && low <= high => Some((low, high)),
+        (low, high) => return Err(format!("lineage file bounds {low}..={high}")),
+    };
+    Ok(Lineage {
+        updated_file: Some(LineageFile { bounds, ..file }),
+        ..lineage
+    })
+}
+
+/// How a [`LineageFile`] is referenced.
+pub(super) fn lineage_file_to_proto(file: &LineageFile) -> super::proto::LineageFile {
+    let (updated_low, updated_high) = file.bounds.unwrap_or_default();
+    super::proto::LineageFile {
+        path: file.path.split_base().1.to_string(),
+        base: file.path.split_base().0,
+        size_bytes: file.size_bytes,
+        updated_low,
+        updated_high,
+    }
 }
 
 /// How `lineage` is stored.
@@ -238,7 +369,7 @@ mod tests {
         let carried = Lineage {
             written_in: Some(8),
             row_created: Some(Arc::new(VersionRuns::from_values(&[2, 0, 8]))),
-            row_updated: None,
+            ..Lineage::default()
         };
         assert_eq!(carried.created_at(0), Some(2));
         assert_eq!(carried.created_at(1), None, "unknown");

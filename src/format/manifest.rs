@@ -91,6 +91,9 @@ pub mod flags {
     ///
     /// [`Manifest::change_data_feed`]: super::Manifest::change_data_feed
     pub const CHANGE_DATA: u64 = 1 << 20;
+    /// Some fragments keep their rows' versions in `_lineage/` files, which readers of
+    /// lineage (lineage columns, change reads, rewrites) must load, and cleanup keep.
+    pub const LINEAGE_FILES: u64 = 1 << 21;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -106,7 +109,8 @@ pub mod flags {
         | STORED_TYPES
         | BLOB_COLUMNS
         | BLOB_REUSE_INDEX
-        | STORAGE_BASES;
+        | STORAGE_BASES
+        | LINEAGE_FILES;
     /// Every writer flag this client implements.
     pub const KNOWN_WRITER: u64 = KNOWN_READER
         | INDEX_SEGMENT_SEQ
@@ -243,6 +247,13 @@ impl Manifest {
         }
         if self.fragments.iter().any(|f| f.row_ids.file().is_some()) {
             used |= flags::ROW_ID_FILES;
+        }
+        if self
+            .fragments
+            .iter()
+            .any(|f| f.lineage.updated_file.is_some())
+        {
+            used |= flags::LINEAGE_FILES;
         }
         if self
             .fragments

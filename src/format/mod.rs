@@ -43,7 +43,7 @@ pub use blob_reuse::{sidecar_in, BlobReuseIndex, BlobReuseSource};
 pub use deletion::{decode_deletions, encode_deletions};
 pub use envelope::{seal, unseal};
 pub use index::{cache_node, IndexSection, IndexSegment, LogicalIndex};
-pub use lineage::{Lineage, VersionRuns, UNKNOWN_VERSION};
+pub use lineage::{Lineage, LineageFile, VersionRuns, UNKNOWN_VERSION};
 pub use manifest::{
     flags, CheckpointRef, DataFile, DeletionFile, DeletionVector, Fragment, FragmentRowIds,
     FragmentSegment, Manifest, Operation, RowIdFile, SegmentPatch, TransactionSummary,
@@ -61,8 +61,9 @@ pub use stats::{
     StatValue, MAX_STAT_BYTES,
 };
 pub use stored::{
-    apply_segment_patch, decode_fragment_segment, decode_row_id_file, encode_fragment_segment,
-    encode_row_id_file, encode_segment_patch, FRAGMENTS_PER_SEGMENT, ROW_ID_INLINE_LIMIT,
+    apply_segment_patch, decode_fragment_segment, decode_lineage_file, decode_row_id_file,
+    encode_fragment_segment, encode_lineage_file, encode_row_id_file, encode_segment_patch,
+    FRAGMENTS_PER_SEGMENT, LINEAGE_INLINE_LIMIT, ROW_ID_INLINE_LIMIT,
 };
 pub use stored_type::{stored_as, MONTH_DAY_NANO_BYTES};
 pub use unresolved::{row_ids_held_by, RowIdsRead, RowIdsToRead, Unresolved};

@@ -7,11 +7,12 @@ use crate::error::{Error, Result};
 
 /// The directories of a table a manifest may reference: every file natal writes but the
 /// manifests themselves lives under one of these.
-pub const TABLE_FILE_DIRS: [&str; 6] = [
+pub const TABLE_FILE_DIRS: [&str; 7] = [
     "data",
     "_deletions",
     "_relocations",
     "_rowids",
+    "_lineage",
     "_fragments",
     "_indices",
 ];
@@ -21,7 +22,7 @@ pub const TABLE_FILE_DIRS: [&str; 6] = [
 pub struct TablePath(String);
 
 impl TablePath {
-    /// Accepts `data/...`, `_deletions/...`, `_relocations/...`, `_rowids/...`, `_fragments/...` and `_indices/...` paths
+    /// Accepts paths under [`TABLE_FILE_DIRS`] (`data/...`, `_rowids/...` and the rest)
     /// made of plain segments; refuses absolute paths, `..`, `.`, empty segments, backslashes,
     /// schemes and control characters.
     pub fn parse(path: &str) -> Result<Self> {

@@ -116,16 +116,24 @@ fn fragment(id: u32, rows: u32) -> impl Strategy<Value = Fragment> {
         },
     );
     let versions = move || option::of(vec(0u64..5, rows as usize));
-    let lineage = (option::of(1u64..100), versions(), versions()).prop_map(
-        |(written_in, created, updated)| {
+    let lineage = (option::of(1u64..100), versions(), versions(), any::<bool>()).prop_map(
+        move |(written_in, created, updated, in_a_file)| {
             let runs = |v: Option<Vec<u64>>| v.map(|v| Arc::new(VersionRuns::from_values(&v)));
-            match written_in {
-                None => Lineage::default(),
+            let lineage = match written_in {
+                None => return Lineage::default(),
                 Some(_) => Lineage {
                     written_in,
                     row_created: runs(created),
                     row_updated: runs(updated),
+                    updated_file: None,
                 },
+            };
+            match in_a_file && lineage.row_updated.is_some() {
+                true => {
+                    let path = TablePath::parse(&format!("_lineage/{id}-x.bin")).expect("a path");
+                    lineage.updated_stored_in(path, 7)
+                }
+                false => lineage,
             }
         },
     );
@@ -310,6 +318,69 @@ proptest! {
         let decoded = decode_row_id_file("r", &bytes.into(), ids.len() as u32).expect("decodes");
         prop_assert_eq!(decoded.iter().map(|id| id.as_u64()).collect::<Vec<_>>(), ids);
     }
+
+    #[test]
+    fn lineage_files_read_back_as_written(
+        created in option::of(vec(0u64..9, 1..300)),
+        updated in vec(0u64..9, 1..300),
+    ) {
+        let rows = updated.len() as u32;
+        let created = created.map(|mut c| {
+            c.resize(updated.len(), 1);
+            Arc::new(VersionRuns::from_values(&c))
+        });
+        let whole = Lineage {
+            written_in: Some(9),
+            row_created: created,
+            row_updated: Some(Arc::new(VersionRuns::from_values(&updated))),
+            updated_file: None,
+        };
+        let path = TablePath::parse("_lineage/0-a.bin").expect("a path");
+        let bytes = encode_lineage_file(&whole);
+        let stored = whole.updated_stored_in(path, bytes.len() as u64);
+        prop_assert!(!stored.rows_at_hand());
+        prop_assert_eq!(stored.updated_bounds(), whole.updated_bounds());
+        prop_assert_eq!(stored.created_bounds(), whole.created_bounds());
+        let read = decode_lineage_file("l", &bytes, &stored, rows).expect("decodes");
+        prop_assert!(read.rows_at_hand());
+        for offset in 0..rows {
+            prop_assert_eq!(read.created_at(offset), whole.created_at(offset));
+            prop_assert_eq!(read.updated_at(offset), whole.updated_at(offset));
+        }
+    }
+}
+
+/// A lineage file that does not fit its fragment is refused, never read as its versions:
+/// runs of another length, versions outside the bounds the manifest keeps, damaged bytes.
+#[test]
+fn lineage_files_that_do_not_fit_are_refused() {
+    let whole = Lineage {
+        written_in: Some(9),
+        row_created: None,
+        row_updated: Some(Arc::new(VersionRuns::from_values(&[3, 4, 3]))),
+        updated_file: None,
+    };
+    let bytes = encode_lineage_file(&whole);
+    let path = TablePath::parse("_lineage/0-a.bin").expect("a path");
+    let stored = whole.updated_stored_in(path.clone(), bytes.len() as u64);
+    assert!(decode_lineage_file("l", &bytes, &stored, 3).is_ok());
+    let corrupt = |result: crate::error::Result<Lineage>| {
+        matches!(result, Err(crate::error::Error::Corrupt { .. }))
+    };
+    assert!(corrupt(decode_lineage_file("l", &bytes, &stored, 4)));
+    let mut narrower = stored.clone();
+    narrower.updated_file.as_mut().expect("a file").bounds = Some((3, 3));
+    assert!(corrupt(decode_lineage_file("l", &bytes, &narrower, 3)));
+    for cut in [0, 8, bytes.len() - 1] {
+        assert!(corrupt(decode_lineage_file("l", &bytes[..cut], &stored, 3)));
+    }
+    let mut flipped = bytes.clone();
+    flipped[10] ^= 1;
+    assert!(corrupt(decode_lineage_file("l", &flipped, &stored, 3)));
+    // A file whose body names no versions is refused too.
+    let empty = Lineage::native(9);
+    let bytes = encode_lineage_file(&empty);
+    assert!(corrupt(decode_lineage_file("l", &bytes, &stored, 3)));
 }
 
 /// A fragment's ids are native, inline, or in a file: stored ones read back unread (with

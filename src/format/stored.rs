@@ -1,6 +1,7 @@
 //! The files a manifest points to for what would make it grow with history: `_rowids/`
-//! (a fragment's row-id sequence) and `_fragments/` (a segment of the fragment list). Both
-//! are sealed protobuf bodies (`envelope.rs`) and immutable once written.
+//! (a fragment's row-id sequence), `_lineage/` (its rows' versions) and `_fragments/` (a
+//! segment of the fragment list). All are sealed protobuf bodies (`envelope.rs`) and
+//! immutable once written.
 
 use bytes::Bytes;
 use prost::Message;
@@ -10,7 +11,8 @@ use super::convert::{
 };
 use super::convert_row_ids::{sequence_from_proto, sequence_to_proto};
 use super::envelope::{seal, unseal};
-use super::{proto, Fragment, FragmentSegment, SegmentPatch, Unresolved};
+use super::lineage::{lineage_from_proto, lineage_to_proto};
+use super::{proto, Fragment, FragmentSegment, Lineage, SegmentPatch, Unresolved};
 use crate::error::{Error, Result};
 use crate::rowid::{FragmentId, RowIdSequence};
 
@@ -52,6 +54,43 @@ pub fn decode_row_id_file(path: &str, bytes: &Bytes, expected_rows: u32) -> Resu
         ));
     }
     Ok(sequence)
+}
+
+const LINEAGE_MAGIC: &[u8; 8] = b"NATALLN1";
+
+/// Last-change versions whose encoding is larger than this are written to a `_lineage/`
+/// file rather than inline: every open reads the manifest, and only lineage reads need them.
+pub const LINEAGE_INLINE_LIMIT: usize = 4096;
+
+/// The bytes of a `_lineage/` file holding `lineage`'s last-change runs.
+pub fn encode_lineage_file(lineage: &Lineage) -> Vec<u8> {
+    let body = proto::RowLineage {
+        row_updated_versions: lineage_to_proto(lineage).2,
+    };
+    seal(LINEAGE_MAGIC, &body.encode_to_vec())
+}
+
+/// Decodes the `_lineage/` file of a fragment of `rows` rows whose manifest lineage is
+/// `stored`, giving that lineage with its last-change versions at hand.
+///
+/// # Errors
+/// [`Error::Corrupt`] for bad magic, checksum or protobuf, runs that do not cover the
+/// fragment's rows, or versions outside the bounds the manifest keeps.
+pub fn decode_lineage_file(
+    path: &str,
+    bytes: &[u8],
+    stored: &Lineage,
+    rows: u32,
+) -> Result<Lineage> {
+    let body = unseal(LINEAGE_MAGIC, path, bytes, "lineage file")?;
+    let raw = proto::RowLineage::decode(body)
+        .map_err(|e| Error::corrupt(path, format!("undecodable protobuf: {e}")))?;
+    let Some(updated) = raw.row_updated_versions else {
+        return Err(Error::corrupt(path, "holds no last-change versions"));
+    };
+    let runs = (stored.written_in, None, Some(updated));
+    let read = lineage_from_proto(runs, rows).map_err(|r| Error::corrupt(path, r))?;
+    (stored.with_updated(read.row_updated)).map_err(|r| Error::corrupt(path, r))
 }
 
 const SEGMENT_MAGIC: &[u8; 8] = b"NATALFS1";

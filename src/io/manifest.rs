@@ -12,7 +12,7 @@ use object_store::path::Path;
 use super::store::{ListedManifest, VERSIONS_DIR};
 use super::TableStore;
 use crate::error::{Error, Result};
-use crate::format::{Manifest, FRAGMENTS_PER_SEGMENT, ROW_ID_INLINE_LIMIT};
+use crate::format::{Manifest, FRAGMENTS_PER_SEGMENT, LINEAGE_INLINE_LIMIT, ROW_ID_INLINE_LIMIT};
 
 /// How many times a manifest PUT of unknown outcome is read back (and put again if absent).
 const SETTLE_ATTEMPTS: usize = 3;
@@ -22,6 +22,8 @@ const SETTLE_ATTEMPTS: usize = 3;
 pub struct ManifestLayout {
     /// Row-id sequences whose encoding exceeds this many bytes get a `_rowids/` file.
     pub row_ids_inline_limit: usize,
+    /// Per-row versions whose encoding exceeds this many bytes get a `_lineage/` file.
+    pub lineage_inline_limit: usize,
     /// Lists of more fragments than this are stored in `_fragments/` segments of this size.
     pub fragments_per_segment: usize,
 }
@@ -30,6 +32,7 @@ impl Default for ManifestLayout {
     fn default() -> Self {
         Self {
             row_ids_inline_limit: ROW_ID_INLINE_LIMIT,
+            lineage_inline_limit: LINEAGE_INLINE_LIMIT,
             fragments_per_segment: FRAGMENTS_PER_SEGMENT,
         }
     }
@@ -127,7 +130,7 @@ impl TableStore {
     }
 
     /// Publishes `manifest` unless its version exists, after storing what `layout` keeps
-    /// outside it (row-id files, fragment segments) (recorded in `manifest`). Returns false if another writer published
+    /// outside it (row-id and lineage files, fragment segments) (recorded in `manifest`). Returns false if another writer published
     /// that version first.
     pub async fn publish_manifest(
         &self,
@@ -147,6 +150,8 @@ impl TableStore {
         layout: &ManifestLayout,
     ) -> Result<bool> {
         self.store_row_ids(manifest, layout.row_ids_inline_limit)
+            .await?;
+        self.store_lineage(manifest, layout.lineage_inline_limit)
             .await?;
         self.store_fragment_segments(manifest, layout.fragments_per_segment)
             .await?;

@@ -1,5 +1,5 @@
-//! Object-store access: manifests, Parquet data files, deletion files, row-id files,
-//! relocation checkpoints and index segment files. Everything here speaks domain types from
+//! Object-store access: manifests, Parquet data files, deletion files, row-id and lineage
+//! files, relocation checkpoints and index segment files. Everything here speaks domain types from
 //! `format/` and `rowid/`.
 
 mod bases;
@@ -21,6 +21,7 @@ mod fetch_grouped;
 mod file_stats;
 mod index;
 mod instrumented;
+mod lineage;
 mod manifest;
 mod pages;
 mod panics;

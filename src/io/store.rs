@@ -78,6 +78,8 @@ pub struct TableStore {
     pub(crate) footers: Arc<FileCache<ArrowReaderMetadata>>,
     pub(crate) deletions: Arc<FileCache<Arc<RoaringBitmap>>>,
     pub(crate) row_ids: Arc<FileCache<Arc<RowIdSequence>>>,
+    /// Fragments' lineage read from their `_lineage/` files, by file.
+    pub(crate) lineage: Arc<FileCache<Arc<crate::format::Lineage>>>,
     pub(crate) segments: Arc<FileCache<Arc<Vec<Fragment>>>>,
     /// Each with the listing entry it was read under, to tell it from a file of the same
     /// name written later by a table created again in this place.
@@ -127,6 +129,7 @@ impl TableStore {
             footers: FileCache::new(CACHED_FILES),
             deletions: FileCache::new(CACHED_FILES),
             row_ids: FileCache::new(CACHED_FILES),
+            lineage: FileCache::new(CACHED_FILES),
             segments: FileCache::new(CACHED_FILES),
             manifests: FileCache::new(CACHED_MANIFESTS),
             incarnation: Arc::new(Mutex::new(None)),
@@ -194,6 +197,7 @@ impl TableStore {
             self.footers.clear();
             self.deletions.clear();
             self.row_ids.clear();
+            self.lineage.clear();
             self.segments.clear();
             self.manifests.clear();
         }

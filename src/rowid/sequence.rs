@@ -194,6 +194,40 @@ impl RowIdSequence {
             .map(RowId::from_u64)
     }
 
+    /// The offset ranges, in order, over which ids strictly ascend: read range by range, a
+    /// fragment gives its rows in id order within each (how a rewrite merges fragments by
+    /// id). A sorted segment is one run or part of one, seen from its bounds; only unsorted
+    /// segments are walked.
+    pub fn ascending_runs(&self) -> Vec<Range<u32>> {
+        let mut runs = Vec::new();
+        let (mut start, mut last) = (0u32, None::<u64>);
+        let mut descends_at = |offset: usize, id: u64, last: &mut Option<u64>| {
+            if last.is_some_and(|l| id <= l) {
+                runs.push(start..offset as u32);
+                start = offset as u32;
+            }
+            *last = Some(id);
+        };
+        for (segment, &offset) in self.segments.iter().zip(&self.starts) {
+            match segment.bounds() {
+                Some((first, end)) => {
+                    descends_at(offset, first, &mut last);
+                    last = Some(end);
+                }
+                None => {
+                    for (k, id) in segment.iter().enumerate() {
+                        descends_at(offset + k, id, &mut last);
+                    }
+                }
+            }
+        }
+        let len = self.len() as u32;
+        if len > start {
+            runs.push(start..len);
+        }
+        runs
+    }
+
     /// The id at `offset`, if the sequence is that long: a binary search for its segment,
     /// then that segment's own lookup. Reads of many ascending offsets use [`Self::get_many`]
     /// or a [`SequenceCursor`].
@@ -422,6 +456,26 @@ mod tests {
     }
 
     proptest! {
+        /// Ascending runs cover the sequence in order, ids ascend within each, and each
+        /// starts where an id is not above the one before.
+        #[test]
+        fn ascending_runs_cut_where_ids_descend(ids in ids_of_every_shape()) {
+            let seq = RowIdSequence::from_ids(&ids);
+            let runs = seq.ascending_runs();
+            let mut next = 0u32;
+            for run in &runs {
+                prop_assert_eq!(run.start, next);
+                prop_assert!(run.start < run.end);
+                let run_ids = &ids[run.start as usize..run.end as usize];
+                prop_assert!(run_ids.windows(2).all(|w| w[0] < w[1]));
+                if run.start > 0 {
+                    prop_assert!(ids[run.start as usize] <= ids[run.start as usize - 1]);
+                }
+                next = run.end;
+            }
+            prop_assert_eq!(next as usize, ids.len());
+        }
+
         /// `find_ids` finds what a walk with the wanted set finds, at the same offsets,
         /// whatever the segments: runs of every shape, and scattered runs too wide for one
         /// segment (chunked into sorted stretches, as rows moved by random updates are).

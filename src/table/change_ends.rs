@@ -128,8 +128,16 @@ async fn read_part(store: &TableStore, part: Part<'_>, from: u64) -> Result<Foun
         }
         Part::Dropped(o) => found.left = ids_at(o, &live_offsets(store, o).await?)?,
         Part::Added(n) => {
+            // By the bounds the manifest keeps, a fragment whose rows all last changed by
+            // `from` (or never recorded it) only moved rows: its versions need not be read.
+            let lineage = match n.lineage.updated_bounds() {
+                Some((_, newest)) if newest > from => {
+                    Some(store.lineage_of(&n.lineage, n.physical_rows).await?)
+                }
+                _ => None,
+            };
             for (id, at) in ids_at(n, &live_offsets(store, n).await?)? {
-                match n.lineage.updated_at(at.offset()) {
+                match lineage.as_ref().and_then(|l| l.updated_at(at.offset())) {
                     Some(version) if version > from => found.changed.push((id, at, version)),
                     // Unknown: last changed before natal recorded lineage, so before `from`.
                     _ => found.moved.push(id),

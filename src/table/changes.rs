@@ -88,7 +88,7 @@ impl Table {
         let written = async {
             if let Some((batch, rows)) = in_id_order(changes.updated)? {
                 let carried = (rows.into_iter())
-                    .map(|(id, addr)| Some(CarriedRow::read_at(read.manifest(), id, addr, true)))
+                    .map(|(id, addr)| Some(CarriedRow::updated_at(read.manifest(), id, addr)))
                     .collect();
                 writer.push(batch, carried).await?;
             }

@@ -222,6 +222,7 @@ async fn files_to_copy(store: &TableStore, manifest: &Manifest) -> Result<Vec<(T
                 .map(|f| f.path.clone()),
         );
         wanted.extend(fragment.row_ids.file().map(|f| f.path.clone()));
+        wanted.extend(fragment.lineage.updated_file.iter().map(|f| f.path.clone()));
     }
     wanted.extend(
         manifest

@@ -1,7 +1,8 @@
 //! Maintenance: compaction, relocation checkpoints, restore and cleanup. None of these
 //! changes what any version reads; they change cost.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::TryStreamExt;
@@ -9,12 +10,13 @@ use object_store::ObjectStoreExt;
 use roaring::RoaringBitmap;
 
 use super::commit::{Action, CarriedRow};
+use super::id_order::GroupRows;
 use super::scan_request::ScanRequest;
 use super::snapshot::Snapshot;
 use super::write::FragmentWriter;
 use super::{Committed, ProgressHandle, Table};
 use crate::error::{Error, Result};
-use crate::format::{Fragment, IndexSection, Manifest};
+use crate::format::{Fragment, IndexSection, Lineage, Manifest};
 use crate::rowid::{FragmentId, RowAddress, RowId};
 
 /// Which fragments compaction rewrites.
@@ -180,6 +182,9 @@ pub(super) fn referenced_files(manifest: &Manifest, into: &mut HashSet<String>) 
         if let Some(row_ids) = fragment.row_ids.file() {
             into.insert(row_ids.path.as_str().to_string());
         }
+        if let Some(lineage) = &fragment.lineage.updated_file {
+            into.insert(lineage.path.as_str().to_string());
+        }
     }
     for segment in &manifest.fragment_segments {
         into.insert(segment.path.as_str().to_string());
@@ -253,22 +258,34 @@ impl Table {
                     report.deleted_rows_dropped +=
                         fragment.physical_rows as u64 - fragment.live_rows();
                 }
+                // Rows move unchanged: each keeps its versions, which may be in files.
+                let lineages: HashMap<FragmentId, Arc<Lineage>> =
+                    futures::future::try_join_all(group.iter().map(|f| async {
+                        let lineage = self.store.lineage_of(&f.lineage, f.physical_rows).await?;
+                        Ok::<_, Error>((f.id, lineage))
+                    }))
+                    .await?
+                    .into_iter()
+                    .collect();
                 // Rows move, their blob values stay: descriptors are read, and the new
                 // files' reuse indexes name the sidecars the values are in.
                 let reuse = reuse.is_some() && schema.has_blob_columns();
-                let mut scan = read
-                    .scan(ScanRequest {
-                        with_row_id: true,
-                        // Addresses say where each row's lineage is.
-                        with_row_addr: true,
-                        fragments: Some(group.iter().map(|f| f.id).collect()),
-                        blob_descriptors: reuse,
-                        // Copied, an external value stays a reference to its object.
-                        blob_references: crate::io::BlobReferences::External,
-                        ..Default::default()
-                    })
-                    .await?;
-                while let Some(batch) = scan.try_next().await? {
+                let request = ScanRequest {
+                    with_row_id: true,
+                    // Addresses say where each row's lineage is.
+                    with_row_addr: true,
+                    fragments: Some(group.iter().map(|f| f.id).collect()),
+                    blob_descriptors: reuse,
+                    // Copied, an external value stays a reference to its object.
+                    blob_references: crate::io::BlobReferences::External,
+                    ..Default::default()
+                };
+                // In id order the new fragment's ids are one sorted run, which a take
+                // searches once (`id_order.rs`). Blob rows come fragment by fragment:
+                // their sizes are not known ahead, and reuse indexes are built per fragment.
+                let by_id = !schema.has_blob_columns();
+                let mut rows = GroupRows::read(read, &group, request, by_id).await?;
+                while let Some(batch) = rows.next().await? {
                     let system = |i: usize, name: &str| {
                         (batch.column(schema.fields.len() + i).as_any())
                             .downcast_ref::<arrow::array::UInt64Array>()
@@ -276,11 +293,11 @@ impl Table {
                             .ok_or_else(|| Error::internal(format!("scan lost {name}")))
                     };
                     let (ids, addrs) = (system(0, "_rowid")?, system(1, "_rowaddr")?);
-                    // Rows move unchanged: each keeps its lineage.
                     let ids = (ids.iter().zip(addrs.iter()))
                         .map(|(&id, &addr)| {
                             let (id, addr) = (RowId::from_u64(id), RowAddress::from_u64(addr));
-                            Some(CarriedRow::read_at(read.manifest(), id, addr, false))
+                            let lineage = lineages.get(&addr.fragment_id()).map(AsRef::as_ref);
+                            Some(CarriedRow::moved_from(lineage, id, addr))
                         })
                         .collect();
                     report.rows_rewritten += batch.num_rows() as u64;

@@ -34,6 +34,7 @@ mod declared;
 mod deferred_blobs;
 mod filter;
 mod fragment_reads;
+mod id_order;
 mod index;
 mod late_read;
 mod maintenance;

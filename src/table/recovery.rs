@@ -102,11 +102,11 @@ impl Table {
     }
 }
 
-/// The fragment id a file's name starts with: deletion files, row-id files and fragment
-/// segments are named `<fragment>-...` (`None` for other files).
+/// The fragment id a file's name starts with: deletion, row-id and lineage files and
+/// fragment segments are named `<fragment>-...` (`None` for other files).
 fn fragment_id_in_name(path: &str) -> Option<FragmentId> {
     let (dir, name) = path.split_once('/')?;
-    if !matches!(dir, "_deletions" | "_rowids" | "_fragments") {
+    if !matches!(dir, "_deletions" | "_rowids" | "_lineage" | "_fragments") {
         return None;
     }
     name.split(['-', '.']).next()?.parse().ok()
@@ -137,6 +137,7 @@ mod tests {
         assert!(raised_by(Some(u32::MAX), 1).is_err());
         assert_eq!(fragment_id_in_name("_deletions/12-0005.bin"), Some(12));
         assert_eq!(fragment_id_in_name("_rowids/4-abc.bin"), Some(4));
+        assert_eq!(fragment_id_in_name("_lineage/7-abc.bin"), Some(7));
         assert_eq!(fragment_id_in_name("_fragments/16.bin"), Some(16));
         assert_eq!(fragment_id_in_name("data/123.parquet"), None);
         assert_eq!(fragment_id_in_name("_deletions/x.bin"), None);

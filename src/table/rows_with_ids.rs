@@ -8,11 +8,11 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, UInt64Array};
 use arrow::datatypes::{Schema as ArrowSchema, SchemaRef};
 use futures::stream::BoxStream;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringBitmap;
 
 use super::scan_request::ScanRequest;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::Fragment;
 use crate::io::{FileColumns, PagePruning, TableStore};
 use crate::rowid::{RowAddress, RowId, SequenceCursor};
@@ -34,12 +34,24 @@ pub(super) fn read_with_ids(
     let (with_id, with_addr) = (request.with_row_id, request.with_row_addr);
     let fragment_id = fragment.id;
     let sequence = fragment.row_ids.sequence().cloned();
-    let lineage = request.with_lineage.then(|| fragment.lineage.clone());
-    // One walk over the sequence for the whole fragment: batches come in offset order.
-    let mut cursor = SequenceCursor::default();
-    store
-        .read_fragment(fragment, columns, user, offsets, rows, pages)
-        .map(move |item| {
+    // Per-row versions may be in a file of their own: read (once) before the first batch.
+    let lineage = request.with_lineage.then(|| {
+        let (store, stored, rows) = (
+            store.clone(),
+            fragment.lineage.clone(),
+            fragment.physical_rows,
+        );
+        async move { store.lineage_of(&stored, rows).await }
+    });
+    let rows = store.read_fragment(fragment, columns, user, offsets, rows, pages);
+    futures::stream::once(async move {
+        let lineage = match lineage {
+            Some(read) => Some(read.await?),
+            None => None,
+        };
+        // One walk over the sequence for the whole fragment: batches come in offset order.
+        let mut cursor = SequenceCursor::default();
+        Ok::<_, Error>(rows.map(move |item| {
             let (batch, offsets) = item?;
             let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
             if with_id {
@@ -75,6 +87,8 @@ pub(super) fn read_with_ids(
                 columns,
                 &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
             )?)
-        })
-        .boxed()
+        }))
+    })
+    .try_flatten()
+    .boxed()
 }

@@ -521,7 +521,7 @@ impl Table {
                     )));
                 }
                 let carried = (ids.iter().zip(&addrs))
-                    .map(|(&id, &addr)| Some(CarriedRow::read_at(read.manifest(), id, addr, true)))
+                    .map(|(&id, &addr)| Some(CarriedRow::updated_at(read.manifest(), id, addr)))
                     .collect();
                 writer.push(updated, carried).await?;
                 if let Some(capture) = &mut capture {
@@ -572,7 +572,7 @@ impl Table {
             true,
         );
         let carried = (found_ids.iter().zip(&addrs))
-            .map(|(&id, &addr)| Some(CarriedRow::read_at(read.manifest(), id, addr, true)))
+            .map(|(&id, &addr)| Some(CarriedRow::updated_at(read.manifest(), id, addr)))
             .collect();
         writer.push(updated, carried).await?;
         let fragments = writer.finish().await?;

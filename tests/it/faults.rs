@@ -246,6 +246,7 @@ fn table_workload() -> (TableOptions, Step, Describe, arrow::array::RecordBatch)
         // those writes too.
         layout: natal::ManifestLayout {
             row_ids_inline_limit: 0,
+            lineage_inline_limit: 0,
             fragments_per_segment: 2,
         },
         // A failed merge is not its write's error (tests/it/merge.rs checks that); here

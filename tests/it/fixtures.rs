@@ -24,7 +24,8 @@
 //! NULL until today's natal rewrites them; since 2026-12-05-changes, `t` records change data
 //! (its deletes and updates list the rows they removed) and `expected-x.txt` holds every
 //! version's change read; since 2026-12-05-shared, an update's capture names the fragment
-//! whose row ids it shares.
+//! whose row ids it shares; since 2026-12-06-lineage-files, compaction merges fragments in
+//! id order, and their rows' last-change versions are in `_lineage/` files.
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -63,6 +64,7 @@ const FIXTURES: &[&str] = &[
     "2026-12-04-lineage",
     "2026-12-05-changes",
     "2026-12-05-shared",
+    "2026-12-06-lineage-files",
 ];
 
 /// Where the fixtures live.
@@ -151,6 +153,7 @@ fn fixture_options() -> TableOptions {
         max_rows_per_fragment: 40,
         layout: ManifestLayout {
             row_ids_inline_limit: 16,
+            lineage_inline_limit: 16,
             fragments_per_segment: 2,
         },
         merge: None,

@@ -57,6 +57,11 @@ proptest! {
     }
 
     #[test]
+    fn lineage_files(input in mutated(seeds().lineage_bytes(), true)) {
+        seeds().check_lineage(&input);
+    }
+
+    #[test]
     fn table_names(name in names()) {
         crate::fuzz_cases::check_table_name(&name);
     }

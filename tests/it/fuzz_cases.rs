@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use futures::TryStreamExt;
 use natal::internals::format::{
-    apply_segment_patch, decode_deletions, decode_fragment_segment, decode_row_id_file,
-    row_ids_held_by, seal, Fragment, FragmentSegment, Manifest, RowIdsRead, SegmentPatch,
-    TablePath,
+    apply_segment_patch, decode_deletions, decode_fragment_segment, decode_lineage_file,
+    decode_row_id_file, row_ids_held_by, seal, Fragment, FragmentSegment, Lineage, Manifest,
+    RowIdsRead, SegmentPatch, TablePath,
 };
 use natal::{Error, ManifestLayout, Table, TableOptions};
 use object_store::memory::InMemory;
@@ -141,13 +141,16 @@ fn apply(seeds: &[Vec<u8>], input: &Input) -> Vec<u8> {
 }
 
 /// Real files of a small table with every file kind: updates (row-id files, deletions of
-/// moves), deletes (deletion deltas, segment patches), fragment segments.
+/// moves), deletes (deletion deltas, segment patches), fragment segments, and a compaction
+/// (lineage files).
 pub struct Seeds {
     pub manifests: Vec<Vec<u8>>,
     segments: Vec<(FragmentSegment, Vec<u8>)>,
     patches: Vec<(SegmentPatch, Vec<u8>, Vec<Fragment>)>,
     deletions: Vec<(u32, Vec<u8>)>,
     row_ids: Vec<(u32, Vec<u8>)>,
+    /// With the lineage the manifest keeps and the fragment's rows.
+    lineage: Vec<(Lineage, u32, Vec<u8>)>,
 }
 
 impl Seeds {
@@ -164,6 +167,7 @@ impl Seeds {
             max_rows_per_fragment: 4,
             layout: ManifestLayout {
                 row_ids_inline_limit: 0,
+                lineage_inline_limit: 0,
                 fragments_per_segment: 2,
             },
             merge: None,
@@ -199,6 +203,7 @@ impl Seeds {
             patches: Vec::new(),
             deletions: Vec::new(),
             row_ids: Vec::new(),
+            lineage: Vec::new(),
         };
         let listed: Vec<_> = store
             .list(Some(&"t/_versions".into()))
@@ -263,6 +268,24 @@ impl Seeds {
                 seeds.row_ids.push((fragment.physical_rows, bytes));
             }
         }
+        // Compacted, rows last changed in different versions share a fragment: its
+        // last-change versions go to a lineage file.
+        table
+            .compact(natal::CompactOptions::default())
+            .await
+            .expect("compact");
+        let compacted = table.latest().await.expect("latest");
+        for fragment in &compacted.manifest().fragments {
+            if let Some(file) = &fragment.lineage.updated_file {
+                let bytes = get(&file.path).await.expect("lineage");
+                let rows = fragment.physical_rows;
+                seeds.lineage.push((fragment.lineage.clone(), rows, bytes));
+            }
+        }
+        assert!(
+            !seeds.lineage.is_empty(),
+            "the compaction wrote a lineage file"
+        );
         seeds
     }
 
@@ -280,6 +303,10 @@ impl Seeds {
 
     pub fn row_id_bytes(&self) -> Vec<Vec<u8>> {
         self.row_ids.iter().map(|(_, b)| b.clone()).collect()
+    }
+
+    pub fn lineage_bytes(&self) -> Vec<Vec<u8>> {
+        self.lineage.iter().map(|(_, _, b)| b.clone()).collect()
     }
 
     pub fn check_manifest(&self, (bytes, input): &(Vec<u8>, Input)) {
@@ -335,6 +362,16 @@ impl Seeds {
         {
             checked(bytes, input, || {
                 decode_row_id_file("r", &file, rows).map(drop)
+            });
+        }
+    }
+
+    pub fn check_lineage(&self, (bytes, input): &(Vec<u8>, Input)) {
+        for (stored, rows) in (self.lineage.iter())
+            .flat_map(|(stored, rows, _)| [*rows, 0, u32::MAX].map(|r| (stored, r)))
+        {
+            checked(bytes, input, || {
+                decode_lineage_file("l", bytes, stored, rows).map(drop)
             });
         }
     }

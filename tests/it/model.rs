@@ -638,7 +638,8 @@ pub(crate) async fn step(op: &Op, model: &mut Model, table: &Table) {
     }
 }
 
-/// `files`: every carried sequence goes to a `_rowids/` file and the fragment list to
+/// `files`: every carried sequence goes to a `_rowids/` file, every fragment's per-row versions
+/// to a `_lineage/` file, and the fragment list to
 /// `_fragments/` segments of two; otherwise everything rides inline in the manifest.
 /// `merge`: the fan-in of the handle's tiered merging of small fragments, if on.
 /// `feed`: the table records change data from its creation.
@@ -655,11 +656,13 @@ async fn run_case(
         layout: if files {
             ManifestLayout {
                 row_ids_inline_limit: 0,
+                lineage_inline_limit: 0,
                 fragments_per_segment: 2,
             }
         } else {
             ManifestLayout {
                 row_ids_inline_limit: usize::MAX,
+                lineage_inline_limit: usize::MAX,
                 fragments_per_segment: usize::MAX,
             }
         },

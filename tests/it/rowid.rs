@@ -503,3 +503,108 @@ async fn a_lookup_of_one_fragment_reads_only_its_deletions() {
         2
     );
 }
+
+/// Each row's (id, value, creation version, last-change version), by id.
+async fn lineage_by_id(snapshot: &natal::Snapshot) -> Vec<(u64, i64, Option<u64>, Option<u64>)> {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{Int64Type, UInt64Type};
+    use futures::TryStreamExt;
+    let request = natal::ScanRequest::new().with_row_id().with_lineage();
+    let batches: Vec<_> = (snapshot
+        .scan(request)
+        .await
+        .unwrap()
+        .try_collect::<Vec<_>>())
+    .await
+    .unwrap();
+    let mut rows = Vec::new();
+    for b in &batches {
+        let val = b.column(1).as_primitive::<Int64Type>();
+        let id = b.column(3).as_primitive::<UInt64Type>();
+        let created = b.column(4).as_primitive::<UInt64Type>();
+        let updated = b.column(5).as_primitive::<UInt64Type>();
+        for i in 0..b.num_rows() {
+            let version = |c: &arrow::array::UInt64Array| c.is_valid(i).then(|| c.value(i));
+            rows.push((
+                id.value(i),
+                val.value(i),
+                version(created),
+                version(updated),
+            ));
+        }
+    }
+    rows.sort_unstable();
+    rows
+}
+
+/// Compaction merges fragments by row id: the fragment it writes holds one ascending run of
+/// ids (a take searches it once), and the last-change versions its rows interleave go to a
+/// `_lineage/` file that every later read of lineage, cold or warm, answers from as before,
+/// and cleanup keeps.
+#[tokio::test]
+async fn merged_fragments_hold_one_run_of_ids_and_keep_their_versions() {
+    let (table, store) = memory_table_with(natal::TableOptions {
+        max_rows_per_fragment: 1000,
+        layout: natal::ManifestLayout {
+            lineage_inline_limit: 0,
+            ..Default::default()
+        },
+        merge: None,
+        ..Default::default()
+    })
+    .await;
+    let rows: Vec<(i64, i64)> = (0..200).map(|k| (k, k)).collect();
+    table.append(vec![batch(&rows)]).await.unwrap();
+    // Four updates of interleaved rows, then one of rows already moved.
+    for c in 0..4 {
+        let matches = key_matches(move |k| k % 4 == c);
+        table.update_where(matches, &add_to_val(1)).await.unwrap();
+    }
+    table
+        .update_where(key_matches(|k| k % 10 == 0), &add_to_val(1))
+        .await
+        .unwrap();
+    let before = lineage_by_id(&table.latest().await.unwrap()).await;
+    assert_eq!(before.len(), 200);
+    assert!(
+        before.iter().all(|&(_, _, created, _)| created == Some(2)),
+        "the append's"
+    );
+
+    table.compact(CompactOptions::default()).await.unwrap();
+    let snapshot = table.latest().await.unwrap();
+    let manifest = snapshot.manifest();
+    let [fragment] = &manifest.fragments[..] else {
+        panic!(
+            "one fragment after compaction: {:?}",
+            manifest.fragments.len()
+        );
+    };
+    let sequence = fragment.row_ids.sequence().expect("rows moved here");
+    assert_eq!(sequence.ascending_runs(), vec![0..200], "one run of ids");
+    let file = fragment
+        .lineage
+        .updated_file
+        .as_ref()
+        .expect("versions in a file");
+    assert!(file.path.as_str().starts_with("_lineage/"));
+    assert_eq!(file.bounds, Some((3, 7)), "the updates'");
+    let flags = manifest.reader_flags();
+    assert_ne!(flags & natal::internals::format::flags::LINEAGE_FILES, 0);
+    assert_eq!(lineage_by_id(&snapshot).await, before);
+
+    // A cold handle reads the file; cleanup of every older version keeps it.
+    let policy = natal::CleanupPolicy {
+        keep_versions: 1,
+        keep_newer_than: std::time::Duration::ZERO,
+        min_file_age: std::time::Duration::ZERO,
+    };
+    let report = table.cleanup(policy).await.unwrap();
+    assert!(report.files_removed > 0, "{report:?}");
+    let cold = natal::Table::open(store.clone(), "t".into());
+    let cold = cold.latest().await.unwrap();
+    assert_eq!(lineage_by_id(&cold).await, before);
+    let ids = [addr(0, 3), addr(0, 40), addr(0, 199)];
+    let taken = take_pairs(&cold, &ids).await;
+    assert_eq!(taken, vec![(3, 4), (40, 42), (199, 200)]);
+}

@@ -34,18 +34,26 @@ impl CarriedRow {
         }
     }
 
-    /// The row `id` read at `addr` of `read`, its values `changed` by this write (an
-    /// update's) or not (a compaction's).
-    pub(crate) fn read_at(read: &Manifest, id: RowId, addr: RowAddress, changed: bool) -> Self {
+    /// The row `id` read at `addr` of `read` with its values changed by this write (an
+    /// update's): its creation version carried over (the manifest holds it), its last
+    /// change this commit's.
+    pub(crate) fn updated_at(read: &Manifest, id: RowId, addr: RowAddress) -> Self {
         let lineage = read.fragment(addr.fragment_id()).map(|f| &f.lineage);
+        Self {
+            id,
+            created: (lineage.and_then(|l| l.created_at(addr.offset()))).unwrap_or(UNKNOWN_VERSION),
+            updated: THIS_COMMIT,
+        }
+    }
+
+    /// The row `id` moved unchanged from `addr` (a compaction's), whose fragment's lineage
+    /// is `lineage` with its rows' versions at hand (`io`'s `lineage_of`): both carried over.
+    pub(crate) fn moved_from(lineage: Option<&Lineage>, id: RowId, addr: RowAddress) -> Self {
         let at = |version: Option<u64>| version.unwrap_or(UNKNOWN_VERSION);
         Self {
             id,
             created: at(lineage.and_then(|l| l.created_at(addr.offset()))),
-            updated: match changed {
-                true => THIS_COMMIT,
-                false => at(lineage.and_then(|l| l.updated_at(addr.offset()))),
-            },
+            updated: at(lineage.and_then(|l| l.updated_at(addr.offset()))),
         }
     }
 }
