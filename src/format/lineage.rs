@@ -200,9 +200,8 @@ impl Lineage {
 
     /// Bytes its last-change runs take encoded (what riding inline adds to the manifest).
     pub fn encoded_updated_len(&self) -> usize {
-        (lineage_to_proto(self).2.iter())
-            .map(prost::Message::encoded_len)
-            .sum()
+        (self.row_updated.as_deref())
+            .map_or(0, |runs| prost::Message::encoded_len(&runs_to_proto(runs)))
     }
 
     /// This lineage with its last-change runs moved to `path` (`size_bytes` long): what the
@@ -326,17 +325,17 @@ pub(super) fn lineage_file_to_proto(file: &LineageFile) -> super::proto::Lineage
 
 /// How `lineage` is stored.
 pub(super) fn lineage_to_proto(lineage: &Lineage) -> StoredLineage {
-    let runs = |runs: &Option<Arc<VersionRuns>>| {
-        runs.as_ref().map(|runs| {
-            let (values, lengths) = runs.runs().unzip();
-            super::proto::VersionRuns { values, lengths }
-        })
-    };
     (
         lineage.written_in,
-        runs(&lineage.row_created),
-        runs(&lineage.row_updated),
+        lineage.row_created.as_deref().map(runs_to_proto),
+        lineage.row_updated.as_deref().map(runs_to_proto),
     )
+}
+
+/// How one column of versions is stored.
+pub(super) fn runs_to_proto(runs: &VersionRuns) -> super::proto::VersionRuns {
+    let (values, lengths) = runs.runs().unzip();
+    super::proto::VersionRuns { values, lengths }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use super::convert::{
 };
 use super::convert_row_ids::{sequence_from_proto, sequence_to_proto};
 use super::envelope::{seal, unseal};
-use super::lineage::{lineage_from_proto, lineage_to_proto};
+use super::lineage::{lineage_from_proto, runs_to_proto};
 use super::{proto, Fragment, FragmentSegment, Lineage, SegmentPatch, Unresolved};
 use crate::error::{Error, Result};
 use crate::rowid::{FragmentId, RowIdSequence};
@@ -65,7 +65,7 @@ pub const LINEAGE_INLINE_LIMIT: usize = 4096;
 /// The bytes of a `_lineage/` file holding `lineage`'s last-change runs.
 pub fn encode_lineage_file(lineage: &Lineage) -> Vec<u8> {
     let body = proto::RowLineage {
-        row_updated_versions: lineage_to_proto(lineage).2,
+        row_updated_versions: lineage.row_updated.as_deref().map(runs_to_proto),
     };
     seal(LINEAGE_MAGIC, &body.encode_to_vec())
 }

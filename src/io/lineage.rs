@@ -7,12 +7,9 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-
-use super::store::unique_name;
 use super::TableStore;
 use crate::error::Result;
-use crate::format::{decode_lineage_file, encode_lineage_file, Lineage, Manifest, TablePath};
+use crate::format::{decode_lineage_file, encode_lineage_file, Lineage, Manifest};
 
 impl TableStore {
     /// The lineage `stored` of a fragment of `rows` rows with every per-row version at
@@ -43,11 +40,10 @@ impl TableStore {
             if lineage.updated_file.is_some() || lineage.encoded_updated_len() <= inline_limit {
                 continue;
             }
-            let name = format!("_lineage/{}-{}.bin", fragment.id, unique_name());
-            let path = TablePath::parse(&name)?;
-            let bytes = Bytes::from(encode_lineage_file(lineage));
-            let size_bytes = bytes.len() as u64;
-            self.put(&self.path(&path), bytes).await?;
+            let bytes = encode_lineage_file(lineage);
+            let (path, size_bytes) = self
+                .put_fragment_file("_lineage", fragment.id, bytes)
+                .await?;
             let stored = lineage.updated_stored_in(path.clone(), size_bytes);
             self.lineage
                 .insert(path.as_str(), Arc::new(lineage.clone()));

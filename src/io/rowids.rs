@@ -10,15 +10,14 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
-use super::store::{unique_name, CONCURRENT_FILE_LOADS};
+use super::store::CONCURRENT_FILE_LOADS;
 use super::TableStore;
 use crate::error::Result;
 use crate::format::{
     decode_row_id_file, encode_row_id_file, FragmentRowIds, Manifest, RowIdFile, RowIdsRead,
-    TablePath, Unresolved,
+    Unresolved,
 };
 use crate::rowid::RowIdSequence;
 
@@ -55,10 +54,10 @@ impl TableStore {
                 continue;
             }
             let sequence = sequence.clone();
-            let path = TablePath::parse(&format!("_rowids/{}-{}.bin", fragment.id, unique_name()))?;
-            let bytes = Bytes::from(encode_row_id_file(&sequence));
-            let size_bytes = bytes.len() as u64;
-            self.put(&self.path(&path), bytes).await?;
+            let bytes = encode_row_id_file(&sequence);
+            let (path, size_bytes) = self
+                .put_fragment_file("_rowids", fragment.id, bytes)
+                .await?;
             self.row_ids.insert(path.as_str(), sequence.clone());
             let file = RowIdFile { path, size_bytes };
             fragment.row_ids = FragmentRowIds::Stored { file, sequence };

@@ -372,6 +372,21 @@ impl TableStore {
         Ok(())
     }
 
+    /// Writes `bytes` as a new file of fragment `fragment` under `dir`
+    /// (`<dir>/<fragment>-<unique name>.bin`, never written before): a fragment's row ids
+    /// or lineage. Returns its path and size.
+    pub(crate) async fn put_fragment_file(
+        &self,
+        dir: &str,
+        fragment: crate::rowid::FragmentId,
+        bytes: Vec<u8>,
+    ) -> Result<(TablePath, u64)> {
+        let path = TablePath::parse(&format!("{dir}/{fragment}-{}.bin", unique_name()))?;
+        let size_bytes = bytes.len() as u64;
+        self.put(&self.path(&path), Bytes::from(bytes)).await?;
+        Ok((path, size_bytes))
+    }
+
     /// Writes `bytes` under the first free name `name` derives for `owner` at `version`
     /// (attempt 0, 1, ...), claimed with put-if-absent: writers racing for the same version,
     /// or a name left by one that never published, never share a file.
