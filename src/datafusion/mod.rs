@@ -45,6 +45,7 @@ mod rowid_list;
 mod scan;
 mod scan_plan;
 mod sent;
+mod session_rules;
 mod statement;
 mod statistics;
 
@@ -191,13 +192,11 @@ pub fn register_with(ctx: &SessionContext, root: &str, options: CatalogOptions) 
     if extensions.get::<NatalOptions>().is_none() {
         extensions.insert(NatalOptions::default());
     }
-    // A session's physical rules are fixed once built: the state is rebuilt with natal's.
+    // A session's physical rules are fixed once built: the state is rebuilt with natal's,
+    // everything else it held kept as it was (`session_rules.rs`).
     let registered = (state.physical_optimizers().iter()).any(|r| r.name() == BlobSizes::NAME);
     if !registered {
-        let rebuilt = datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())
-            .with_physical_optimizer_rule(Arc::new(BlobSizes))
-            .build();
-        *state = rebuilt;
+        *state = session_rules::with_physical_rule(&state, Arc::new(BlobSizes));
     }
     Ok(())
 }

@@ -466,6 +466,8 @@ impl NatalTableProvider {
                         .config()
                         .target_partitions()
                         .clamp(1, fragments.len().max(1))
+                } else if small_scan(&fragments, state.config_options()) {
+                    1
                 } else {
                     state.config().target_partitions()
                 };
@@ -545,4 +547,17 @@ impl NatalTableProvider {
             blob_references: crate::BlobReferences::None,
         })
     }
+}
+
+/// Whether `fragments` are too few bytes for splitting their read to pay: less than
+/// DataFusion's `repartition_file_min_size`, below which it reads a Parquet file as one
+/// partition. Such a scan reads in one partition, its fragments in table order, so a query
+/// that names no order gets the rows in the order they were written, as from one small
+/// Parquet file or DataFusion's own tables.
+fn small_scan(fragments: &[&Fragment], config: &datafusion::config::ConfigOptions) -> bool {
+    let bytes: u64 = (fragments.iter())
+        .flat_map(|f| f.files.iter().map(|d| d.file_size_bytes))
+        .sum();
+    let below = u64::try_from(config.optimizer.repartition_file_min_size).unwrap_or(u64::MAX);
+    bytes < below
 }

@@ -18,11 +18,16 @@
 
 use std::sync::{Arc, Mutex};
 
-use datafusion::arrow::array::{Array, AsArray, BooleanArray, BooleanBufferBuilder, RecordBatch};
+use datafusion::arrow::array::{
+    new_null_array, Array, AsArray, BooleanArray, BooleanBufferBuilder, RecordBatch,
+};
 use datafusion::arrow::compute::{and, filter_record_batch, prep_null_mask_filter};
+use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::ScalarValue;
-use datafusion::physical_expr::expressions::{CaseExpr, Literal};
+use datafusion::functions_aggregate::min_max::{MaxAccumulator, MinAccumulator};
+use datafusion::logical_expr::Accumulator;
+use datafusion::physical_expr::expressions::{CaseExpr, DynamicFilterPhysicalExpr, Literal};
 use datafusion::physical_expr::{conjunction, split_conjunction};
 use datafusion::physical_expr_common::physical_expr::{
     snapshot_generation, snapshot_physical_expr,
@@ -230,9 +235,94 @@ fn routes_by_partition(expr: &Arc<dyn PhysicalExpr>) -> bool {
     (expr.exists(|e| Ok(e.downcast_ref::<CaseExpr>().is_some()))).unwrap_or(false)
 }
 
+/// Whether the operator that pushed `filter` can compute what it fills it with, for every
+/// key of `schema`'s rows it covers. A hash join fills its filter with the bounds of its
+/// build keys (DataFusion's min and max), which exist for no map or union (nor a struct or
+/// list holding one), and fails the query when asked for them: it computes them only while
+/// its filter is held by the scan below, so such a filter is left to the join alone.
+pub(crate) fn bounds_computable(filter: &Arc<dyn PhysicalExpr>, schema: &Schema) -> bool {
+    let unbounded_key = filter.exists(|e| {
+        let Some(dynamic) = e.downcast_ref::<DynamicFilterPhysicalExpr>() else {
+            return Ok(false);
+        };
+        let unbounded = (dynamic.children().into_iter())
+            .any(|key| key.data_type(schema).map_or(true, |t| !has_bounds(&t)));
+        Ok(unbounded)
+    });
+    !unbounded_key.unwrap_or(true)
+}
+
+/// Whether DataFusion's min and max accumulate values of `data_type` (a dictionary's by
+/// its values), as a hash join computing its build keys' bounds asks them to.
+fn has_bounds(data_type: &DataType) -> bool {
+    fn unordered(data_type: &DataType) -> bool {
+        match data_type {
+            DataType::Map(..) | DataType::Union(..) | DataType::RunEndEncoded(..) => true,
+            DataType::Struct(fields) => fields.iter().any(|f| unordered(f.data_type())),
+            DataType::List(f)
+            | DataType::LargeList(f)
+            | DataType::ListView(f)
+            | DataType::LargeListView(f)
+            | DataType::FixedSizeList(f, _) => unordered(f.data_type()),
+            DataType::Dictionary(_, values) => unordered(values),
+            _ => false,
+        }
+    }
+    let mut values = data_type;
+    while let DataType::Dictionary(_, inner) = values {
+        values = inner;
+    }
+    if unordered(values) {
+        return false;
+    }
+    let nulls = [new_null_array(values, 1)];
+    let min = MinAccumulator::try_new(values).and_then(|mut m| m.update_batch(&nulls));
+    let max = MaxAccumulator::try_new(values).and_then(|mut m| m.update_batch(&nulls));
+    min.is_ok() && max.is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_have_bounds_unless_a_map_or_union_is_in_them() {
+        use datafusion::arrow::datatypes::Field;
+        let map = DataType::Map(
+            Arc::new(Field::new(
+                "entries",
+                DataType::Struct(
+                    vec![
+                        Field::new("key", DataType::Utf8, false),
+                        Field::new("value", DataType::Int64, true),
+                    ]
+                    .into(),
+                ),
+                false,
+            )),
+            false,
+        );
+        let struct_of = |t: DataType| DataType::Struct(vec![Field::new("f", t, true)].into());
+        let dictionary_of =
+            |t: DataType| DataType::Dictionary(Box::new(DataType::Int32), Box::new(t));
+        for bounded in [
+            DataType::Int64,
+            DataType::Utf8,
+            struct_of(DataType::Int32),
+            DataType::new_list(DataType::Utf8, true),
+            dictionary_of(DataType::Utf8),
+        ] {
+            assert!(has_bounds(&bounded), "{bounded}");
+        }
+        for unbounded in [
+            map.clone(),
+            struct_of(map.clone()),
+            DataType::new_list(map.clone(), true),
+            dictionary_of(struct_of(map)),
+        ] {
+            assert!(!has_bounds(&unbounded), "{unbounded}");
+        }
+    }
     use datafusion::arrow::array::Int64Array;
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion::logical_expr::Operator;

@@ -44,6 +44,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::filter::ExprPredicate;
 use super::leaf::leaf_properties;
 use super::partitions::Piece;
+use super::pushed_filter::bounds_computable;
 use super::scan_plan::ScanPlan;
 use super::statistics::scan_statistics;
 use crate::rowid::FragmentId;
@@ -334,7 +335,7 @@ impl ExecutionPlan for NatalScanExec {
         }
         let taken: Vec<_> = filters
             .into_iter()
-            .filter(|f| self.reads_as_stored(f))
+            .filter(|f| self.reads_as_stored(f) && bounds_computable(f, &self.schema))
             .collect();
         let Some(pushed) = conjunction_opt(taken) else {
             return Ok(FilterPushdownPropagation::with_parent_pushdown_result(

@@ -94,6 +94,10 @@ pub mod flags {
     /// Some fragments keep their rows' versions in `_lineage/` files, which readers of
     /// lineage (lineage columns, change reads, rewrites) must load, and cleanup keep.
     pub const LINEAGE_FILES: u64 = 1 << 21;
+    /// Some column is a union or a dictionary of nested values, which data files hold in
+    /// another shape (`stored_as`: a union's type ids and row-aligned children as a struct,
+    /// a dictionary's values row by row): readers must give them back as declared.
+    pub const STORED_SHAPES: u64 = 1 << 22;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -110,7 +114,8 @@ pub mod flags {
         | BLOB_COLUMNS
         | BLOB_REUSE_INDEX
         | STORAGE_BASES
-        | LINEAGE_FILES;
+        | LINEAGE_FILES
+        | STORED_SHAPES;
     /// Every writer flag this client implements.
     pub const KNOWN_WRITER: u64 = KNOWN_READER
         | INDEX_SEGMENT_SEQ
@@ -311,6 +316,9 @@ impl Manifest {
         let stored_apart = |f: &super::Field| super::stored_as(&f.data_type).is_some();
         if self.schema.fields.iter().any(stored_apart) {
             used |= flags::STORED_TYPES;
+        }
+        if (self.schema.fields.iter()).any(|f| super::stored_reshaped(&f.data_type)) {
+            used |= flags::STORED_SHAPES;
         }
         if self.schema.has_blob_columns() {
             used |= flags::BLOB_COLUMNS;

@@ -1,13 +1,29 @@
 //! Column types Parquet has no encoding for, and the type data files hold them as instead
-//! (reader and writer flag [`super::flags::STORED_TYPES`]): an `Interval(MonthDayNano)` as
-//! 16 bytes, little-endian months (i32), days (i32) and nanoseconds (i64), as Arrow's own
-//! IPC format lays it out. Only top-level columns: such a type inside a struct, list or map
-//! is refused when the table is created or the column added.
+//! (reader and writer flag [`super::flags::STORED_TYPES`]; unions and dictionaries of nested
+//! values also [`super::flags::STORED_SHAPES`]):
+//! - an `Interval(MonthDayNano)` as 16 bytes, little-endian months (i32), days (i32) and
+//!   nanoseconds (i64), as Arrow's own IPC format lays it out;
+//! - a union (sparse or dense) as a struct of its type ids ([`UNION_TYPE_IDS`], `Int8`, never
+//!   null) and one nullable column per child, named by its type id and aligned with the rows:
+//!   row `i`'s value is in the column of its type id, at `i`. A dense union's children are
+//!   laid out by row this way too (its offsets are made anew when it is read back, so a
+//!   value two rows shared reads back as two), which keeps every column of a data file one
+//!   value a row, as Parquet needs;
+//! - a dictionary of a struct, a union or a dictionary as its values, each row its own (the
+//!   dictionary is made again when read: values equal at the row level share a key).
+//!
+//! Only top-level columns: such a type inside a struct, list or map is refused when the
+//! table is created or the column added.
 
-use arrow::datatypes::{DataType, IntervalUnit};
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, IntervalUnit, UnionFields};
 
 /// Bytes of one `Interval(MonthDayNano)` value in a data file.
 pub const MONTH_DAY_NANO_BYTES: i32 = 16;
+
+/// The name of the type-id column of a stored union.
+pub const UNION_TYPE_IDS: &str = "type_ids";
 
 /// The type data files hold a column of `data_type` as, when it is not `data_type` itself.
 pub fn stored_as(data_type: &DataType) -> Option<DataType> {
@@ -15,8 +31,47 @@ pub fn stored_as(data_type: &DataType) -> Option<DataType> {
         DataType::Interval(IntervalUnit::MonthDayNano) => {
             Some(DataType::FixedSizeBinary(MONTH_DAY_NANO_BYTES))
         }
+        DataType::Union(fields, _) => Some(stored_union(fields)),
+        DataType::Dictionary(_, values) if reshaped(values) => {
+            Some(stored_as(values).unwrap_or_else(|| values.as_ref().clone()))
+        }
         _ => None,
     }
+}
+
+/// Whether data files hold `data_type` in another shape (a union, a dictionary of nested
+/// values): what reader flag [`super::flags::STORED_SHAPES`] marks.
+pub fn stored_reshaped(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::Union(..) => true,
+        DataType::Dictionary(_, values) => reshaped(values),
+        _ => false,
+    }
+}
+
+/// Whether a dictionary of `values` is held as its values: Parquet's dictionaries hold
+/// only flat values.
+fn reshaped(values: &DataType) -> bool {
+    matches!(
+        values,
+        DataType::Struct(_) | DataType::Union(..) | DataType::Dictionary(..)
+    )
+}
+
+fn stored_union(fields: &UnionFields) -> DataType {
+    let type_ids = Field::new(UNION_TYPE_IDS, DataType::Int8, false);
+    let children = fields.iter().map(|(type_id, field)| {
+        Arc::new(Field::new(
+            type_id.to_string(),
+            field.data_type().clone(),
+            true,
+        ))
+    });
+    DataType::Struct(
+        std::iter::once(Arc::new(type_ids))
+            .chain(children)
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -31,5 +86,48 @@ mod tests {
         );
         assert_eq!(stored_as(&DataType::Interval(IntervalUnit::DayTime)), None);
         assert_eq!(stored_as(&DataType::Int64), None);
+    }
+
+    #[test]
+    fn unions_are_stored_as_type_ids_and_row_aligned_children() {
+        let fields = UnionFields::try_new(
+            [3, 7],
+            [
+                Field::new("a", DataType::Int32, false),
+                Field::new("b", DataType::Utf8, true),
+            ],
+        )
+        .unwrap();
+        for mode in [
+            arrow::datatypes::UnionMode::Sparse,
+            arrow::datatypes::UnionMode::Dense,
+        ] {
+            let union = DataType::Union(fields.clone(), mode);
+            let DataType::Struct(stored) = stored_as(&union).unwrap() else {
+                panic!("a union is stored as a struct")
+            };
+            let names: Vec<_> = stored.iter().map(|f| f.name().as_str()).collect();
+            assert_eq!(names, [UNION_TYPE_IDS, "3", "7"]);
+            assert!(!stored[0].is_nullable() && stored[1].is_nullable());
+            assert!(stored_reshaped(&union));
+        }
+    }
+
+    #[test]
+    fn dictionaries_of_nested_values_are_stored_as_their_values() {
+        let key = Box::new(DataType::Int16);
+        let inner = DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8));
+        let of_dictionary = DataType::Dictionary(key.clone(), Box::new(inner.clone()));
+        assert_eq!(stored_as(&of_dictionary), Some(inner.clone()));
+        assert!(stored_reshaped(&of_dictionary));
+        // A flat dictionary is Parquet's own.
+        assert_eq!(stored_as(&inner), None);
+        assert!(!stored_reshaped(&inner));
+        let point = DataType::Struct(vec![Field::new("x", DataType::Float64, true)].into());
+        let of_struct = DataType::Dictionary(key.clone(), Box::new(point.clone()));
+        assert_eq!(stored_as(&of_struct), Some(point.clone()));
+        // Nested twice: the innermost values.
+        let twice = DataType::Dictionary(key, Box::new(of_struct));
+        assert_eq!(stored_as(&twice), Some(point));
     }
 }

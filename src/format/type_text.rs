@@ -8,7 +8,7 @@
 use std::str::FromStr;
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, FieldRef};
+use arrow::datatypes::{DataType, FieldRef, UnionFields};
 
 /// The text of `data_type`, and its nested field names when they are stored apart (empty
 /// when the text alone reads back as the type).
@@ -74,6 +74,13 @@ fn rename(data_type: &DataType, name: &mut impl FnMut(&str) -> String) -> DataTy
         DataType::Map(f, sorted) => DataType::Map(rename_field(f, name), *sorted),
         DataType::Dictionary(key, value) => {
             DataType::Dictionary(key.clone(), Box::new(rename(value, name)))
+        }
+        DataType::Union(fields, mode) => {
+            let (ids, renamed): (Vec<i8>, Vec<FieldRef>) = (fields.iter())
+                .map(|(id, f)| (id, rename_field(f, name)))
+                .unzip();
+            let renamed = UnionFields::try_new(ids, renamed).unwrap_or_else(|_| fields.clone());
+            DataType::Union(renamed, *mode)
         }
         DataType::RunEndEncoded(ends, values) => {
             DataType::RunEndEncoded(rename_field(ends, name), rename_field(values, name))

@@ -37,7 +37,11 @@ const QUERIES: [&str; 6] = [
 /// A natal session over `root` planning 4 partitions, with `t`: 6 fragments, some rows
 /// moved by an UPDATE and some deleted.
 async fn natal_session(root: &std::path::Path) -> SessionContext {
-    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(4));
+    // Split even a small table's scan: the partitions are what is tested.
+    let config = SessionConfig::new()
+        .with_target_partitions(4)
+        .set_usize("datafusion.optimizer.repartition_file_min_size", 0);
+    let ctx = SessionContext::new_with_config(config);
     natal::datafusion::register(&ctx, root.to_str().unwrap()).unwrap();
     let mut statements = crate::common::fragmented_table(6);
     statements.push("UPDATE t SET v = v + 10 WHERE k % 9 = 0".into());

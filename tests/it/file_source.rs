@@ -36,7 +36,11 @@ async fn partition_rows(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scan_as_a_file_scan_reads_its_partitions_and_only_those_kept() {
     let dir = tempfile::tempdir().unwrap();
-    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(4));
+    // Split even a small table's scan: the partitions are what is tested.
+    let config = SessionConfig::new()
+        .with_target_partitions(4)
+        .set_usize("datafusion.optimizer.repartition_file_min_size", 0);
+    let ctx = SessionContext::new_with_config(config);
     natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
     let mut statements = crate::common::fragmented_table(6);
     statements.push("UPDATE t SET v = v + 10 WHERE k % 9 = 0".into());

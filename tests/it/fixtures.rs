@@ -25,7 +25,8 @@
 //! (its deletes and updates list the rows they removed) and `expected-x.txt` holds every
 //! version's change read; since 2026-12-05-shared, an update's capture names the fragment
 //! whose row ids it shares; since 2026-12-06-lineage-files, compaction merges fragments in
-//! id order, and their rows' last-change versions are in `_lineage/` files.
+//! id order, and their rows' last-change versions are in `_lineage/` files; since
+//! 2026-12-06-shapes, a table `s` of unions and dictionaries of nested values.
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -65,6 +66,7 @@ const FIXTURES: &[&str] = &[
     "2026-12-05-changes",
     "2026-12-05-shared",
     "2026-12-06-lineage-files",
+    "2026-12-06-shapes",
 ];
 
 /// Where the fixtures live.
@@ -313,6 +315,10 @@ async fn write_fixture(dir: &Path) {
     crate::clone::write_fixture_tables(dir).await;
     let expected = crate::clone::describe_fixture_tables(dir).await;
     std::fs::write(dir.join("expected-c.txt"), expected).expect("expected-c.txt");
+    // Unions and dictionaries of nested values (since 2026-12-06-shapes).
+    crate::parity::write_shapes_table(dir).await;
+    let expected = crate::parity::describe_shapes_table(&ctx).await;
+    std::fs::write(dir.join("expected-s.txt"), expected).expect("expected-s.txt");
 }
 
 /// Table `e` of the fixture at `dir`, reading its external values from the fixture's stores.
@@ -576,6 +582,21 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
                 first_difference(&expected, &found)
             );
             crate::clone::write_to_fixture_clones(scratch.path()).await;
+        }
+
+        // Unions and dictionaries of nested values, where the fixture has them: they read
+        // as declared, and today's natal updates and compacts them.
+        if let Ok(expected) = std::fs::read_to_string(fixture.join("expected-s.txt")) {
+            let found = crate::parity::describe_shapes_table(&ctx).await;
+            assert!(
+                found == expected,
+                "{fixture:?} reads s differently:\n{}",
+                first_difference(&expected, &found)
+            );
+            run(&ctx, "UPDATE s SET k = k + 100 WHERE k = 3").await;
+            run(&ctx, "SELECT * FROM natal_compact('s')").await;
+            let found = crate::parity::describe_shapes_table(&ctx).await;
+            assert!(found.contains("| 103 |"), "{found}");
         }
     }
 }

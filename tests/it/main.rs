@@ -41,6 +41,7 @@ mod model_clone;
 mod model_index;
 mod model_schema;
 mod nested;
+mod parity;
 mod processes;
 mod pushed;
 mod recovery;
