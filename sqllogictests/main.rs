@@ -1,6 +1,8 @@
 //! Runs every `.slt` file in `sqllogictests/` against a fresh DataFusion session with natal
 //! registered over a temporary directory (`$ROOT` in the files, with
-//! `control substitution on`).
+//! `control substitution on`), then the examples of the user documentation (`docs.rs`).
+
+mod docs;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -209,6 +211,14 @@ async fn main() {
         }
         let _ = Arc::new(dir);
     }
+    // The user documentation's examples and links (`docs.rs`), after the checker's own test.
+    if let Err(missed) = docs::self_check().await {
+        println!("FAIL the docs checker missed what it is for:\n{missed}");
+        failed += 1;
+    }
+    let (pages_passed, pages_failed) = docs::check(filter.as_deref()).await;
+    passed += pages_passed;
+    failed += pages_failed;
     println!("sqllogictests: {passed} passed, {failed} failed");
     if failed > 0 || passed == 0 {
         std::process::exit(1);

@@ -83,8 +83,3 @@ pub mod internals {
     }
     pub use crate::table::{predicate_layout, ProgressHandle};
 }
-
-/// The README's Rust examples, compiled as doctests against the public surface.
-#[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-struct ReadmeDoctests;

@@ -30,12 +30,14 @@ struct Args {
     #[clap(long)]
     external_host: Option<String>,
 
-    /// The port of its Arrow Flight service (other executors fetch shuffle data there).
-    #[clap(long, default_value_t = 50051)]
+    /// The port of its Arrow Flight service (other executors fetch shuffle data there); as
+    /// Ballista's own executor names it (`--port` too).
+    #[clap(long = "bind-port", alias = "port", default_value_t = 50051)]
     port: u16,
 
-    /// The port of its gRPC service.
-    #[clap(long, default_value_t = 50052)]
+    /// The port of its gRPC service; as Ballista's own executor names it (`--grpc-port`
+    /// too).
+    #[clap(long = "bind-grpc-port", alias = "grpc-port", default_value_t = 50052)]
     grpc_port: u16,
 
     /// The scheduler's host.
@@ -109,4 +111,26 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     );
     start_executor_process(Arc::new(config)).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_take_ballistas_names_and_natals_older_ones() {
+        let ballista = [
+            "natal-executor",
+            "--bind-port",
+            "6001",
+            "--bind-grpc-port",
+            "6002",
+        ];
+        let args = Args::try_parse_from(ballista).unwrap();
+        assert_eq!((args.port, args.grpc_port), (6001, 6002));
+        let older = ["natal-executor", "--port", "7001", "--grpc-port", "7002"];
+        let args = Args::try_parse_from(older).unwrap();
+        assert_eq!((args.port, args.grpc_port), (7001, 7002));
+        assert!(Args::try_parse_from(["natal-executor", "--bind-port", "x"]).is_err());
+    }
 }

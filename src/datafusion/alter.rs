@@ -32,7 +32,7 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
     let name = alter.name.to_string();
     let provider = match ctx.table_provider(name.as_str()).await {
         Ok(provider) => provider,
-        Err(_) if alter.if_exists => return ctx.read_empty(),
+        Err(_) if alter.if_exists => return no_rows(ctx),
         Err(e) => return Err(e),
     };
     let natal = provider
@@ -111,7 +111,7 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
                     Some(expr) if alter.operations.len() == 1 => {
                         let column = (name, data_type, !not_null);
                         add_with_values(ctx, natal, column, &expr.to_string()).await?;
-                        return ctx.read_empty();
+                        return no_rows(ctx);
                     }
                     Some(_) => {
                         return Err(refused(format!(
@@ -218,7 +218,14 @@ pub(super) async fn alter_table(ctx: &SessionContext, alter: &AlterTable) -> Res
     if let Some(enabled) = feed {
         natal.table().set_change_data_feed(enabled).await?;
     }
-    ctx.read_empty()
+    no_rows(ctx)
+}
+
+/// What a DDL statement answers, as DataFusion's own do: no rows and no columns (the CLI
+/// prints `0 row(s) fetched.`).
+fn no_rows(ctx: &SessionContext) -> Result<DataFrame> {
+    let plan = datafusion::logical_expr::LogicalPlanBuilder::empty(false).build()?;
+    Ok(DataFrame::new(ctx.state(), plan))
 }
 
 /// The table property natal keeps: `change_data_feed = true|false` (whether deletes,

@@ -214,6 +214,12 @@ fn alter_table_works_in_the_cli() {
         "{}",
         text(&refused.stderr)
     );
+    // ALTER answers as DataFusion's DDL does: no rows, no columns.
+    let printed = natal(&["--root", root, "-c", "ALTER TABLE t ADD COLUMN c INT"]);
+    assert!(printed.status.success(), "{}", text(&printed.stderr));
+    let shown = text(&printed.stdout);
+    assert!(shown.contains("0 row(s) fetched"), "{shown}");
+    assert!(!shown.contains('|') && !shown.contains("\"\""), "{shown}");
     // A field inside a column: sqlparser cannot read the path, natal says what can.
     let nested = natal(&[
         "--root",

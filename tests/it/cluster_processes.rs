@@ -146,9 +146,9 @@ impl ProcessCluster {
             let mut args: Vec<String> = vec![
                 "--scheduler-port".into(),
                 port.to_string(),
-                "--port".into(),
+                "--bind-port".into(),
                 free_port().to_string(),
-                "--grpc-port".into(),
+                "--bind-grpc-port".into(),
                 free_port().to_string(),
                 "--vcores".into(),
                 "2".into(),
