@@ -388,7 +388,7 @@ impl SchemaProvider for NatalSchemaProvider {
             let progress = self.progress.clone();
             let partitions = memory.batches.clone();
             let schema = table.schema();
-            let declared = super::declared::provider_declarations(table.as_ref(), &schema)?;
+            let declared = super::write::declared::provider_declarations(table.as_ref(), &schema)?;
             blocking(async move {
                 let store = handle.store();
                 let mut batches = Vec::new();
@@ -524,13 +524,13 @@ impl TableProviderFactory for NatalTableFactory {
         let schema = cmd.schema.as_arrow();
         let blob_options = cmd.options.keys().any(|k| k.starts_with("blob."));
         // DataFusion files an option without a namespace under `format.`.
-        let feed_key = format!("format.{}", super::alter::CHANGE_DATA_FEED);
+        let feed_key = format!("format.{}", super::write::alter::CHANGE_DATA_FEED);
         let feed = match cmd.options.get(&feed_key) {
             None => None,
-            Some(text) => Some(super::alter::parse_switch(text).ok_or_else(|| {
+            Some(text) => Some(super::write::alter::parse_switch(text).ok_or_else(|| {
                 DataFusionError::Plan(format!(
                     "option '{}' is 'true' or 'false', not '{text}'",
-                    super::alter::CHANGE_DATA_FEED
+                    super::write::alter::CHANGE_DATA_FEED
                 ))
             })?),
         };
@@ -539,7 +539,7 @@ impl TableProviderFactory for NatalTableFactory {
                 return Err(DataFusionError::Plan(format!(
                     "'{location}' is a table already, with another change_data_feed: ALTER \
                      TABLE t SET TBLPROPERTIES ({} = true|false) starts or stops its change data",
-                    super::alter::CHANGE_DATA_FEED
+                    super::write::alter::CHANGE_DATA_FEED
                 )));
             }
             Ok(_) if blob_options => {
@@ -555,8 +555,8 @@ impl TableProviderFactory for NatalTableFactory {
                         "no natal table at '{location}': give its columns to create one"
                     )));
                 }
-                let schema = &super::blob_ddl::with_blob_options(schema, &cmd.options)?;
-                let declared = super::declared::declarations(
+                let schema = &super::write::blob_ddl::with_blob_options(schema, &cmd.options)?;
+                let declared = super::write::declared::declarations(
                     schema,
                     cmd.column_defaults
                         .iter()

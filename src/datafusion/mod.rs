@@ -11,43 +11,17 @@
 //! # Ok(()) }
 //! ```
 
-mod alter;
-mod arguments;
-mod blob_ddl;
-mod blob_read;
-mod blob_sizes;
 mod catalog;
-mod change_feed;
-#[cfg(feature = "ballista")]
 pub mod cluster;
-mod coalesce;
-mod codec;
 mod damaged;
-mod declared;
-mod dml;
-mod external_blob;
-mod file_source;
-mod filter;
 mod functions;
-mod guard;
 mod leaf;
-mod lineage;
-mod merge;
 mod metadata;
 mod options;
-mod partitions;
-mod placement;
 mod provider;
-mod pruning;
-mod pushdown;
-mod pushed_filter;
-mod rowid_list;
 mod scan;
-mod scan_plan;
-mod sent;
 mod session_rules;
-mod statement;
-mod statistics;
+mod write;
 
 use std::sync::Arc;
 
@@ -56,26 +30,26 @@ use datafusion::error::Result;
 use datafusion::execution::FunctionRegistry;
 use datafusion::prelude::SessionContext;
 
-pub use blob_sizes::{BlobSizes, OctetLength};
 pub use catalog::{
     location_url, names_a_file, resolve_location, url_creating_directory, NatalSchemaProvider,
     NatalTableFactory, TableKind, TableName,
 };
-pub use codec::{NatalLogicalCodec, NatalPhysicalCodec};
+pub use cluster::codec::{NatalLogicalCodec, NatalPhysicalCodec};
+pub use cluster::sent::SentTable;
 pub use damaged::DamagedTable;
-pub use dml::{DmlExec, DmlKind, NatalSink};
-pub use external_blob::{ExternalBlobFunction, SessionStores};
-pub use file_source::NatalFileSource;
-pub use functions::NatalFunction;
-pub use guard::DmlGuard;
-pub use merge::MergeExec;
+pub use functions::external_blob::{ExternalBlobFunction, SessionStores};
+pub use functions::table_functions::NatalFunction;
 pub use options::NatalOptions;
 pub(crate) use options::{session_late_materialization, session_merge};
 pub use provider::{NatalTableProvider, ProviderView};
-pub use rowid_list::{FoldRowIdLists, RowIdIn};
-pub use scan::NatalScanExec;
-pub use sent::SentTable;
-pub use statement::{is_natal_statement, parse, rewrite, run_statement, sql};
+pub use scan::blob_sizes::{BlobSizes, OctetLength};
+pub use scan::exec::NatalScanExec;
+pub use scan::file_source::NatalFileSource;
+pub use scan::rowid_list::{FoldRowIdLists, RowIdIn};
+pub use write::dml::{DmlExec, DmlKind, NatalSink};
+pub use write::guard::DmlGuard;
+pub use write::merge::MergeExec;
+pub use write::statement::{is_natal_statement, parse, rewrite, run_statement, sql};
 
 /// Set on a session (`SessionConfig::with_extension(Arc::new(NatalProgress(..)))`) to be
 /// told how loads (`INSERT`) and compactions (`natal_compact`) are going.

@@ -16,14 +16,14 @@ use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
-use super::dml::{DmlExec, DmlKind, NatalSink};
-use super::filter::ExprPredicate;
-use super::lineage::{is_lineage, may_match, on_lineage};
-use super::partitions::{partition_fragments, Piece};
-use super::pruning::prune_fragments;
-use super::pushdown::{classify, index_probe, Classified};
-use super::scan::NatalScanExec;
-use super::scan_plan::{ScanOrigin, ScanPlan};
+use super::scan::exec::NatalScanExec;
+use super::scan::filter::ExprPredicate;
+use super::scan::lineage::{is_lineage, may_match, on_lineage};
+use super::scan::partitions::{partition_fragments, Piece};
+use super::scan::plan::{ScanOrigin, ScanPlan};
+use super::scan::pruning::prune_fragments;
+use super::scan::pushdown::{classify, index_probe, Classified};
+use super::write::dml::{DmlExec, DmlKind, NatalSink};
 use crate::format::Fragment;
 use crate::table::{
     RowMatch, RowPredicate, Snapshot, Table, ROW_ADDR, ROW_CREATED_VERSION, ROW_ID,
@@ -90,7 +90,7 @@ impl NatalTableProvider {
     ) -> Self {
         let snapshot = snapshot.into();
         let schema = table_schema(&snapshot, view.system_columns);
-        let constraints = super::declared::constraints(snapshot.schema());
+        let constraints = super::write::declared::constraints(snapshot.schema());
         Self {
             table,
             view,
@@ -143,7 +143,7 @@ impl NatalTableProvider {
 
     fn planned_defaults(&self) -> &PlannedDefaults {
         self.defaults
-            .get_or_init(|| super::declared::planned_defaults(self.snapshot.schema()))
+            .get_or_init(|| super::write::declared::planned_defaults(self.snapshot.schema()))
     }
 
     /// The table the provider reads and writes.
@@ -252,7 +252,7 @@ impl TableProvider for NatalTableProvider {
             )));
         }
         let table = self.writer(state)?;
-        let exec = super::merge::MergeExec::try_new(
+        let exec = super::write::merge::MergeExec::try_new(
             self,
             table,
             state,

@@ -361,12 +361,16 @@ impl TableStore {
         }
         let this = self.clone();
         let file = file.clone();
-        Ok(stream
-            .and_then(move |batch| {
-                let (this, file, blob_ids) = (this.clone(), file.clone(), blob_ids.clone());
-                async move { super::blob::resolve_batch(&this, &file, batch, &blob_ids).await }
-            })
-            .boxed())
+        Ok(
+            stream
+                .and_then(move |batch| {
+                    let (this, file, blob_ids) = (this.clone(), file.clone(), blob_ids.clone());
+                    async move {
+                        super::blob::sidecars::resolve_batch(&this, &file, batch, &blob_ids).await
+                    }
+                })
+                .boxed(),
+        )
     }
 
     /// Streams the columns `field_ids` of one file, in file column order, as it holds them

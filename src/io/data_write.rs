@@ -19,8 +19,8 @@ use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 use parquet::schema::types::ColumnPath;
 
-use super::blob::BlobPlacer;
-use super::blob_reuse::{RepackSidecars, ReusedSidecars};
+use super::blob::reuse::{RepackSidecars, ReusedSidecars};
+use super::blob::sidecars::BlobPlacer;
 use super::file_stats::column_stats;
 use super::store::unique_name;
 use super::TableStore;
@@ -307,7 +307,7 @@ impl<'a> DataFileWriter<'a> {
         let batch = RecordBatch::try_new(self.user_schema.clone(), columns)
             .map_err(|e| Error::invalid(format!("cannot write batch: {e}")))?;
         for (field, column) in self.schema.fields.iter().zip(batch.columns()) {
-            if field.blob.is_none() && super::blob_reference::holds_reference(column) {
+            if field.blob.is_none() && super::blob::reference::holds_reference(column) {
                 return Err(Error::invalid(format!(
                     "column {} is not a blob column: an external blob reference \
                      (natal_external_blob) can only be stored in one (declare it BLOB)",
@@ -401,7 +401,7 @@ impl<'a> DataFileWriter<'a> {
         index: usize,
         descriptors: &ArrayRef,
         source: &DataFile,
-        copied: Vec<super::blob_reuse::Copied>,
+        copied: Vec<super::blob::reuse::Copied>,
     ) -> Result<ArrayRef> {
         let Some((_, blob)) = self.blobs.iter().find(|(at, _)| *at == index).cloned() else {
             return Err(Error::internal("a repacked column is not a blob column"));
@@ -409,7 +409,8 @@ impl<'a> DataFileWriter<'a> {
         let wanted = copied
             .iter()
             .map(|(_, sidecar, range)| (sidecar.clone(), range.clone()));
-        let bytes = super::blob::fetch_ranges(self.store, &source.path, wanted.collect()).await?;
+        let bytes =
+            super::blob::sidecars::fetch_ranges(self.store, &source.path, wanted.collect()).await?;
         let values: ArrayRef = match self.user_schema.field(index).data_type() {
             DataType::LargeBinary => Arc::new(LargeBinaryArray::from_iter_values(bytes.iter())),
             _ => Arc::new(BinaryArray::from_iter_values(bytes.iter())),

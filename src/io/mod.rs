@@ -4,11 +4,6 @@
 
 mod bases;
 mod blob;
-mod blob_external;
-mod blob_ranges;
-mod blob_reader;
-mod blob_reference;
-mod blob_reuse;
 mod cache;
 mod checkpoint;
 mod column_files;
@@ -34,10 +29,10 @@ mod store;
 mod stored_type;
 
 pub use crate::format::{decode_deletions, encode_deletions};
-pub use blob_external::external_blob;
-pub use blob_reader::{BlobPlace, BlobReader};
-pub use blob_reference::BlobReferences;
-pub(crate) use blob_reuse::RepackSidecars;
+pub use blob::external::external_blob;
+pub use blob::reader::{BlobPlace, BlobReader};
+pub use blob::reference::BlobReferences;
+pub(crate) use blob::reuse::RepackSidecars;
 pub(crate) use conform::table_batch;
 pub use conform::{view_type, FileColumns};
 pub use data::READ_BATCH_ROWS;

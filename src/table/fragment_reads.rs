@@ -12,7 +12,7 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use roaring::RoaringBitmap;
 
-use super::deferred_blobs::DeferredBlobs;
+use super::blobs::deferred::DeferredBlobs;
 use super::filter::{filter_batch, RowPredicate};
 use super::late_read::LateRead;
 use super::rows_with_ids::read_with_ids;

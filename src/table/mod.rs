@@ -19,19 +19,12 @@
 //! ```
 
 mod alter;
-mod blob_reads;
-pub use blob_reads::SidecarUsage;
-mod blob_sizes;
-mod change_capture;
-mod change_captured;
-mod change_ends;
-mod change_reads;
-mod change_values;
+pub use blobs::reads::SidecarUsage;
+mod blobs;
 mod changes;
 mod clone;
 mod commit;
 mod declared;
-mod deferred_blobs;
 mod filter;
 mod fragment_reads;
 mod id_order;
@@ -61,11 +54,11 @@ use crate::io::{check_storable, ManifestLayout, TableStore};
 use write::{delete_written, write_native_fragments};
 
 pub use alter::{ColumnValues, NewColumn};
-pub use change_reads::{ChangeRequest, ChangeStream, ChangedRows};
-pub(crate) use change_values::change_schema;
-pub(crate) use change_values::CHANGE_COLUMNS;
-pub use change_values::{ChangeType, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
-pub use changes::RowChangeSet;
+pub use changes::reads::{ChangeRequest, ChangeStream, ChangedRows};
+pub use changes::row_changes::RowChangeSet;
+pub(crate) use changes::values::change_schema;
+pub(crate) use changes::values::CHANGE_COLUMNS;
+pub use changes::values::{ChangeType, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
 pub use clone::{CloneTarget, Cloned};
 pub use declared::{ColumnDefault, Declarations, TableConstraint};
 pub use filter::{predicate_layout, RowPredicate};

@@ -14,7 +14,7 @@ use futures::{StreamExt, TryStreamExt};
 use roaring::{RoaringBitmap, RoaringTreemap};
 use tokio::sync::OnceCell;
 
-use super::deferred_blobs::DeferredBlobs;
+use super::blobs::deferred::DeferredBlobs;
 use super::filter::predicate_layout;
 use super::fragment_reads::{at_most, FragmentReads, ReadFilter};
 use super::late_read::LateRead;
@@ -212,7 +212,7 @@ impl Snapshot {
     /// The output schema of a scan.
     pub fn scan_schema(&self, request: &ScanRequest) -> Result<SchemaRef> {
         let (_, schema) = self.projection(request)?;
-        Ok(super::blob_sizes::sized(request, &schema)?.1)
+        Ok(super::blobs::sizes::sized(request, &schema)?.1)
     }
 
     fn projection(&self, request: &ScanRequest) -> Result<(FileColumns, SchemaRef)> {
@@ -396,8 +396,8 @@ impl Snapshot {
         if request.blob_sizes.is_empty() {
             return Ok(rows);
         }
-        let (positions, sized) = super::blob_sizes::sized(&request, &output)?;
-        Ok(super::blob_sizes::sizes(rows, positions, sized, store))
+        let (positions, sized) = super::blobs::sizes::sized(&request, &output)?;
+        Ok(super::blobs::sizes::sizes(rows, positions, sized, store))
     }
 
     /// How every fragment of one scan is read, as `output` (whose first `columns.len()`
