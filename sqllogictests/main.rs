@@ -114,7 +114,7 @@ async fn compare_with_datafusion(dir: &str, filter: Option<&str>) {
         .unwrap_or_default();
     files.retain(|p| p.extension().is_some_and(|e| e == "slt"));
     files.sort();
-    let (mut records, mut differ) = (0usize, 0usize);
+    let (mut records, mut differ, mut plans) = (0usize, 0usize, 0usize);
     for file in files {
         let name = file.display().to_string();
         if filter.is_some_and(|f| !name.contains(f)) {
@@ -145,6 +145,13 @@ async fn compare_with_datafusion(dir: &str, filter: Option<&str>) {
                 | sqllogictest::Record::Query { loc, .. } => Some(loc.clone()),
                 _ => None,
             };
+            let explains = match &record {
+                sqllogictest::Record::Query { sql, .. }
+                | sqllogictest::Record::Statement { sql, .. } => {
+                    sql.trim_start().to_ascii_lowercase().starts_with("explain")
+                }
+                _ => false,
+            };
             let natal = futures_catch(on_natal.run_async(record.clone())).await;
             let memory = futures_catch(on_memory.run_async(record)).await;
             let Some(location) = location else {
@@ -152,6 +159,11 @@ async fn compare_with_datafusion(dir: &str, filter: Option<&str>) {
             };
             records += 1;
             if memory.is_ok() && natal.is_err() {
+                // A plan shows natal's scan where DataFusion's shows its own: not a defect.
+                if explains {
+                    plans += 1;
+                    continue;
+                }
                 differ += 1;
                 let error = natal.err().unwrap_or_default();
                 let first: String = error.lines().take(6).collect::<Vec<_>>().join(" | ");
@@ -159,7 +171,10 @@ async fn compare_with_datafusion(dir: &str, filter: Option<&str>) {
             }
         }
     }
-    println!("compared {records} records: {differ} pass on DataFusion's tables, fail on natal's");
+    println!(
+        "compared {records} records: {differ} pass on DataFusion's tables, fail on natal's; \
+         {plans} EXPLAIN records show natal's scan in the plan"
+    );
 }
 
 /// A record's outcome, a panic among the failures (reported as one).
