@@ -81,5 +81,9 @@ pub mod internals {
     pub mod rowid {
         pub use crate::rowid::*;
     }
+    /// Vector distances and types (the kernels SQL's distance functions compute).
+    pub mod vector {
+        pub use crate::table::vector::*;
+    }
     pub use crate::table::{predicate_layout, ProgressHandle};
 }

@@ -79,7 +79,8 @@ pub fn open_table(ctx: &SessionContext, location: &str) -> Result<crate::table::
 }
 
 /// natal's scalar functions, which a session that plans or runs natal's plans needs:
-/// `natal_external_blob`, and `octet_length` reading a blob column's sizes — over
+/// `natal_external_blob`, the vector distances (`l2_distance`, `cosine_distance`,
+/// `inner_product`), and `octet_length` reading a blob column's sizes — over
 /// `octet_length`, the session's own, unless that is natal's already.
 pub(crate) fn scalar_functions(
     octet_length: Option<Arc<datafusion::logical_expr::ScalarUDF>>,
@@ -95,6 +96,7 @@ pub(crate) fn scalar_functions(
             OctetLength::new(strings),
         ));
     }
+    functions.extend(functions::vector_distance::VectorDistance::all());
     functions
 }
 
@@ -156,7 +158,16 @@ pub fn register_with(ctx: &SessionContext, root: &str, options: CatalogOptions) 
     }
     catalog.register_schema(&schema_name, tables)?;
     for function in scalar_functions(ctx.udf("octet_length").ok()) {
-        ctx.register_udf(function);
+        // An application's own function of a distance's name keeps it.
+        let distance = |f: &datafusion::logical_expr::ScalarUDF| {
+            (f.inner()
+                .downcast_ref::<functions::vector_distance::VectorDistance>())
+            .is_some()
+        };
+        let taken = ctx.udf(function.name()).is_ok_and(|f| !distance(&f));
+        if !(taken && distance(&function)) {
+            ctx.register_udf(function);
+        }
     }
     ctx.add_analyzer_rule(Arc::new(DmlGuard));
     let state_ref = ctx.state_ref();

@@ -37,6 +37,7 @@ mod recovery;
 mod rows_with_ids;
 mod scan_request;
 mod snapshot;
+pub(crate) mod vector;
 mod write;
 
 use std::sync::Arc;

@@ -53,6 +53,7 @@ mod scripted_store;
 mod sql;
 mod storage;
 mod tpch;
+mod vectors;
 mod workload;
 
 /// The fuzz cases bound each decoder's largest allocation by its input (`fuzz_cases.rs`).

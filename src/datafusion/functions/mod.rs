@@ -8,3 +8,4 @@ pub(super) mod change_feed;
 pub(super) mod external_blob;
 pub(super) mod placement;
 pub(super) mod table_functions;
+pub(super) mod vector_distance;

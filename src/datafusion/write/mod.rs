@@ -10,3 +10,4 @@ pub(super) mod dml;
 pub(super) mod guard;
 pub(super) mod merge;
 pub(super) mod statement;
+pub(super) mod vector_ddl;

@@ -38,6 +38,7 @@ pub async fn sql(ctx: &SessionContext, text: &str) -> Result<DataFrame> {
 /// Runs one parsed statement: natal's own ([`is_natal_statement`]) by natal, any other
 /// planned by DataFusion after natal's rewrites.
 pub async fn run_statement(ctx: &SessionContext, mut statement: Statement) -> Result<DataFrame> {
+    super::vector_ddl::rewrite_vector_types(&mut statement)?;
     if let Statement::Statement(inner) = &statement {
         if let ast::Statement::AlterTable(alter) = inner.as_ref() {
             return super::alter::alter_table(ctx, alter).await;
@@ -87,6 +88,10 @@ fn with_field_path_hint(text: &str, error: DataFusionError) -> DataFusionError {
 
 /// True for a statement natal runs itself (through [`sql`]), not DataFusion.
 pub fn is_natal_statement(statement: &Statement) -> bool {
+    // DataFusion's planner has no VECTOR type either.
+    if super::vector_ddl::names_vector_type(statement) {
+        return true;
+    }
     let Statement::Statement(inner) = statement else {
         return false;
     };
