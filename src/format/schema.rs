@@ -51,7 +51,7 @@ pub struct Field {
 
 impl Field {
     /// A nullable column without a default, its nested fields not yet given ids (see
-    /// [`Schema::assign_nested_ids`]).
+    /// `Schema::assign_nested_ids`).
     pub fn new(id: FieldId, name: impl Into<String>, data_type: DataType) -> Self {
         Self {
             id,

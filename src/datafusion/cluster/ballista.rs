@@ -93,7 +93,7 @@ fn with_natal_functions(mut state: SessionState) -> Result<SessionState> {
 }
 
 /// The scheduler's session builder: each query's session from its settings, over
-/// `runtime`'s stores, planned by [`SchedulerPlanner`].
+/// `runtime`'s stores, planned by natal's scheduler planner (which adds `BlobSizes`).
 pub fn scheduler_session_builder(runtime: Arc<RuntimeEnv>) -> ballista_scheduler::SessionBuilder {
     Arc::new(move |config: SessionConfig| {
         let builder = session_builder(config, runtime.clone());
