@@ -51,17 +51,20 @@ mod rowid;
 mod table;
 
 pub use error::{Error, FlagKind, Result};
-pub use format::{BlobColumn, BlobKind, FieldPath, Position, SchemaChange, BLOB_META_KEY};
+pub use format::{
+    BlobColumn, BlobKind, FieldPath, Metric, Position, SchemaChange, VectorIndexKind, BLOB_META_KEY,
+};
 pub use io::{external_blob, BlobPlace, BlobReader, BlobReferences, IndexLookup, ManifestLayout};
 pub use operation::Operation;
 pub use rowid::{FragmentId, RowAddress, RowId, RowIdSet};
 pub use table::{
     BatchUpdate, ChangeRequest, ChangeStream, ChangeType, ChangedRows, CleanupPolicy,
     CleanupReport, CloneTarget, Cloned, ColumnDefault, ColumnValues, Committed, CompactOptions,
-    Compaction, Declarations, IndexBuild, IndexOptions, IndexProbe, NewColumn, Progress,
-    RowChangeSet, RowChanges, RowMatch, RowPredicate, ScanMetrics, ScanRequest, SidecarUsage,
-    Snapshot, Table, TableConstraint, TableOptions, TieredMerge, CHANGE_TYPE, COMMIT_TIMESTAMP,
-    COMMIT_VERSION, ROW_ADDR, ROW_CREATED_VERSION, ROW_ID, ROW_UPDATED_VERSION,
+    Compaction, Declarations, IndexBuild, IndexOptions, IndexProbe, NearestOptions, NewColumn,
+    Progress, RowChangeSet, RowChanges, RowMatch, RowPredicate, ScanMetrics, ScanRequest,
+    SidecarUsage, Snapshot, Table, TableConstraint, TableOptions, TieredMerge, VectorIndexOptions,
+    CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, DISTANCE, ROW_ADDR, ROW_CREATED_VERSION, ROW_ID,
+    ROW_UPDATED_VERSION,
 };
 
 /// natal's insides, for its own benches, tests and fuzzers: the on-disk types and their

@@ -183,7 +183,8 @@ pub(crate) async fn relocations(snapshot: &Snapshot) -> Result<Arc<dyn TableProv
 }
 
 /// One row per index segment: its logical index, column, place in the name's sequence (and
-/// the name's high-water mark), and what it covers.
+/// the name's high-water mark), what it covers, and its kind (`scalar`, or a vector index's
+/// kind with its metric, dimension and partitions).
 pub(crate) fn indexes(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
     let mut section = snapshot.manifest().indexes.clone();
     // Shown as the next segment commit would number them.
@@ -210,6 +211,10 @@ pub(crate) fn indexes(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
             Field::new("file_size_bytes", DataType::UInt64, false),
             Field::new("dataset_version", DataType::UInt64, false),
             Field::new("path", DataType::Utf8, false),
+            Field::new("kind", DataType::Utf8, false),
+            Field::new("metric", DataType::Utf8, true),
+            Field::new("dimension", DataType::UInt32, true),
+            Field::new("partitions", DataType::UInt32, true),
         ],
         vec![
             Arc::new(StringArray::from_iter_values(
@@ -245,6 +250,20 @@ pub(crate) fn indexes(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
             )),
             Arc::new(StringArray::from_iter_values(
                 segments.iter().map(|s| s.path.as_str()),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                segments
+                    .iter()
+                    .map(|s| s.vector.map_or("scalar", |v| v.kind.name())),
+            )),
+            Arc::new(StringArray::from_iter(
+                segments.iter().map(|s| s.vector.map(|v| v.metric.name())),
+            )),
+            Arc::new(UInt32Array::from_iter(
+                segments.iter().map(|s| s.vector.map(|v| v.dimension)),
+            )),
+            Arc::new(UInt32Array::from_iter(
+                segments.iter().map(|s| s.vector.map(|v| v.partitions)),
             )),
         ],
     )

@@ -205,6 +205,22 @@ fn base_from_proto(raw: &proto::StorageBase) -> StorageBase {
     }
 }
 
+fn vector_index_from_proto(raw: proto::VectorIndexParams, path: &str) -> Result<VectorIndex> {
+    let kind = VectorIndexKind::parse(&raw.kind)
+        .ok_or_else(|| Error::corrupt(path, format!("unknown vector index kind '{}'", raw.kind)))?;
+    let metric = Metric::parse(&raw.metric)
+        .ok_or_else(|| Error::corrupt(path, format!("unknown vector metric '{}'", raw.metric)))?;
+    if raw.dimension == 0 {
+        return Err(Error::corrupt(path, "a vector index of dimension 0"));
+    }
+    Ok(VectorIndex {
+        kind,
+        metric,
+        dimension: raw.dimension,
+        partitions: raw.partitions,
+    })
+}
+
 fn indexes_from_proto(raw: proto::IndexSection, path: &str) -> Result<IndexSection> {
     let segments = raw
         .segments
@@ -227,6 +243,10 @@ fn indexes_from_proto(raw: proto::IndexSection, path: &str) -> Result<IndexSecti
                 dataset_version: s.dataset_version,
                 row_count: s.row_count,
                 file_size_bytes: s.file_size_bytes,
+                vector: s
+                    .vector
+                    .map(|v| vector_index_from_proto(v, path))
+                    .transpose()?,
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -266,6 +286,12 @@ fn indexes_to_proto(section: &IndexSection) -> proto::IndexSection {
                     dataset_version: s.dataset_version,
                     row_count: s.row_count,
                     file_size_bytes: s.file_size_bytes,
+                    vector: s.vector.as_ref().map(|v| proto::VectorIndexParams {
+                        kind: v.kind.name().to_string(),
+                        metric: v.metric.name().to_string(),
+                        dimension: v.dimension,
+                        partitions: v.partitions,
+                    }),
                 }
             })
             .collect(),

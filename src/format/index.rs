@@ -35,6 +35,9 @@ pub struct IndexSegment {
     pub row_count: u64,
     /// Its file's size.
     pub file_size_bytes: u64,
+    /// How its vectors are partitioned, for a vector index segment (its file is natal's
+    /// own, `io::vector_index`); `None` for a scalar segment (Parquet).
+    pub vector: Option<super::VectorIndex>,
 }
 
 /// A logical index's high-water mark: the largest `segment_seq` ever assigned to its name,
@@ -275,6 +278,7 @@ mod tests {
             dataset_version: 1,
             row_count: 1,
             file_size_bytes: 1,
+            vector: None,
         }
     }
 

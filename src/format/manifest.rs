@@ -98,6 +98,10 @@ pub mod flags {
     /// another shape (`stored_as`: a union's type ids and row-aligned children as a struct,
     /// a dictionary's values row by row): readers must give them back as declared.
     pub const STORED_SHAPES: u64 = 1 << 22;
+    /// Some index segment is a vector index, whose file is natal's own (`NATALVI1`: IVF
+    /// centroids and partitions of row ids and vectors), not Parquet: readers that search
+    /// or probe it must read it as such.
+    pub const VECTOR_INDEXES: u64 = 1 << 23;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -115,7 +119,8 @@ pub mod flags {
         | BLOB_REUSE_INDEX
         | STORAGE_BASES
         | LINEAGE_FILES
-        | STORED_SHAPES;
+        | STORED_SHAPES
+        | VECTOR_INDEXES;
     /// Every writer flag this client implements.
     pub const KNOWN_WRITER: u64 = KNOWN_READER
         | INDEX_SEGMENT_SEQ
@@ -319,6 +324,9 @@ impl Manifest {
         }
         if (self.schema.fields.iter()).any(|f| super::stored_reshaped(&f.data_type)) {
             used |= flags::STORED_SHAPES;
+        }
+        if self.indexes.segments.iter().any(|s| s.vector.is_some()) {
+            used |= flags::VECTOR_INDEXES;
         }
         if self.schema.has_blob_columns() {
             used |= flags::BLOB_COLUMNS;

@@ -26,6 +26,7 @@ mod stored_type;
 mod type_text;
 mod unresolved;
 mod validate;
+mod vector;
 mod wire;
 
 #[allow(clippy::all, missing_docs)]
@@ -67,6 +68,7 @@ pub use stored::{
 };
 pub use stored_type::{stored_as, stored_reshaped, MONTH_DAY_NANO_BYTES, UNION_TYPE_IDS};
 pub use unresolved::{row_ids_held_by, RowIdsRead, RowIdsToRead, Unresolved};
+pub use vector::{Metric, VectorIndex, VectorIndexKind};
 pub use wire::{
     decode_row_ids, encode_row_ids, is_wire_payload, WirePiece, WireProvider, WireScan, WireTable,
     WIRE_MAGIC, WIRE_VERSION,

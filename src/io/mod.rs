@@ -27,6 +27,7 @@ mod segments;
 mod staged;
 mod store;
 mod stored_type;
+mod vector_index;
 
 pub use crate::format::{decode_deletions, encode_deletions};
 pub use blob::external::external_blob;
@@ -44,3 +45,6 @@ pub use manifest::ManifestLayout;
 pub use pages::{PagePruning, SelectPages};
 pub(crate) use staged::{remove as remove_staged_upload, StagedUpload};
 pub use store::{TableStore, MANIFEST_SUFFIX, VERSIONS_DIR};
+pub use vector_index::{
+    decode_vector_head, decode_vector_partition, encode_vector_segment, VectorHead, VectorPartition,
+};

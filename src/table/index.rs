@@ -83,6 +83,12 @@ impl Table {
             .schema()
             .field_by_name(column)
             .ok_or_else(|| Error::invalid(format!("no column {column} in the table to index")))?;
+        if super::vector::vector_dimension(&field.data_type).is_some() {
+            return Err(Error::invalid(format!(
+                "column {column} is a vector column: index it as one \
+                 (natal_create_index('t', '{column}', 'name', 'ivf_flat'))"
+            )));
+        }
         if !indexable(&field.data_type) {
             return Err(Error::invalid(format!(
                 "column {column} of type {} cannot be indexed (integers, strings, binary, \
@@ -91,6 +97,9 @@ impl Table {
             )));
         }
         let indexes = &read.manifest().indexes;
+        if indexes.segments_named(name).any(|s| s.vector.is_some()) {
+            return Err(Error::invalid(format!("index {name} is a vector index")));
+        }
         if indexes.field_of(name).is_some_and(|id| id != field.id) {
             return Err(Error::invalid(format!(
                 "index {name} already indexes another column"
@@ -193,6 +202,7 @@ impl Table {
                 dataset_version: read.version(),
                 row_count: written.rows,
                 file_size_bytes: written.file_size_bytes,
+                vector: None,
             });
         }
         Ok(segments)

@@ -20,6 +20,7 @@
 
 mod alter;
 pub use blobs::reads::SidecarUsage;
+pub use vector_index::{NearestOptions, VectorIndexOptions, DISTANCE};
 mod blobs;
 mod changes;
 mod clone;
@@ -38,6 +39,7 @@ mod rows_with_ids;
 mod scan_request;
 mod snapshot;
 pub(crate) mod vector;
+mod vector_index;
 mod write;
 
 use std::sync::Arc;

@@ -8,38 +8,9 @@
 
 use arrow::datatypes::{DataType, Field};
 
-/// How near two vectors are: smaller is nearer for every metric but [`Metric::Dot`], whose
-/// distance is the negated inner product so that the nearest are still the smallest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Metric {
-    /// Euclidean distance.
-    L2,
-    /// One minus the cosine of the angle between them (NaN for a zero vector).
-    Cosine,
-    /// The negated inner product.
-    Dot,
-}
+pub use crate::format::Metric;
 
 impl Metric {
-    /// The metric a name gives (`l2`, `cosine`, `dot`; any case).
-    pub fn parse(name: &str) -> Option<Self> {
-        match name.to_ascii_lowercase().as_str() {
-            "l2" | "euclidean" => Some(Self::L2),
-            "cosine" => Some(Self::Cosine),
-            "dot" => Some(Self::Dot),
-            _ => None,
-        }
-    }
-
-    /// Its name, as [`Self::parse`] reads it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::L2 => "l2",
-            Self::Cosine => "cosine",
-            Self::Dot => "dot",
-        }
-    }
-
     /// The distance between `a` and `b` (of equal length).
     pub fn distance(self, a: &[f32], b: &[f32]) -> f32 {
         match self {
@@ -158,11 +129,6 @@ mod tests {
 
     #[test]
     fn names_zero_vectors_and_types() {
-        for metric in [Metric::L2, Metric::Cosine, Metric::Dot] {
-            assert_eq!(Metric::parse(metric.name()), Some(metric));
-        }
-        assert_eq!(Metric::parse("L2"), Some(Metric::L2));
-        assert_eq!(Metric::parse("hamming"), None);
         assert!(cosine_distance(&[0.0, 0.0], &[1.0, 2.0]).is_nan());
         assert_eq!(Metric::L2.distance(&[3.0, 0.0], &[0.0, 4.0]), 5.0);
         assert_eq!(Metric::Dot.distance(&[1.0, 2.0], &[3.0, 4.0]), -11.0);

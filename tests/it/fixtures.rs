@@ -26,7 +26,8 @@
 //! version's change read; since 2026-12-05-shared, an update's capture names the fragment
 //! whose row ids it shares; since 2026-12-06-lineage-files, compaction merges fragments in
 //! id order, and their rows' last-change versions are in `_lineage/` files; since
-//! 2026-12-06-shapes, a table `s` of unions and dictionaries of nested values.
+//! 2026-12-06-shapes, a table `s` of unions and dictionaries of nested values; since
+//! 2026-12-06-vectors, a table `v` with a vector column and an `ivf_flat` index.
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -67,6 +68,7 @@ const FIXTURES: &[&str] = &[
     "2026-12-05-shared",
     "2026-12-06-lineage-files",
     "2026-12-06-shapes",
+    "2026-12-06-vectors",
 ];
 
 /// Where the fixtures live.
@@ -319,6 +321,10 @@ async fn write_fixture(dir: &Path) {
     crate::parity::write_shapes_table(dir).await;
     let expected = crate::parity::describe_shapes_table(&ctx).await;
     std::fs::write(dir.join("expected-s.txt"), expected).expect("expected-s.txt");
+    // A vector column and its index (since 2026-12-06-vectors).
+    crate::vector_index::write_fixture_table(dir).await;
+    let expected = crate::vector_index::describe_fixture_table(dir).await;
+    std::fs::write(dir.join("expected-v.txt"), expected).expect("expected-v.txt");
 }
 
 /// Table `e` of the fixture at `dir`, reading its external values from the fixture's stores.
@@ -597,6 +603,24 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
             run(&ctx, "SELECT * FROM natal_compact('s')").await;
             let found = crate::parity::describe_shapes_table(&ctx).await;
             assert!(found.contains("| 103 |"), "{found}");
+        }
+
+        // A vector index, where the fixture has one: the nearest rows as that natal found
+        // them; after today's compaction the index still answers, exactly with every
+        // partition probed.
+        if let Ok(expected) = std::fs::read_to_string(fixture.join("expected-v.txt")) {
+            let found = crate::vector_index::describe_fixture_table(scratch.path()).await;
+            assert!(
+                found == expected,
+                "{fixture:?} reads v differently:\n{}",
+                first_difference(&expected, &found)
+            );
+            run(&ctx, "SELECT * FROM natal_compact('v')").await;
+            let found = crate::vector_index::describe_fixture_table(scratch.path()).await;
+            for line in found.lines().filter(|l| l.contains(" all: ")) {
+                let exact = line.replace(" all: ", " exact: ");
+                assert!(found.contains(&exact), "{found}");
+            }
         }
     }
 }

@@ -62,6 +62,11 @@ proptest! {
     }
 
     #[test]
+    fn vector_index_segments(input in mutated(crate::fuzz_cases::vector_segment_bytes(), false)) {
+        crate::fuzz_cases::check_vector_segment(&input);
+    }
+
+    #[test]
     fn table_names(name in names()) {
         crate::fuzz_cases::check_table_name(&name);
     }

@@ -377,6 +377,49 @@ impl Seeds {
     }
 }
 
+/// Vector index segment files of a few shapes: no partitions, an empty one, several.
+pub fn vector_segment_bytes() -> Vec<Vec<u8>> {
+    use natal::internals::io::{encode_vector_segment, VectorPartition};
+    let partition = |ids: Vec<u64>, dimension: usize| VectorPartition {
+        vectors: (0..ids.len() * dimension).map(|i| i as f32 * 0.5).collect(),
+        ids,
+    };
+    vec![
+        encode_vector_segment(3, &[], &[]),
+        encode_vector_segment(
+            2,
+            &[0.0, 1.0, 2.0, 3.0],
+            &[partition(vec![], 2), partition(vec![7, 1 << 32], 2)],
+        ),
+        encode_vector_segment(
+            4,
+            &[0.5; 12],
+            &[
+                partition(vec![1], 4),
+                partition(vec![2, 3, 4], 4),
+                partition(vec![9], 4),
+            ],
+        ),
+    ]
+}
+
+/// A vector segment file decoded as a search reads it: its head, then every partition.
+pub fn check_vector_segment((bytes, input): &(Vec<u8>, Input)) {
+    use natal::internals::io::{decode_vector_head, decode_vector_partition};
+    checked(bytes, input, || {
+        let Ok(head) = decode_vector_head("v", bytes, bytes.len() as u64)? else {
+            return Err(Error::Internal(
+                "a whole file's head asked for more bytes".into(),
+            ));
+        };
+        for range in &head.partitions {
+            let part = &bytes[range.start as usize..range.end as usize];
+            decode_vector_partition("v", part, head.dimension)?;
+        }
+        Ok(())
+    });
+}
+
 /// Runs one decode of `bytes`: it may succeed or refuse with a typed error about the file,
 /// and allocate no more than the input backs.
 fn checked(bytes: &[u8], input: &Input, decode: impl FnOnce() -> natal::Result<()>) {

@@ -53,6 +53,7 @@ mod scripted_store;
 mod sql;
 mod storage;
 mod tpch;
+mod vector_index;
 mod vectors;
 mod workload;
 

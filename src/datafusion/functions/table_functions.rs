@@ -1,6 +1,6 @@
 //! Maintenance as table functions — `natal_compact('t')`, `natal_checkpoint('t')`,
 //! `natal_cleanup('t', keep_versions [, keep_newer_than_seconds [, min_file_age_seconds]])`,
-//! `natal_restore('t', version)`, `natal_create_index('t', 'column' [, 'name'])`,
+//! `natal_restore('t', version)`, `natal_create_index('t', 'column' [, 'name' [, 'ivf_flat' [, 'options']]])`,
 //! `natal_drop_index('t', 'name')`, `natal_clone('t', 'clone' [, version [, 'deep']])` (the
 //! clone named as a table under the root or by a location) — schema changes as functions (`natal_add_column`,
 //! `natal_drop_column`, `natal_rename_column`, `natal_alter_column`, for engines that do not
@@ -35,7 +35,9 @@ use crate::datafusion::progress_of;
 use crate::datafusion::provider::{NatalTableProvider, ProviderView};
 use crate::datafusion::write::dml::count_schema;
 use crate::format::{FieldPath, Position, SchemaChange};
-use crate::table::{CleanupPolicy, CompactOptions, IndexOptions, ProgressHandle, Table};
+use crate::table::{
+    CleanupPolicy, CompactOptions, IndexOptions, ProgressHandle, Table, VectorIndexOptions,
+};
 
 /// What a function does when executed.
 #[derive(Debug, Clone)]
@@ -54,6 +56,8 @@ enum Operation {
     CreateIndex {
         name: String,
         column: String,
+        /// A vector index's kind and options; `None` for a scalar index.
+        vector: Option<VectorIndexOptions>,
     },
     DropIndex {
         name: String,
@@ -158,12 +162,27 @@ impl Operation {
                 let snapshot = table.at_version(committed.version).await?;
                 vec![Some(committed.version), Some(snapshot.count_rows())]
             }
-            Operation::CreateIndex { name, column } => {
-                let options = IndexOptions {
-                    progress,
-                    ..Default::default()
+            Operation::CreateIndex {
+                name,
+                column,
+                vector,
+            } => {
+                let r = match vector {
+                    Some(options) => {
+                        let options = VectorIndexOptions {
+                            progress,
+                            ..options
+                        };
+                        table.create_vector_index(&name, &column, options).await?
+                    }
+                    None => {
+                        let options = IndexOptions {
+                            progress,
+                            ..Default::default()
+                        };
+                        table.create_index_with(&name, &column, options).await?
+                    }
                 };
-                let r = table.create_index_with(&name, &column, options).await?;
                 let figures = &r.figures;
                 vec![
                     // NULL: every fragment was covered, nothing published.
@@ -399,12 +418,27 @@ impl TableFunctionImpl for NatalFunction {
                         "{name}: the index name is empty"
                     )));
                 }
+                // A vector index: its kind, and its options as text.
+                let vector = match exprs.get(3) {
+                    None => None,
+                    Some(_) => {
+                        let kind = literal_string(name, exprs, 3, "index kind")?;
+                        let options = match exprs.get(4) {
+                            Some(_) => literal_string(name, exprs, 4, "index options")?,
+                            None => String::new(),
+                        };
+                        let parsed = VectorIndexOptions::parse(&kind, &options)
+                            .map_err(|e| DataFusionError::Plan(format!("{name}: {e}")))?;
+                        Some(parsed)
+                    }
+                };
                 (
                     Operation::CreateIndex {
                         name: index,
                         column,
+                        vector,
                     },
-                    3,
+                    5,
                 )
             }
             "natal_drop_index" => {

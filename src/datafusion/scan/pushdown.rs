@@ -180,7 +180,7 @@ fn index_on<'a>(snapshot: &'a Snapshot, column: &str) -> Option<(&'a str, DataTy
         .indexes
         .segments
         .iter()
-        .find(|s| s.field_id == field.id)?;
+        .find(|s| s.field_id == field.id && s.vector.is_none())?;
     Some((segment.name.as_str(), field.data_type.clone()))
 }
 

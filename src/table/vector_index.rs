@@ -1,0 +1,662 @@
+//! Vector indexes (seed 002's `vector_idx`): building an IVF segment over the fragments an
+//! index does not cover yet, and finding a query's nearest rows with the segments.
+//!
+//! A segment's entries are row ids. A search probes the `nprobes` partitions whose centroids
+//! are nearest the query in each segment and keeps a candidate only while its row is live,
+//! in a fragment some segment covers, and unchanged since the segment was built (its
+//! `_row_updated_version`, which compaction keeps, at most the segment's version): a row
+//! updated since or deleted drops out, and fragments no segment covers (appended, written
+//! by updates, or merged with such) are searched exactly. Compaction of covered fragments
+//! keeps them covered (`IndexSection::on_compaction`), so it writes no index byte. With
+//! every partition probed an `ivf_flat` search is exact.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Float32Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Float32Type, Schema, UInt64Type};
+use futures::{stream, StreamExt, TryStreamExt};
+
+use super::commit::Action;
+use super::vector::{l2_squared, vector_dimension};
+use super::{
+    Committed, IndexBuild, ProgressHandle, ScanRequest, Snapshot, Table, ROW_ADDR, ROW_ID,
+    ROW_UPDATED_VERSION,
+};
+use crate::error::{Error, Result};
+use crate::format::{IndexSegment, Metric, VectorIndex, VectorIndexKind};
+use crate::io::VectorPartition;
+use crate::rowid::{FragmentId, RowId};
+
+/// The column a nearest-rows search adds: each row's distance to the query.
+pub const DISTANCE: &str = "_distance";
+
+/// Segments searched at once.
+const CONCURRENT_SEGMENTS: usize = 8;
+
+/// Index candidates whose rows are looked up together (one take), nearest first.
+const CANDIDATES_CHECKED_AT_ONCE: usize = 256;
+
+/// How `create_vector_index` builds a segment.
+#[derive(Debug, Clone)]
+pub struct VectorIndexOptions {
+    /// How entries are stored.
+    pub kind: VectorIndexKind,
+    /// The distance the index ranks by.
+    pub metric: Metric,
+    /// Partitions (k-means centroids) per segment; fewer when the segment has fewer vectors.
+    pub partitions: u32,
+    /// Vectors the centroids are trained on at most.
+    pub sample: usize,
+    /// Rounds of k-means.
+    pub iterations: usize,
+    /// Told the rows indexed so far.
+    pub progress: ProgressHandle,
+}
+
+impl Default for VectorIndexOptions {
+    fn default() -> Self {
+        Self {
+            kind: VectorIndexKind::IvfFlat,
+            metric: Metric::L2,
+            partitions: 256,
+            sample: 65_536,
+            iterations: 10,
+            progress: ProgressHandle::default(),
+        }
+    }
+}
+
+impl VectorIndexOptions {
+    /// The options `text` sets over the defaults: `key=value` pairs separated by commas
+    /// (`partitions=256, metric=l2, sample=65536, iterations=10`). An unknown key or a value
+    /// that does not read is an error.
+    pub fn parse(kind: &str, text: &str) -> Result<Self> {
+        let mut options = Self {
+            kind: VectorIndexKind::parse(kind).ok_or_else(|| {
+                Error::invalid(format!("unknown vector index kind '{kind}' (ivf_flat)"))
+            })?,
+            ..Self::default()
+        };
+        for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = pair
+                .split_once('=')
+                .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim()))
+                .ok_or_else(|| {
+                    Error::invalid(format!("vector index option '{pair}' is not key=value"))
+                })?;
+            let number = |what: &str| {
+                value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        Error::invalid(format!(
+                            "vector index option {what} takes a positive number, not '{value}'"
+                        ))
+                    })
+            };
+            match key.as_str() {
+                "partitions" => {
+                    options.partitions = u32::try_from(number("partitions")?)
+                        .map_err(|_| Error::invalid("too many partitions"))?
+                }
+                "sample" => options.sample = number("sample")?,
+                "iterations" => options.iterations = number("iterations")?,
+                "metric" => {
+                    options.metric = Metric::parse(value).ok_or_else(|| {
+                        Error::invalid(format!("unknown metric '{value}' (l2, cosine or dot)"))
+                    })?
+                }
+                other => {
+                    return Err(Error::invalid(format!(
+                        "unknown vector index option '{other}' (partitions, metric, sample, \
+                         iterations)"
+                    )))
+                }
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// How [`Snapshot::nearest`] searches.
+#[derive(Debug, Clone, Copy)]
+pub struct NearestOptions {
+    /// The distance to rank by.
+    pub metric: Metric,
+    /// Partitions probed in each segment.
+    pub nprobes: usize,
+    /// False: search every row exactly, whatever index there is.
+    pub use_index: bool,
+}
+
+impl Default for NearestOptions {
+    fn default() -> Self {
+        Self {
+            metric: Metric::L2,
+            nprobes: 20,
+            use_index: true,
+        }
+    }
+}
+
+/// A vector column of a snapshot: its name, field id and dimension.
+struct VectorColumn {
+    name: String,
+    field_id: u32,
+    dimension: usize,
+}
+
+impl Snapshot {
+    fn vector_column(&self, column: &str) -> Result<VectorColumn> {
+        let field = self
+            .schema()
+            .field_by_name(column)
+            .ok_or_else(|| Error::invalid(format!("no column {column} in the table")))?;
+        let dimension = vector_dimension(&field.data_type).ok_or_else(|| {
+            Error::invalid(format!(
+                "column {column} of type {} is not a vector column (VECTOR(n): a \
+                 FixedSizeList of Float32)",
+                field.data_type
+            ))
+        })?;
+        Ok(VectorColumn {
+            name: column.to_string(),
+            field_id: field.id,
+            dimension,
+        })
+    }
+
+    /// Calls `each(row id, vector)` for every row of `fragments` whose vector in `column` is
+    /// not NULL and has only finite components (others are never indexed nor returned).
+    async fn for_each_vector(
+        &self,
+        column: &VectorColumn,
+        fragments: Vec<FragmentId>,
+        mut each: impl FnMut(u64, &[f32]),
+    ) -> Result<()> {
+        let request = ScanRequest {
+            columns: Some(vec![column.name.clone()]),
+            with_row_id: true,
+            fragments: Some(fragments),
+            ..Default::default()
+        };
+        let mut batches = self.scan(request).await?;
+        let n = column.dimension;
+        while let Some(batch) = batches.try_next().await? {
+            let list = batch.column(0).as_fixed_size_list();
+            let values = list.values().as_primitive::<Float32Type>();
+            let row_ids = batch.column(1).as_primitive::<UInt64Type>();
+            for row in 0..batch.num_rows() {
+                if list.is_null(row) {
+                    continue;
+                }
+                let start = (list.offset() + row) * n;
+                let vector = &values.values()[start..start + n];
+                let valid =
+                    values.null_count() == 0 || (start..start + n).all(|i| values.is_valid(i));
+                if valid && vector.iter().all(|x| x.is_finite()) {
+                    each(row_ids.value(row), vector);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The `k` rows nearest `query` in vector column `column`, nearest first (ties by row
+    /// id): every user column, then `_rowid` and `_distance`. Rows whose vector is NULL or
+    /// not finite are never returned. See the module header for how an index is used.
+    pub async fn nearest(
+        &self,
+        column: &str,
+        query: &[f32],
+        k: usize,
+        options: NearestOptions,
+    ) -> Result<RecordBatch> {
+        let vectors = self.vector_column(column)?;
+        if query.len() != vectors.dimension {
+            return Err(Error::invalid(format!(
+                "the query has {} components; column {column} has {}",
+                query.len(),
+                vectors.dimension
+            )));
+        }
+        if k == 0 {
+            return Err(Error::invalid(
+                "a nearest-rows search needs k of at least 1",
+            ));
+        }
+        if query.iter().any(|x| !x.is_finite()) {
+            return Err(Error::invalid(
+                "the query vector has a component that is not finite",
+            ));
+        }
+        let metric = options.metric;
+        let segments = match options.use_index {
+            true => self.vector_segments(vectors.field_id, metric, vectors.dimension),
+            false => Vec::new(),
+        };
+        let covered =
+            (segments.iter()).fold(roaring::RoaringBitmap::new(), |a, s| a | &s.fragments);
+        let uncovered: Vec<FragmentId> = (self.manifest().fragments.iter())
+            .map(|f| f.id)
+            .filter(|f| !covered.contains(*f))
+            .collect();
+        // Exactly over what no segment covers, keeping the k best as it goes.
+        let mut best: Vec<(f32, u64)> = Vec::new();
+        let by_distance = |a: &(f32, u64), b: &(f32, u64)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        self.for_each_vector(&vectors, uncovered, |id, v| {
+            let distance = metric.distance(v, query);
+            if !distance.is_nan() {
+                best.push((distance, id));
+                if best.len() >= 2 * k.max(512) {
+                    best.sort_by(by_distance);
+                    best.truncate(k);
+                }
+            }
+        })
+        .await?;
+        // Through the index over what it covers.
+        let probed: Vec<Vec<(f32, u64, usize)>> = stream::iter(segments.iter().enumerate())
+            .map(|(at, segment)| self.probe_segment(segment, at, query, metric, options.nprobes))
+            .buffer_unordered(CONCURRENT_SEGMENTS)
+            .try_collect()
+            .await?;
+        let mut candidates: Vec<(f32, u64, usize)> = probed.into_iter().flatten().collect();
+        candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let covered = &covered;
+        let mut seen = HashSet::new();
+        let mut found = 0;
+        'chunks: for chunk in candidates.chunks(CANDIDATES_CHECKED_AT_ONCE.max(2 * k)) {
+            let now = self.where_and_when(chunk.iter().map(|c| c.1)).await?;
+            for &(distance, id, at) in chunk {
+                let Some(&(fragment, updated)) = now.get(&id) else {
+                    continue; // deleted
+                };
+                // Fragments no segment covers were searched exactly.
+                let current = covered.contains(fragment)
+                    && match updated {
+                        // Unchanged since the segment read it.
+                        Some(version) => version <= segments[at].dataset_version,
+                        // No lineage (written before it was kept): trust the fragment only.
+                        None => segments[at].fragments.contains(fragment),
+                    };
+                if current && seen.insert(id) {
+                    best.push((distance, id));
+                    found += 1;
+                    if found == k {
+                        break 'chunks;
+                    }
+                }
+            }
+        }
+        best.sort_by(by_distance);
+        best.truncate(k);
+        self.rows_with_distances(&best).await
+    }
+
+    /// Where each live row of `ids` is now (its fragment) and the version that last changed
+    /// its values, if lineage records it.
+    async fn where_and_when(
+        &self,
+        ids: impl Iterator<Item = u64>,
+    ) -> Result<HashMap<u64, (FragmentId, Option<u64>)>> {
+        let ids: Vec<RowId> = ids.map(RowId::from_u64).collect();
+        let request = ScanRequest {
+            columns: Some(Vec::new()),
+            with_row_id: true,
+            with_row_addr: true,
+            with_lineage: true,
+            ..Default::default()
+        };
+        let rows = self.take(&ids, request).await?;
+        let column = |name: &str| {
+            rows.column_by_name(name)
+                .map(|c| c.as_primitive::<UInt64Type>().clone())
+                .ok_or_else(|| Error::internal(format!("a take with lineage returned no {name}")))
+        };
+        let (row_ids, addresses, updated) = (
+            column(ROW_ID)?,
+            column(ROW_ADDR)?,
+            column(ROW_UPDATED_VERSION)?,
+        );
+        Ok((0..rows.num_rows())
+            .map(|i| {
+                let fragment = crate::rowid::RowAddress::from_u64(addresses.value(i)).fragment_id();
+                let version = updated.is_valid(i).then(|| updated.value(i));
+                (row_ids.value(i), (fragment, version))
+            })
+            .collect())
+    }
+
+    /// The segments of an index on field `field_id` that ranks by `metric` in `dimension`
+    /// components: those of the first such index by name.
+    fn vector_segments(
+        &self,
+        field_id: u32,
+        metric: Metric,
+        dimension: usize,
+    ) -> Vec<IndexSegment> {
+        let indexes = &self.manifest().indexes;
+        let fits = |s: &&IndexSegment| {
+            s.field_id == field_id
+                && s.vector
+                    .is_some_and(|v| v.metric == metric && v.dimension as usize == dimension)
+        };
+        let Some(name) = (indexes.segments.iter())
+            .filter(fits)
+            .map(|s| s.name.clone())
+            .min()
+        else {
+            return Vec::new();
+        };
+        indexes.segments_named(&name).cloned().collect()
+    }
+
+    /// `(distance, row id, at)` of every entry of the `nprobes` partitions of `segment` whose
+    /// centroids are nearest `query`.
+    async fn probe_segment(
+        &self,
+        segment: &IndexSegment,
+        at: usize,
+        query: &[f32],
+        metric: Metric,
+        nprobes: usize,
+    ) -> Result<Vec<(f32, u64, usize)>> {
+        let head = self.store().read_vector_head(segment).await?;
+        let mut order: Vec<(f32, usize)> = (0..head.partition_count())
+            .map(|p| (metric.distance(head.centroid(p), query), p))
+            .collect();
+        order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let which: Vec<usize> = order.iter().take(nprobes.max(1)).map(|(_, p)| *p).collect();
+        let partitions = self
+            .store()
+            .read_vector_partitions(segment, &head, &which)
+            .await?;
+        let dimension = head.dimension;
+        let mut out = Vec::new();
+        for partition in partitions {
+            for (i, id) in partition.ids.iter().enumerate() {
+                let v = &partition.vectors[i * dimension..(i + 1) * dimension];
+                let distance = metric.distance(v, query);
+                if !distance.is_nan() {
+                    out.push((distance, *id, at));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The rows `best` names (distance, row id), in that order, with `_rowid` and
+    /// `_distance`.
+    async fn rows_with_distances(&self, best: &[(f32, u64)]) -> Result<RecordBatch> {
+        let ids: Vec<RowId> = best.iter().map(|(_, id)| RowId::from_u64(*id)).collect();
+        let request = ScanRequest {
+            with_row_id: true,
+            ..Default::default()
+        };
+        let rows = self.take(&ids, request).await?;
+        let distances: HashMap<u64, f32> = best.iter().map(|(d, id)| (*id, *d)).collect();
+        let row_ids = rows
+            .column_by_name(ROW_ID)
+            .ok_or_else(|| Error::internal("a take with row ids returned none"))?
+            .as_primitive::<UInt64Type>();
+        let distance: Float32Array = (row_ids.values().iter())
+            .map(|id| distances.get(id).copied())
+            .collect();
+        let mut fields: Vec<Field> = rows
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(DISTANCE, DataType::Float32, false));
+        let mut columns: Vec<ArrayRef> = rows.columns().to_vec();
+        columns.push(Arc::new(distance));
+        Ok(RecordBatch::try_new(
+            Arc::new(Schema::new(fields)),
+            columns,
+        )?)
+    }
+}
+
+impl Table {
+    /// Indexes vector column `column` under `name`: one IVF segment over the vectors of
+    /// every fragment no segment of `name` covers yet (k-means centroids trained on a
+    /// sample, each vector in the partition of its nearest centroid), committed as one
+    /// version. NULL vectors and vectors with a component that is not finite are not
+    /// indexed. With nothing left to cover it commits nothing.
+    pub async fn create_vector_index(
+        &self,
+        name: &str,
+        column: &str,
+        options: VectorIndexOptions,
+    ) -> Result<Committed<IndexBuild>> {
+        if name.is_empty() {
+            return Err(Error::invalid("an index needs a name"));
+        }
+        let read = self.read_snapshot().await?;
+        let vectors = read.vector_column(column)?;
+        let indexes = &read.manifest().indexes;
+        if indexes
+            .field_of(name)
+            .is_some_and(|id| id != vectors.field_id)
+        {
+            return Err(Error::invalid(format!(
+                "index {name} already indexes another column"
+            )));
+        }
+        let params = VectorIndex {
+            kind: options.kind,
+            metric: options.metric,
+            dimension: vectors.dimension as u32,
+            partitions: 0,
+        };
+        let same = |s: &IndexSegment| {
+            s.vector
+                .is_some_and(|v| v.kind == params.kind && v.metric == params.metric)
+        };
+        if indexes.segments_named(name).any(|s| !same(s)) {
+            return Err(Error::invalid(format!(
+                "index {name} exists as another kind of index (or with another metric)"
+            )));
+        }
+        let covered = indexes.covered(name);
+        let fragments: Vec<FragmentId> = (read.manifest().fragments.iter())
+            .map(|f| f.id)
+            .filter(|f| !covered.contains(*f))
+            .collect();
+        if fragments.is_empty() {
+            return Ok(Committed::unchanged(&read, IndexBuild::default()));
+        }
+        options.progress.update("indexing vectors", 0, None);
+        let (mut ids, mut values) = (Vec::new(), Vec::new());
+        read.for_each_vector(&vectors, fragments.clone(), |id, v| {
+            ids.push(id);
+            values.extend_from_slice(v);
+        })
+        .await?;
+        let dimension = vectors.dimension;
+        let centroids = train_centroids(&values, dimension, &options);
+        let partitions = partition(&ids, &values, &centroids, dimension, options.metric);
+        options.progress.finish("indexing vectors");
+        let written = self
+            .store
+            .write_vector_segment(dimension, &centroids, &partitions)
+            .await?;
+        let segment = IndexSegment {
+            uuid: uuid::Uuid::new_v4().to_string(),
+            name: name.to_string(),
+            field_id: vectors.field_id,
+            path: written.path,
+            fragments: fragments.iter().copied().collect(),
+            segment_seq: None,
+            dataset_version: read.version(),
+            row_count: ids.len() as u64,
+            file_size_bytes: written.file_size_bytes,
+            vector: Some(VectorIndex {
+                partitions: partitions.len() as u32,
+                ..params
+            }),
+        };
+        let uuid = segment.uuid.clone();
+        let published = self
+            .commit_manifest(
+                &read,
+                Action::CreateIndex {
+                    segments: vec![segment],
+                },
+                None,
+            )
+            .await?;
+        let mut report = IndexBuild::default();
+        if let Some(added) = published.indexes.segments.iter().find(|s| s.uuid == uuid) {
+            report.segments_added = 1;
+            report.segment_seq = added.segment_seq;
+            report.fragments_indexed = added.fragments.len();
+            report.rows_indexed = added.row_count;
+            report.bytes_written = added.file_size_bytes;
+        }
+        Ok(Committed::published(published.version, report))
+    }
+}
+
+/// Centroids for `values` (`dimension` components each): k-means (Lloyd's rounds) over an
+/// evenly spaced sample, started from evenly spaced sample vectors. Deterministic.
+fn train_centroids(values: &[f32], dimension: usize, options: &VectorIndexOptions) -> Vec<f32> {
+    let rows = values.len() / dimension;
+    let k = (options.partitions as usize).min(rows);
+    if k == 0 {
+        return Vec::new();
+    }
+    let stride = rows.div_ceil(options.sample.max(k)).max(1);
+    let sample: Vec<&[f32]> = (0..rows)
+        .step_by(stride)
+        .map(|r| &values[r * dimension..(r + 1) * dimension])
+        .collect();
+    let step = sample.len() / k;
+    let mut centroids: Vec<f32> = (0..k)
+        .flat_map(|i| sample[i * step].iter().copied())
+        .collect();
+    let mut assigned = vec![0usize; sample.len()];
+    for _ in 0..options.iterations {
+        for (v, slot) in sample.iter().zip(assigned.iter_mut()) {
+            *slot = nearest_centroid(v, &centroids, dimension, options.metric);
+        }
+        let mut sums = vec![0f64; k * dimension];
+        let mut counts = vec![0usize; k];
+        for (v, &c) in sample.iter().zip(&assigned) {
+            counts[c] += 1;
+            for (s, x) in sums[c * dimension..(c + 1) * dimension]
+                .iter_mut()
+                .zip(v.iter())
+            {
+                *s += f64::from(*x);
+            }
+        }
+        for c in 0..k {
+            // A centroid no vector chose stays where it was.
+            if counts[c] > 0 {
+                for d in 0..dimension {
+                    centroids[c * dimension + d] =
+                        (sums[c * dimension + d] / counts[c] as f64) as f32;
+                }
+            }
+        }
+    }
+    centroids
+}
+
+/// The centroid nearest `vector` by `metric` (by squared L2 for L2: the same order).
+fn nearest_centroid(vector: &[f32], centroids: &[f32], dimension: usize, metric: Metric) -> usize {
+    let mut best = (f32::INFINITY, 0);
+    for (i, centroid) in centroids.chunks_exact(dimension).enumerate() {
+        let d = match metric {
+            Metric::L2 => l2_squared(vector, centroid),
+            other => other.distance(vector, centroid),
+        };
+        if d < best.0 {
+            best = (d, i);
+        }
+    }
+    best.1
+}
+
+/// The entries `(ids, values)` in the partition of their nearest centroid.
+fn partition(
+    ids: &[u64],
+    values: &[f32],
+    centroids: &[f32],
+    dimension: usize,
+    metric: Metric,
+) -> Vec<VectorPartition> {
+    let mut partitions = vec![VectorPartition::default(); centroids.len() / dimension];
+    for (i, id) in ids.iter().enumerate() {
+        let v = &values[i * dimension..(i + 1) * dimension];
+        let p = nearest_centroid(v, centroids, dimension, metric);
+        partitions[p].ids.push(*id);
+        partitions[p].vectors.extend_from_slice(v);
+    }
+    partitions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_read_from_text_and_refuse_what_they_do_not_know() {
+        let options =
+            VectorIndexOptions::parse("IVF_FLAT", "partitions=16, metric=cosine, sample=100")
+                .unwrap();
+        assert_eq!(
+            (options.partitions, options.metric, options.sample),
+            (16, Metric::Cosine, 100)
+        );
+        for (kind, text) in [
+            ("ivf_pq", ""),
+            ("ivf_flat", "partitions=0"),
+            ("ivf_flat", "partitions=x"),
+            ("ivf_flat", "metric=hamming"),
+            ("ivf_flat", "colour=blue"),
+            ("ivf_flat", "partitions"),
+        ] {
+            assert!(
+                VectorIndexOptions::parse(kind, text).is_err(),
+                "{kind} {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn k_means_separates_clusters_and_every_vector_lands_in_one_partition() {
+        // Two clusters far apart, 50 vectors each.
+        let mut values = Vec::new();
+        for i in 0..100 {
+            let base = if i % 2 == 0 { 0.0 } else { 100.0 };
+            values.extend_from_slice(&[base + (i % 7) as f32 * 0.1, base - (i % 3) as f32 * 0.1]);
+        }
+        let ids: Vec<u64> = (0..100).collect();
+        let options = VectorIndexOptions {
+            partitions: 2,
+            ..Default::default()
+        };
+        let centroids = train_centroids(&values, 2, &options);
+        let parts = partition(&ids, &values, &centroids, 2, Metric::L2);
+        let mut sizes: Vec<usize> = parts.iter().map(|p| p.ids.len()).collect();
+        sizes.sort();
+        assert_eq!(sizes, [50, 50]);
+        for part in &parts {
+            let even = part.ids.iter().filter(|id| *id % 2 == 0).count();
+            assert!(even == 0 || even == part.ids.len());
+        }
+        // Fewer vectors than partitions: as many partitions as vectors.
+        let few = VectorIndexOptions {
+            partitions: 8,
+            ..Default::default()
+        };
+        assert_eq!(train_centroids(&values[..6], 2, &few).len(), 6);
+        assert!(train_centroids(&[], 2, &few).is_empty());
+    }
+}

@@ -1,0 +1,397 @@
+//! Vector indexes against a model: random sequences of inserts, vector updates, deletes,
+//! compactions, index builds and restores on a table with a vector column; after each step the
+//! indexed search with every partition probed (`ivf_flat`: no quantization) answers exactly
+//! as brute force over the model does, and a search probing one partition never returns a
+//! deleted row or a row's vector from before its update.
+
+use std::collections::BTreeMap;
+
+use arrow::array::AsArray;
+use arrow::datatypes::{Float32Type, Int64Type};
+use datafusion::prelude::SessionContext;
+use natal::{Metric, NearestOptions, Table};
+use proptest::prelude::*;
+
+const DIMENSION: usize = 6;
+
+#[derive(Debug, Clone)]
+enum Step {
+    Insert(Vec<Vec<f32>>),
+    Update { every: i64, seed: u32 },
+    Delete { every: i64 },
+    Compact,
+    Index { partitions: u32 },
+    Restore { back: usize },
+}
+
+fn vector() -> impl Strategy<Value = Vec<f32>> {
+    proptest::collection::vec(-10f32..10.0, DIMENSION)
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => proptest::collection::vec(vector(), 1..40).prop_map(Step::Insert),
+        2 => (2i64..6, any::<u32>()).prop_map(|(every, seed)| Step::Update { every, seed }),
+        1 => (3i64..9).prop_map(|every| Step::Delete { every }),
+        1 => Just(Step::Compact),
+        2 => (1u32..6).prop_map(|partitions| Step::Index { partitions }),
+        1 => (0usize..4).prop_map(|back| Step::Restore { back }),
+    ]
+}
+
+fn literal(v: &[f32]) -> String {
+    let parts: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// A vector made from `seed` and `id`, deterministically.
+fn seeded(seed: u32, id: i64) -> Vec<f32> {
+    (0..DIMENSION)
+        .map(|d| (((seed as i64 * 31 + id * 17 + d as i64 * 7) % 200) as f32) / 10.0 - 10.0)
+        .collect()
+}
+
+async fn sql(ctx: &SessionContext, text: &str) {
+    natal::datafusion::sql(ctx, text)
+        .await
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{text}: {e}"));
+}
+
+/// The keys `nearest` returns, with their distances.
+async fn nearest(table: &Table, query: &[f32], k: usize, nprobes: usize) -> Vec<(i64, f32)> {
+    let snapshot = table.latest().await.unwrap();
+    let options = NearestOptions {
+        nprobes,
+        ..Default::default()
+    };
+    let rows = snapshot.nearest("e", query, k, options).await.unwrap();
+    let ids = rows
+        .column_by_name("id")
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    let distances = (rows.column_by_name(natal::DISTANCE).unwrap()).as_primitive::<Float32Type>();
+    (0..rows.num_rows())
+        .map(|i| (ids.value(i), distances.value(i)))
+        .collect()
+}
+
+async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>) {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    sql(
+        &ctx,
+        &format!("CREATE TABLE t (id BIGINT, e VECTOR({DIMENSION}))"),
+    )
+    .await;
+    let table =
+        natal::datafusion::open_table(&ctx, &format!("{}/t", dir.path().display())).unwrap();
+    let mut model: BTreeMap<i64, Vec<f32>> = BTreeMap::new();
+    // Every version's rows, for restores.
+    let mut history: Vec<(u64, BTreeMap<i64, Vec<f32>>)> = Vec::new();
+    let mut next = 0i64;
+    for step in steps {
+        match step {
+            Step::Insert(vectors) => {
+                let values: Vec<String> = (vectors.iter())
+                    .enumerate()
+                    .map(|(i, v)| format!("({}, {})", next + i as i64, literal(v)))
+                    .collect();
+                sql(&ctx, &format!("INSERT INTO t VALUES {}", values.join(", "))).await;
+                for v in vectors {
+                    model.insert(next, v);
+                    next += 1;
+                }
+            }
+            Step::Update { every, seed } => {
+                let ids: Vec<i64> = model.keys().copied().filter(|id| id % every == 1).collect();
+                for id in ids.iter().take(4) {
+                    let v = seeded(seed, *id);
+                    sql(
+                        &ctx,
+                        &format!("UPDATE t SET e = {} WHERE id = {id}", literal(&v)),
+                    )
+                    .await;
+                    model.insert(*id, v);
+                }
+            }
+            Step::Delete { every } => {
+                sql(&ctx, &format!("DELETE FROM t WHERE id % {every} = 0")).await;
+                model.retain(|id, _| id % every != 0);
+            }
+            Step::Compact => sql(&ctx, "SELECT * FROM natal_compact('t')").await,
+            Step::Index { partitions } => {
+                let create = format!(
+                    "SELECT * FROM natal_create_index('t', 'e', 'e_idx', 'ivf_flat', \
+                     'partitions={partitions}')"
+                );
+                sql(&ctx, &create).await;
+            }
+            Step::Restore { back } => {
+                if history.is_empty() {
+                    continue;
+                }
+                let (version, rows) = history[history.len() - 1 - back % history.len()].clone();
+                sql(
+                    &ctx,
+                    &format!("SELECT * FROM natal_restore('t', {version})"),
+                )
+                .await;
+                model = rows;
+            }
+        }
+        let version = table.latest().await.unwrap().version();
+        history.push((version, model.clone()));
+        for query in &queries {
+            let k = 5;
+            let mut expected: Vec<(f32, i64)> = (model.iter())
+                .map(|(id, v)| (Metric::L2.distance(v, query), *id))
+                .collect();
+            expected.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            let expected: Vec<i64> = expected.iter().take(k).map(|(_, id)| *id).collect();
+            let all = nearest(&table, query, k, usize::MAX).await;
+            let found: Vec<i64> = all.iter().map(|(id, _)| *id).collect();
+            assert_eq!(found, expected, "every partition probed");
+            // One partition: maybe not the nearest, never a dead row or a stale vector.
+            for (id, distance) in nearest(&table, query, k, 1).await {
+                let v = model.get(&id).expect("a live row");
+                assert_eq!(distance, Metric::L2.distance(v, query), "row {id}");
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #[test]
+    fn indexed_search_answers_as_brute_force_through_every_step(
+        steps in proptest::collection::vec(step(), 1..10),
+        queries in proptest::collection::vec(vector(), 2),
+    ) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(run_steps(steps, queries));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vector_index_is_flagged_listed_and_compaction_writes_none_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    sql(
+        &ctx,
+        "CREATE TABLE t (id BIGINT, e VECTOR(2), name VARCHAR)",
+    )
+    .await;
+    for part in 0..3 {
+        let values: Vec<String> = (0..30)
+            .map(|i| {
+                let id = part * 30 + i;
+                format!("({id}, [{}.0, {}.5], 'n{id}')", id % 9, id % 4)
+            })
+            .collect();
+        sql(&ctx, &format!("INSERT INTO t VALUES {}", values.join(", "))).await;
+    }
+    sql(&ctx, "INSERT INTO t VALUES (90, NULL, 'no vector')").await;
+    let create = "SELECT * FROM natal_create_index('t', 'e', 'e_idx', 'ivf_flat', \
+                  'partitions=4, metric=l2')";
+    let shown = crate::common::answer(&ctx, create).await.unwrap();
+    assert!(
+        shown.contains("| 90 "),
+        "NULL vectors are not indexed: {shown}"
+    );
+    let listed = crate::common::answer(
+        &ctx,
+        "SELECT index_name, kind, metric, dimension, partitions, rows FROM \"t$indexes\"",
+    )
+    .await
+    .unwrap();
+    assert!(
+        listed.contains("| e_idx      | ivf_flat | l2     | 2         | 4          | 90   |"),
+        "{listed}"
+    );
+    let table =
+        natal::datafusion::open_table(&ctx, &format!("{}/t", dir.path().display())).unwrap();
+    let flags = table.latest().await.unwrap().manifest().reader_flags();
+    assert_ne!(flags & natal::internals::format::flags::VECTOR_INDEXES, 0);
+
+    // Compaction keeps the segment covering the rewritten fragments; no index file is new.
+    let indices = dir.path().join("t/_indices");
+    let files_before = std::fs::read_dir(&indices).unwrap().count();
+    sql(&ctx, "SELECT * FROM natal_compact('t')").await;
+    assert_eq!(std::fs::read_dir(&indices).unwrap().count(), files_before);
+    let snapshot = table.latest().await.unwrap();
+    let segment = &snapshot.manifest().indexes.segments[0];
+    let live: Vec<u32> = snapshot.manifest().fragments.iter().map(|f| f.id).collect();
+    assert!(
+        live.iter().all(|f| segment.fragments.contains(*f)),
+        "{live:?}"
+    );
+    let rows = snapshot
+        .nearest("e", &[4.0, 1.5], 3, NearestOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rows.num_rows(), 3);
+    assert!(rows.column_by_name("name").is_some() && rows.column_by_name("_rowid").is_some());
+
+    // Bad input: clear errors, nothing committed.
+    let version = snapshot.version();
+    for (sql_text, error) in [
+        (
+            "SELECT * FROM natal_create_index('t', 'name', 'x', 'ivf_flat')",
+            "not a vector column",
+        ),
+        (
+            "SELECT * FROM natal_create_index('t', 'e', 'x', 'ivf_pq9')",
+            "unknown vector index kind",
+        ),
+        (
+            "SELECT * FROM natal_create_index('t', 'e', 'x', 'ivf_flat', 'colour=red')",
+            "unknown vector index option",
+        ),
+        (
+            "SELECT * FROM natal_create_index('t', 'e')",
+            "is a vector column",
+        ),
+        (
+            "SELECT * FROM natal_create_index('t', 'id', 'e_idx')",
+            "is a vector index",
+        ),
+    ] {
+        let found = crate::common::answer(&ctx, sql_text)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(found.contains(error), "{sql_text}: {found}");
+    }
+    assert_eq!(table.latest().await.unwrap().version(), version);
+    let latest = table.latest().await.unwrap();
+    for (query, k) in [
+        (vec![1.0], 3),
+        (vec![1.0, 2.0], 0),
+        (vec![f32::NAN, 1.0], 1),
+    ] {
+        assert!(latest
+            .nearest("e", &query, k, NearestOptions::default())
+            .await
+            .is_err());
+    }
+    assert!(latest
+        .nearest("name", &[1.0], 1, NearestOptions::default())
+        .await
+        .is_err());
+
+    // A damaged segment file: Corrupt, naming it.
+    let segment = &latest.manifest().indexes.segments[0];
+    let file = dir.path().join("t").join(segment.path.as_str());
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[20] ^= 0xff;
+    std::fs::write(&file, bytes).unwrap();
+    let error = latest
+        .nearest("e", &[1.0, 2.0], 1, NearestOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, natal::Error::Corrupt { path, .. } if path == segment.path.as_str()),
+        "{error}"
+    );
+    // Without the index, the search still answers.
+    let exact = NearestOptions {
+        use_index: false,
+        ..Default::default()
+    };
+    assert_eq!(
+        latest
+            .nearest("e", &[1.0, 2.0], 2, exact)
+            .await
+            .unwrap()
+            .num_rows(),
+        2
+    );
+}
+
+/// Writes table `v` under `dir`: a vector column of 8 components over 3 fragments, an
+/// `ivf_flat` index of 4 partitions, then an update and a delete (for the fixtures).
+pub async fn write_fixture_table(dir: &std::path::Path) {
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, dir.to_str().unwrap()).unwrap();
+    sql(&ctx, "CREATE TABLE v (id BIGINT, e VECTOR(8))").await;
+    for part in 0..3i64 {
+        let values: Vec<String> = (part * 40..(part + 1) * 40)
+            .map(|id| {
+                let v: Vec<f32> = (0..8)
+                    .map(|d| ((id * 7 + d * 13) % 23) as f32 - 11.0)
+                    .collect();
+                format!("({id}, {})", literal(&v))
+            })
+            .collect();
+        sql(&ctx, &format!("INSERT INTO v VALUES {}", values.join(", "))).await;
+    }
+    sql(
+        &ctx,
+        "SELECT * FROM natal_create_index('v', 'e', 'e_idx', 'ivf_flat', 'partitions=4')",
+    )
+    .await;
+    sql(
+        &ctx,
+        "UPDATE v SET e = [1, 1, 1, 1, 1, 1, 1, 1] WHERE id = 5",
+    )
+    .await;
+    sql(&ctx, "DELETE FROM v WHERE id % 10 = 3").await;
+}
+
+/// Table `v`'s nearest rows to three queries, through its index (every partition probed,
+/// and one) and without: what a fixture holding it answers.
+pub async fn describe_fixture_table(dir: &std::path::Path) -> String {
+    let store = crate::fixtures::local_store(dir);
+    let table = Table::open(store, "v".into());
+    let snapshot = table.latest().await.unwrap();
+    let mut out = String::new();
+    for q in 0..3 {
+        let query: Vec<f32> = (0..8)
+            .map(|d| ((q * 5 + d * 3) % 17) as f32 - 8.0)
+            .collect();
+        for (label, options) in [
+            (
+                "all",
+                NearestOptions {
+                    nprobes: usize::MAX,
+                    ..Default::default()
+                },
+            ),
+            (
+                "one",
+                NearestOptions {
+                    nprobes: 1,
+                    ..Default::default()
+                },
+            ),
+            (
+                "exact",
+                NearestOptions {
+                    use_index: false,
+                    ..Default::default()
+                },
+            ),
+        ] {
+            let rows = snapshot.nearest("e", &query, 5, options).await.unwrap();
+            let ids = rows
+                .column_by_name("id")
+                .unwrap()
+                .as_primitive::<Int64Type>();
+            let d = (rows.column_by_name(natal::DISTANCE).unwrap()).as_primitive::<Float32Type>();
+            let found: Vec<String> = (0..rows.num_rows())
+                .map(|i| format!("{}:{:.4}", ids.value(i), d.value(i)))
+                .collect();
+            out.push_str(&format!("q{q} {label}: {}\n", found.join(" ")));
+        }
+    }
+    out
+}
