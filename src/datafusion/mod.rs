@@ -28,6 +28,7 @@ use std::sync::Arc;
 use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider};
 use datafusion::error::Result;
 use datafusion::execution::FunctionRegistry;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::prelude::SessionContext;
 
 pub use catalog::{
@@ -179,9 +180,16 @@ pub fn register_with(ctx: &SessionContext, root: &str, options: CatalogOptions) 
     }
     // A session's physical rules are fixed once built: the state is rebuilt with natal's,
     // everything else it held kept as it was (`session_rules.rs`).
-    let registered = (state.physical_optimizers().iter()).any(|r| r.name() == BlobSizes::NAME);
-    if !registered {
-        *state = session_rules::with_physical_rule(&state, Arc::new(BlobSizes));
+    let has = |name: &str| (state.physical_optimizers().iter()).any(|r| r.name() == name);
+    let mut missing: Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> = Vec::new();
+    if !has(BlobSizes::NAME) {
+        missing.push(Arc::new(BlobSizes));
+    }
+    if !has(scan::nearest::NearestRows::NAME) {
+        missing.push(Arc::new(scan::nearest::NearestRows));
+    }
+    if !missing.is_empty() {
+        *state = session_rules::with_physical_rules(&state, missing);
     }
     Ok(())
 }

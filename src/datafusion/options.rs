@@ -16,6 +16,12 @@ datafusion::common::config_namespace! {
         /// Read a filtered scan of wide rows in two steps, the filter's columns first and
         /// the others only for the rows that pass (`table/late_read.rs`); false: one step.
         pub late_materialization: bool, default = true
+        /// Search a vector index for `ORDER BY <distance>(e, [..]) LIMIT k` when one ranks
+        /// `e` by that metric (`scan/nearest.rs`); false: every such search is exact.
+        pub use_index: bool, default = true
+        /// Partitions a vector index search probes in each segment: more find more of the
+        /// true nearest rows, and read more.
+        pub nprobes: usize, default = 20
     }
 }
 

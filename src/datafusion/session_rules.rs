@@ -17,15 +17,17 @@ use std::sync::Arc;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 
-/// `state` rebuilt with `rule` as its last physical optimizer rule; its functions under the
-/// same names, its session id, catalogs, options and other rules as they were.
-pub(super) fn with_physical_rule(
+/// `state` rebuilt with `rules` as its last physical optimizer rules; its functions under
+/// the same names, its session id, catalogs, options and other rules as they were.
+pub(super) fn with_physical_rules(
     state: &SessionState,
-    rule: Arc<dyn PhysicalOptimizerRule + Send + Sync>,
+    rules: Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>>,
 ) -> SessionState {
     let mut builder = SessionStateBuilder::new_from_existing(state.clone())
-        .with_session_id(state.session_id().to_string())
-        .with_physical_optimizer_rule(rule);
+        .with_session_id(state.session_id().to_string());
+    for rule in rules {
+        builder = builder.with_physical_optimizer_rule(rule);
+    }
     *builder.scalar_functions() = Some(in_registration_order(state.scalar_functions(), |f| {
         names(f.name(), f.aliases())
     }));

@@ -258,9 +258,11 @@ impl Snapshot {
         })
         .await?;
         // Through the index over what it covers.
-        let probed: Vec<Vec<(f32, u64, usize)>> = stream::iter(segments.iter().enumerate())
+        let probes: Vec<_> = (segments.iter().enumerate())
             .map(|(at, segment)| self.probe_segment(segment, at, query, metric, options.nprobes))
-            .buffer_unordered(CONCURRENT_SEGMENTS)
+            .collect();
+        let probed: Vec<Vec<(f32, u64, usize)>> = stream::iter(probes)
+            .buffered(CONCURRENT_SEGMENTS)
             .try_collect()
             .await?;
         let mut candidates: Vec<(f32, u64, usize)> = probed.into_iter().flatten().collect();
@@ -328,6 +330,19 @@ impl Snapshot {
                 (row_ids.value(i), (fragment, version))
             })
             .collect())
+    }
+
+    /// The name of the vector index a search of `column` by `metric` with a query of
+    /// `dimension` components would use, if there is one.
+    pub(crate) fn vector_index_for(
+        &self,
+        column: &str,
+        metric: Metric,
+        dimension: usize,
+    ) -> Option<String> {
+        let field = self.schema().field_by_name(column)?;
+        let segments = self.vector_segments(field.id, metric, dimension);
+        segments.first().map(|s| s.name.clone())
     }
 
     /// The segments of an index on field `field_id` that ranks by `metric` in `dimension`

@@ -87,6 +87,8 @@ async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>) {
         &format!("CREATE TABLE t (id BIGINT, e VECTOR({DIMENSION}))"),
     )
     .await;
+    // Every partition probed: the indexed SQL search is exact too.
+    sql(&ctx, "SET natal.nprobes = 1000000").await;
     let table =
         natal::datafusion::open_table(&ctx, &format!("{}/t", dir.path().display())).unwrap();
     let mut model: BTreeMap<i64, Vec<f32>> = BTreeMap::new();
@@ -155,6 +157,21 @@ async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>) {
             let all = nearest(&table, query, k, usize::MAX).await;
             let found: Vec<i64> = all.iter().map(|(id, _)| *id).collect();
             assert_eq!(found, expected, "every partition probed");
+            // SQL finds the same, through the index where one covers the table.
+            let by_sql = format!(
+                "SELECT id FROM t ORDER BY l2_distance(e, {}), id LIMIT {k}",
+                literal(query)
+            );
+            let batches = natal::datafusion::sql(&ctx, &by_sql)
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            let found: Vec<i64> = (batches.iter())
+                .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+                .collect();
+            assert_eq!(found, expected, "{by_sql}");
             // One partition: maybe not the nearest, never a dead row or a stale vector.
             for (id, distance) in nearest(&table, query, k, 1).await {
                 let v = model.get(&id).expect("a live row");
@@ -394,4 +411,60 @@ pub async fn describe_fixture_table(dir: &std::path::Path) -> String {
         }
     }
     out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_top_k_by_a_distance_searches_the_index_that_ranks_by_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    sql(
+        &ctx,
+        "CREATE TABLE t (id BIGINT, e VECTOR(2), name VARCHAR)",
+    )
+    .await;
+    let values: Vec<String> = (0..60)
+        .map(|id| format!("({id}, [{}.0, {}.0], 'n{id}')", id % 11, id % 7))
+        .collect();
+    sql(&ctx, &format!("INSERT INTO t VALUES {}", values.join(", "))).await;
+    let plan = |sql_text: &str| {
+        let ctx = ctx.clone();
+        let text = format!("EXPLAIN {sql_text}");
+        async move { crate::common::answer(&ctx, &text).await.unwrap() }
+    };
+    let query = "SELECT id, l2_distance(e, [3.0, 2.0]) AS d FROM t ORDER BY d, id LIMIT 4";
+    let exact = crate::common::answer(&ctx, query).await.unwrap();
+    assert!(!plan(query).await.contains("NatalNearestExec"));
+    sql(
+        &ctx,
+        "SELECT * FROM natal_create_index('t', 'e', 'e_idx', 'ivf_flat', 'partitions=3')",
+    )
+    .await;
+    sql(&ctx, "SET natal.nprobes = 3").await;
+    let shown = plan(query).await;
+    assert!(
+        shown.contains("NatalNearestExec") && shown.contains("index=e_idx"),
+        "{shown}"
+    );
+    assert_eq!(crate::common::answer(&ctx, query).await.unwrap(), exact);
+    // Another metric than the index's, a filter of the scan's own, or no index use: exact.
+    for other in [
+        "SELECT id FROM t ORDER BY cosine_distance(e, [3.0, 2.0]) LIMIT 4",
+        "SELECT id FROM t WHERE name <> 'n3' ORDER BY l2_distance(e, [3.0, 2.0]) LIMIT 4",
+        "SELECT id FROM t ORDER BY l2_distance(e, [3.0, 2.0]) DESC LIMIT 4",
+    ] {
+        assert!(!plan(other).await.contains("NatalNearestExec"), "{other}");
+    }
+    sql(&ctx, "SET natal.use_index = false").await;
+    assert!(!plan(query).await.contains("NatalNearestExec"));
+    assert_eq!(crate::common::answer(&ctx, query).await.unwrap(), exact);
+    // The rows' other columns and system columns come with them.
+    sql(&ctx, "SET natal.use_index = true").await;
+    let rows = crate::common::answer(
+        &ctx,
+        "SELECT id, name, _rowid FROM \"t$rows\" ORDER BY l2_distance(e, [3.0, 2.0]), id LIMIT 2",
+    )
+    .await
+    .unwrap();
+    assert!(rows.contains("| 58 | n58  | 58     |"), "{rows}");
 }

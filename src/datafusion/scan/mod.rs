@@ -9,6 +9,7 @@ pub(super) mod exec;
 pub(super) mod file_source;
 pub(super) mod filter;
 pub(super) mod lineage;
+pub(super) mod nearest;
 pub(super) mod partitions;
 pub(super) mod plan;
 pub(super) mod pruning;

@@ -1,0 +1,342 @@
+//! Nearest rows in SQL: the physical rule [`NearestRows`] finds a top-k sort by a vector
+//! distance over a natal scan — `ORDER BY l2_distance(e, [..]) LIMIT k` (or
+//! `cosine_distance`, or `inner_product(..) DESC`), through projections and operators that
+//! pass rows on as they are — and, when a vector index on `e` ranks by that metric, puts a
+//! [`NearestExec`] in the scan's place: it returns the `k` rows `Snapshot::nearest` finds,
+//! and the sort above orders them. A scan with a filter of its own, a `_rowid` mask, a limit
+//! or lineage columns is left as it is (the search is exact then), as is everything when
+//! `natal.use_index` is false.
+//!
+//! ```text
+//! SortExec: TopK(fetch=10), expr=[d ASC]           SortExec: TopK(fetch=10), expr=[d ASC]
+//!   ProjectionExec: id, l2_distance(e, [..]) d  =>   ProjectionExec: id, l2_distance(e, [..]) d
+//!     NatalScanExec: fragments=12                      NatalNearestExec: index=e_idx nprobes=20 k=10
+//! ```
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Float32Type, SchemaRef};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
+use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::coop::CooperativeExec;
+use datafusion::physical_plan::execution_plan::{
+    ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
+};
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::sorts::sort::SortExec;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use datafusion::scalar::ScalarValue;
+
+use super::exec::NatalScanExec;
+use super::file_source::planned_scan;
+use super::plan::ScanPlan;
+use crate::datafusion::leaf::{leaf_exec_methods, leaf_properties};
+use crate::datafusion::options::NatalOptions;
+use crate::format::Metric;
+use crate::table::{NearestOptions, Snapshot};
+
+/// The rule (registered by `natal::datafusion::register`).
+#[derive(Debug, Default)]
+pub struct NearestRows;
+
+impl NearestRows {
+    /// Its name among the session's physical optimizer rules.
+    pub const NAME: &'static str = "natal_nearest_rows";
+}
+
+/// A distance a sort can rank by: the column (of the scan) and the query vector.
+struct Ranking {
+    column: String,
+    query: Vec<f32>,
+    metric: Metric,
+}
+
+/// `expr` (over the scan's columns) as a distance between a column and a literal vector,
+/// nearest first when sorted `descending` or not.
+fn ranking(expr: &Arc<dyn PhysicalExpr>, descending: bool) -> Option<Ranking> {
+    let call = expr.downcast_ref::<ScalarFunctionExpr>()?;
+    let (metric, nearest_descending) = match call.name() {
+        "l2_distance" => (Metric::L2, false),
+        "cosine_distance" => (Metric::Cosine, false),
+        "inner_product" => (Metric::Dot, true),
+        _ => return None,
+    };
+    if descending != nearest_descending {
+        return None;
+    }
+    let [a, b] = call.args() else {
+        return None;
+    };
+    let (column, literal) = match (column_of(a), column_of(b)) {
+        (Some(column), None) => (column, b),
+        (None, Some(column)) => (column, a),
+        _ => return None,
+    };
+    let query = vector_literal(literal.downcast_ref::<Literal>()?.value())?;
+    Some(Ranking {
+        column,
+        query,
+        metric,
+    })
+}
+
+/// The column `expr` reads, through casts (a vector read as another list of floats).
+fn column_of(expr: &Arc<dyn PhysicalExpr>) -> Option<String> {
+    if let Some(column) = expr.downcast_ref::<Column>() {
+        return Some(column.name().to_string());
+    }
+    column_of(expr.downcast_ref::<CastExpr>()?.expr())
+}
+
+/// A literal list of numbers as a vector (no NULL component).
+fn vector_literal(value: &ScalarValue) -> Option<Vec<f32>> {
+    let array = value.to_array().ok()?;
+    let items = match array.data_type() {
+        DataType::List(_) => array.as_list::<i32>().values().clone(),
+        DataType::LargeList(_) => array.as_list::<i64>().values().clone(),
+        DataType::FixedSizeList(..) => array.as_fixed_size_list().values().clone(),
+        _ => return None,
+    };
+    let floats = cast(&items, &DataType::Float32).ok()?;
+    let floats = floats.as_primitive::<Float32Type>();
+    (floats.null_count() == 0).then(|| floats.values().to_vec())
+}
+
+/// The natal scan under `plan` and `expr` in its columns, through projections and
+/// operators that pass rows on as they are.
+fn scan_below(
+    plan: &Arc<dyn ExecutionPlan>,
+    expr: Arc<dyn PhysicalExpr>,
+) -> Option<(ScanPlan, SchemaRef, Arc<dyn PhysicalExpr>)> {
+    if let Some(scan) = plan.downcast_ref::<NatalScanExec>() {
+        return Some((scan.plan().clone(), scan.schema(), expr));
+    }
+    if let Some(scan) = plan.downcast_ref::<DataSourceExec>().and_then(planned_scan) {
+        return Some((scan.plan().clone(), scan.schema(), expr));
+    }
+    if let Some(projection) = plan.downcast_ref::<ProjectionExec>() {
+        let exprs = projection.expr();
+        let inner = expr
+            .transform(|node| match node.downcast_ref::<Column>() {
+                Some(column) => Ok(Transformed::yes(exprs[column.index()].expr.clone())),
+                None => Ok(Transformed::no(node)),
+            })
+            .ok()?
+            .data;
+        return scan_below(projection.input(), inner);
+    }
+    let passes_rows_on = plan
+        .downcast_ref::<RepartitionExec>()
+        .is_some_and(|r| matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)))
+        || plan.downcast_ref::<CoalescePartitionsExec>().is_some()
+        || plan.downcast_ref::<CooperativeExec>().is_some();
+    match plan.children().as_slice() {
+        [child] if passes_rows_on => scan_below(child, expr),
+        _ => None,
+    }
+}
+
+/// `plan` (a [`scan_below`] path) with `nearest` in its scan's place.
+fn with_nearest(
+    plan: &Arc<dyn ExecutionPlan>,
+    nearest: &Arc<dyn ExecutionPlan>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let is_scan = plan.downcast_ref::<NatalScanExec>().is_some()
+        || plan
+            .downcast_ref::<DataSourceExec>()
+            .and_then(planned_scan)
+            .is_some();
+    if is_scan {
+        return Ok(nearest.clone());
+    }
+    let children = (plan.children().into_iter())
+        .map(|child| with_nearest(child, nearest))
+        .collect::<Result<Vec<_>>>()?;
+    // One partition where the scan had several: the operators above recompute theirs.
+    let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+    Arc::clone(plan).replace_children(children, options)
+}
+
+impl PhysicalOptimizerRule for NearestRows {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let options = config.extensions.get::<NatalOptions>();
+        if options.is_some_and(|o| !o.use_index) {
+            return Ok(plan);
+        }
+        let nprobes = options.map_or(NearestOptions::default().nprobes, |o| o.nprobes);
+        Ok(plan
+            .transform_down(|node| {
+                let Some(sort) = node.downcast_ref::<SortExec>() else {
+                    return Ok(Transformed::no(node));
+                };
+                let Some(k) = sort.fetch() else {
+                    return Ok(Transformed::no(node));
+                };
+                let first = sort.expr().first();
+                let Some((scan, schema, expr)) = scan_below(sort.input(), first.expr.clone())
+                else {
+                    return Ok(Transformed::no(node));
+                };
+                let Some(ranking) = ranking(&expr, first.options.descending) else {
+                    return Ok(Transformed::no(node));
+                };
+                let Some(nearest) = NearestExec::try_new(&scan, schema, ranking, k, nprobes) else {
+                    return Ok(Transformed::no(node));
+                };
+                let nearest: Arc<dyn ExecutionPlan> = Arc::new(nearest);
+                let input = with_nearest(sort.input(), &nearest)?;
+                let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+                Ok(Transformed::yes(
+                    node.clone().replace_children(vec![input], options)?,
+                ))
+            })?
+            .data)
+    }
+
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// The `k` rows of a natal scan nearest a query, found through a vector index
+/// (`Snapshot::nearest`), in the scan's columns.
+#[derive(Debug)]
+pub struct NearestExec {
+    snapshot: Arc<Snapshot>,
+    index: String,
+    column: String,
+    query: Vec<f32>,
+    k: usize,
+    options: NearestOptions,
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+}
+
+impl NearestExec {
+    /// The search that can stand in for `scan`, if an index ranks its column by the metric
+    /// asked and the scan reads nothing a search cannot give (a filter, a mask, a limit,
+    /// row addresses or lineage).
+    fn try_new(
+        plan: &ScanPlan,
+        schema: SchemaRef,
+        ranking: Ranking,
+        k: usize,
+        nprobes: usize,
+    ) -> Option<Self> {
+        let filtered = plan.filter.as_ref().and_then(|f| f.planned()).is_some();
+        if filtered
+            || plan.row_ids.is_some()
+            || plan.row_id_range.is_some()
+            || plan.limit.is_some()
+            || plan.with_row_addr
+            || plan.with_lineage
+            || !plan.blob_sizes.is_empty()
+        {
+            return None;
+        }
+        let index =
+            plan.snapshot
+                .vector_index_for(&ranking.column, ranking.metric, ranking.query.len())?;
+        let options = NearestOptions {
+            metric: ranking.metric,
+            nprobes,
+            use_index: true,
+        };
+        Some(Self {
+            snapshot: plan.snapshot.clone(),
+            index,
+            column: ranking.column,
+            query: ranking.query,
+            k,
+            options,
+            properties: leaf_properties(schema.clone(), 1, EmissionType::Final),
+            schema,
+        })
+    }
+}
+
+impl DisplayAs for NearestExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            f,
+            "NatalNearestExec: version={}, column={}, index={} metric={} nprobes={}, k={}",
+            self.snapshot.version(),
+            self.column,
+            self.index,
+            self.options.metric.name(),
+            self.options.nprobes,
+            self.k
+        )
+    }
+}
+
+impl ExecutionPlan for NearestExec {
+    fn name(&self) -> &str {
+        "NatalNearestExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    leaf_exec_methods!();
+
+    fn execute(
+        &self,
+        _partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let rows = nearest_rows(
+            self.snapshot.clone(),
+            self.column.clone(),
+            self.query.clone(),
+            (self.k, self.options),
+            self.schema.clone(),
+        );
+        let schema = self.schema.clone();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            futures::stream::once(rows),
+        )))
+    }
+}
+
+/// The `k` rows nearest `query` in `column`, in the columns of `output` (by name).
+async fn nearest_rows(
+    snapshot: Arc<Snapshot>,
+    column: String,
+    query: Vec<f32>,
+    (k, options): (usize, NearestOptions),
+    output: SchemaRef,
+) -> Result<RecordBatch> {
+    let found = snapshot.nearest(&column, &query, k, options).await?;
+    let mut columns = Vec::with_capacity(output.fields().len());
+    for field in output.fields() {
+        let column = found.column_by_name(field.name()).cloned();
+        columns.push(column.ok_or_else(|| {
+            DataFusionError::Internal(format!("a nearest search lacks {}", field.name()))
+        })?);
+    }
+    Ok(RecordBatch::try_new(output, columns)?)
+}
