@@ -27,15 +27,12 @@ use datafusion::logical_expr::{
 use datafusion::physical_expr::expressions::{CastExpr, Column};
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::coop::CooperativeExec;
-use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
-use datafusion::physical_plan::repartition::RepartitionExec;
-use datafusion::physical_plan::{ExecutionPlan, Partitioning};
+use datafusion::physical_plan::ExecutionPlan;
 
 use super::exec::{blob_columns, NatalScanExec};
 use super::file_source::{planned_scan, planned_source};
+use super::path::{passes_rows_on, with_scan_replaced};
 
 /// The rule (registered by `natal::datafusion::register`).
 #[derive(Debug, Default)]
@@ -121,33 +118,25 @@ fn scan_below(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<usize>> {
     if let Some(columns) = sizable_columns(plan) {
         return Some(columns);
     }
-    let passes_rows_on = plan
-        .downcast_ref::<RepartitionExec>()
-        .is_some_and(|r| matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)))
-        || plan.downcast_ref::<CoalescePartitionsExec>().is_some()
-        || plan.downcast_ref::<CooperativeExec>().is_some();
     match plan.children().as_slice() {
-        [child] if passes_rows_on => scan_below(child),
+        [child] if passes_rows_on(plan) => scan_below(child),
         _ => None,
     }
 }
 
 /// `plan` (a [`scan_below`] path) with its scan reading the blob columns at `sized` as sizes.
 fn with_sizes(plan: &Arc<dyn ExecutionPlan>, sized: &[usize]) -> Result<Arc<dyn ExecutionPlan>> {
-    if let Some(scan) = plan.downcast_ref::<NatalScanExec>() {
-        return Ok(Arc::new(scan.reading_sizes(sized)));
-    }
-    if let Some(scan) = plan.downcast_ref::<DataSourceExec>().and_then(planned_scan) {
-        return Ok(scan.reading_sizes(sized).as_data_source());
-    }
-    let children = plan
-        .children()
-        .into_iter()
-        .map(|child| with_sizes(child, sized))
-        .collect::<Result<Vec<_>>>()?;
-    // The scan's schema changed: the operators above it recompute theirs.
-    let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
-    Arc::clone(plan).replace_children(children, options)
+    with_scan_replaced(plan, &|node| {
+        if let Some(scan) = node.downcast_ref::<NatalScanExec>() {
+            return Some(Ok(
+                Arc::new(scan.reading_sizes(sized)) as Arc<dyn ExecutionPlan>
+            ));
+        }
+        let scan = node
+            .downcast_ref::<DataSourceExec>()
+            .and_then(planned_scan)?;
+        Some(Ok(scan.reading_sizes(sized).as_data_source()))
+    })
 }
 
 impl PhysicalOptimizerRule for BlobSizes {

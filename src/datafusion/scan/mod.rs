@@ -11,6 +11,7 @@ pub(super) mod filter;
 pub(super) mod lineage;
 pub(super) mod nearest;
 pub(super) mod partitions;
+pub(super) mod path;
 pub(super) mod plan;
 pub(super) mod pruning;
 pub(super) mod pushdown;

@@ -26,22 +26,18 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::execution_plan::{
     ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
 };
 use datafusion::physical_plan::projection::ProjectionExec;
-use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use datafusion::scalar::ScalarValue;
 
 use super::exec::NatalScanExec;
 use super::file_source::planned_scan;
+use super::path::{passes_rows_on, with_scan_replaced};
 use super::plan::ScanPlan;
 use crate::datafusion::leaf::{leaf_exec_methods, leaf_properties};
 use crate::datafusion::options::NatalOptions;
@@ -138,13 +134,8 @@ fn scan_below(
             .data;
         return scan_below(projection.input(), inner);
     }
-    let passes_rows_on = plan
-        .downcast_ref::<RepartitionExec>()
-        .is_some_and(|r| matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)))
-        || plan.downcast_ref::<CoalescePartitionsExec>().is_some()
-        || plan.downcast_ref::<CooperativeExec>().is_some();
     match plan.children().as_slice() {
-        [child] if passes_rows_on => scan_below(child, expr),
+        [child] if passes_rows_on(plan) => scan_below(child, expr),
         _ => None,
     }
 }
@@ -154,20 +145,13 @@ fn with_nearest(
     plan: &Arc<dyn ExecutionPlan>,
     nearest: &Arc<dyn ExecutionPlan>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    let is_scan = plan.downcast_ref::<NatalScanExec>().is_some()
-        || plan
-            .downcast_ref::<DataSourceExec>()
-            .and_then(planned_scan)
-            .is_some();
-    if is_scan {
-        return Ok(nearest.clone());
-    }
-    let children = (plan.children().into_iter())
-        .map(|child| with_nearest(child, nearest))
-        .collect::<Result<Vec<_>>>()?;
-    // One partition where the scan had several: the operators above recompute theirs.
-    let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
-    Arc::clone(plan).replace_children(children, options)
+    with_scan_replaced(plan, &|node| {
+        let is_scan = node.downcast_ref::<NatalScanExec>().is_some()
+            || (node.downcast_ref::<DataSourceExec>())
+                .and_then(planned_scan)
+                .is_some();
+        is_scan.then(|| Ok(nearest.clone()))
+    })
 }
 
 impl PhysicalOptimizerRule for NearestRows {
