@@ -178,6 +178,14 @@ impl IndexSection {
         before - self.segments.len()
     }
 
+    /// Removes the segment `uuid` (its number keeps its seat); false when there is none.
+    pub fn remove_segment(&mut self, uuid: &str) -> bool {
+        self.backfill();
+        let before = self.segments.len();
+        self.segments.retain(|s| s.uuid != uuid);
+        before != self.segments.len()
+    }
+
     /// Forgets fragments that are gone (rewritten or removed); a segment left covering none
     /// is removed (its number keeps its seat).
     pub fn retain_fragments(&mut self, exists: impl Fn(FragmentId) -> bool) {

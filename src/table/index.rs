@@ -145,7 +145,14 @@ impl Table {
         let uuids: Vec<String> = segments.iter().map(|s| s.uuid.clone()).collect();
         // The published manifest holds the numbers the commit assigned (after any rebase).
         let published = self
-            .commit_manifest(&read, Action::CreateIndex { segments }, None)
+            .commit_manifest(
+                &read,
+                Action::CreateIndex {
+                    segments,
+                    replaces: Vec::new(),
+                },
+                None,
+            )
             .await?;
         let mut report = IndexBuild::default();
         for added in published.indexes.segments.iter() {

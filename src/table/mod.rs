@@ -20,7 +20,8 @@
 
 mod alter;
 pub use blobs::reads::SidecarUsage;
-pub use vector_index::{NearestOptions, VectorIndexOptions, DISTANCE};
+pub use vector_index::VectorIndexOptions;
+pub use vector_search::{NearestOptions, DISTANCE};
 mod blobs;
 mod changes;
 mod clone;
@@ -40,6 +41,7 @@ mod scan_request;
 mod snapshot;
 pub(crate) mod vector;
 mod vector_index;
+mod vector_search;
 mod write;
 
 use std::sync::Arc;

@@ -1,21 +1,18 @@
 //! Vector indexes (seed 002's `vector_idx`): building an IVF segment over the fragments an
-//! index does not cover yet, and finding a query's nearest rows with the segments.
+//! index does not cover yet (k-means centroids over a sample, each vector in the partition
+//! of its nearest), and keeping an index fit (`optimize_vector_index`: a stale segment
+//! rebuilt with the uncovered fragments in its place). Searching them: `vector_search.rs`.
 //!
-//! A segment's entries are row ids. A search probes the `nprobes` partitions whose centroids
-//! are nearest the query in each segment and keeps a candidate only while its row is live,
-//! in a fragment some segment covers, and unchanged since the segment was built (its
-//! `_row_updated_version`, which compaction keeps, at most the segment's version): a row
-//! updated since or deleted drops out, and fragments no segment covers (appended, written
-//! by updates, or merged with such) are searched exactly. Compaction of covered fragments
-//! keeps them covered (`IndexSection::on_compaction`), so it writes no index byte. With
-//! every partition probed an `ivf_flat` search is exact.
+//! An entry is valid while its row is live, in a fragment some segment of the index covers,
+//! and unchanged since the segment was built (its `_row_updated_version`, which compaction
+//! keeps, at most the segment's version). Compaction of covered fragments keeps them covered
+//! (`IndexSection::on_compaction`), so it writes no index byte.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::HashMap;
 
-use arrow::array::{Array, ArrayRef, AsArray, Float32Array, RecordBatch};
-use arrow::datatypes::{DataType, Field, Float32Type, Schema, UInt64Type};
-use futures::{stream, StreamExt, TryStreamExt};
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{Float32Type, UInt64Type};
+use futures::TryStreamExt;
 
 use super::commit::Action;
 use super::vector::{l2_squared, vector_dimension};
@@ -28,14 +25,8 @@ use crate::format::{IndexSegment, Metric, VectorIndex, VectorIndexKind};
 use crate::io::VectorPartition;
 use crate::rowid::{FragmentId, RowId};
 
-/// The column a nearest-rows search adds: each row's distance to the query.
-pub const DISTANCE: &str = "_distance";
-
-/// Segments searched at once.
-const CONCURRENT_SEGMENTS: usize = 8;
-
 /// Index candidates whose rows are looked up together (one take), nearest first.
-const CANDIDATES_CHECKED_AT_ONCE: usize = 256;
+pub(super) const CANDIDATES_CHECKED_AT_ONCE: usize = 256;
 
 /// How `create_vector_index` builds a segment.
 #[derive(Debug, Clone)]
@@ -120,36 +111,15 @@ impl VectorIndexOptions {
     }
 }
 
-/// How [`Snapshot::nearest`] searches.
-#[derive(Debug, Clone, Copy)]
-pub struct NearestOptions {
-    /// The distance to rank by.
-    pub metric: Metric,
-    /// Partitions probed in each segment.
-    pub nprobes: usize,
-    /// False: search every row exactly, whatever index there is.
-    pub use_index: bool,
-}
-
-impl Default for NearestOptions {
-    fn default() -> Self {
-        Self {
-            metric: Metric::L2,
-            nprobes: 20,
-            use_index: true,
-        }
-    }
-}
-
 /// A vector column of a snapshot: its name, field id and dimension.
-struct VectorColumn {
-    name: String,
-    field_id: u32,
-    dimension: usize,
+pub(super) struct VectorColumn {
+    pub(super) name: String,
+    pub(super) field_id: u32,
+    pub(super) dimension: usize,
 }
 
 impl Snapshot {
-    fn vector_column(&self, column: &str) -> Result<VectorColumn> {
+    pub(super) fn vector_column(&self, column: &str) -> Result<VectorColumn> {
         let field = self
             .schema()
             .field_by_name(column)
@@ -170,7 +140,7 @@ impl Snapshot {
 
     /// Calls `each(row id, vector)` for every row of `fragments` whose vector in `column` is
     /// not NULL and has only finite components (others are never indexed nor returned).
-    async fn for_each_vector(
+    pub(super) async fn for_each_vector(
         &self,
         column: &VectorColumn,
         fragments: Vec<FragmentId>,
@@ -204,103 +174,9 @@ impl Snapshot {
         Ok(())
     }
 
-    /// The `k` rows nearest `query` in vector column `column`, nearest first (ties by row
-    /// id): every user column, then `_rowid` and `_distance`. Rows whose vector is NULL or
-    /// not finite are never returned. See the module header for how an index is used.
-    pub async fn nearest(
-        &self,
-        column: &str,
-        query: &[f32],
-        k: usize,
-        options: NearestOptions,
-    ) -> Result<RecordBatch> {
-        let vectors = self.vector_column(column)?;
-        if query.len() != vectors.dimension {
-            return Err(Error::invalid(format!(
-                "the query has {} components; column {column} has {}",
-                query.len(),
-                vectors.dimension
-            )));
-        }
-        if k == 0 {
-            return Err(Error::invalid(
-                "a nearest-rows search needs k of at least 1",
-            ));
-        }
-        if query.iter().any(|x| !x.is_finite()) {
-            return Err(Error::invalid(
-                "the query vector has a component that is not finite",
-            ));
-        }
-        let metric = options.metric;
-        let segments = match options.use_index {
-            true => self.vector_segments(vectors.field_id, metric, vectors.dimension),
-            false => Vec::new(),
-        };
-        let covered =
-            (segments.iter()).fold(roaring::RoaringBitmap::new(), |a, s| a | &s.fragments);
-        let uncovered: Vec<FragmentId> = (self.manifest().fragments.iter())
-            .map(|f| f.id)
-            .filter(|f| !covered.contains(*f))
-            .collect();
-        // Exactly over what no segment covers, keeping the k best as it goes.
-        let mut best: Vec<(f32, u64)> = Vec::new();
-        let by_distance = |a: &(f32, u64), b: &(f32, u64)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
-        self.for_each_vector(&vectors, uncovered, |id, v| {
-            let distance = metric.distance(v, query);
-            if !distance.is_nan() {
-                best.push((distance, id));
-                if best.len() >= 2 * k.max(512) {
-                    best.sort_by(by_distance);
-                    best.truncate(k);
-                }
-            }
-        })
-        .await?;
-        // Through the index over what it covers.
-        let probes: Vec<_> = (segments.iter().enumerate())
-            .map(|(at, segment)| self.probe_segment(segment, at, query, metric, options.nprobes))
-            .collect();
-        let probed: Vec<Vec<(f32, u64, usize)>> = stream::iter(probes)
-            .buffered(CONCURRENT_SEGMENTS)
-            .try_collect()
-            .await?;
-        let mut candidates: Vec<(f32, u64, usize)> = probed.into_iter().flatten().collect();
-        candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let covered = &covered;
-        let mut seen = HashSet::new();
-        let mut found = 0;
-        'chunks: for chunk in candidates.chunks(CANDIDATES_CHECKED_AT_ONCE.max(2 * k)) {
-            let now = self.where_and_when(chunk.iter().map(|c| c.1)).await?;
-            for &(distance, id, at) in chunk {
-                let Some(&(fragment, updated)) = now.get(&id) else {
-                    continue; // deleted
-                };
-                // Fragments no segment covers were searched exactly.
-                let current = covered.contains(fragment)
-                    && match updated {
-                        // Unchanged since the segment read it.
-                        Some(version) => version <= segments[at].dataset_version,
-                        // No lineage (written before it was kept): trust the fragment only.
-                        None => segments[at].fragments.contains(fragment),
-                    };
-                if current && seen.insert(id) {
-                    best.push((distance, id));
-                    found += 1;
-                    if found == k {
-                        break 'chunks;
-                    }
-                }
-            }
-        }
-        best.sort_by(by_distance);
-        best.truncate(k);
-        self.rows_with_distances(&best).await
-    }
-
     /// Where each live row of `ids` is now (its fragment) and the version that last changed
     /// its values, if lineage records it.
-    async fn where_and_when(
+    pub(super) async fn where_and_when(
         &self,
         ids: impl Iterator<Item = u64>,
     ) -> Result<HashMap<u64, (FragmentId, Option<u64>)>> {
@@ -332,107 +208,35 @@ impl Snapshot {
             .collect())
     }
 
-    /// The name of the vector index a search of `column` by `metric` with a query of
-    /// `dimension` components would use, if there is one.
-    pub(crate) fn vector_index_for(
-        &self,
-        column: &str,
-        metric: Metric,
-        dimension: usize,
-    ) -> Option<String> {
-        let field = self.schema().field_by_name(column)?;
-        let segments = self.vector_segments(field.id, metric, dimension);
-        segments.first().map(|s| s.name.clone())
-    }
-
-    /// The segments of an index on field `field_id` that ranks by `metric` in `dimension`
-    /// components: those of the first such index by name.
-    fn vector_segments(
-        &self,
-        field_id: u32,
-        metric: Metric,
-        dimension: usize,
-    ) -> Vec<IndexSegment> {
-        let indexes = &self.manifest().indexes;
-        let fits = |s: &&IndexSegment| {
-            s.field_id == field_id
-                && s.vector
-                    .is_some_and(|v| v.metric == metric && v.dimension as usize == dimension)
-        };
-        let Some(name) = (indexes.segments.iter())
-            .filter(fits)
-            .map(|s| s.name.clone())
-            .min()
-        else {
-            return Vec::new();
-        };
-        indexes.segments_named(&name).cloned().collect()
-    }
-
-    /// `(distance, row id, at)` of every entry of the `nprobes` partitions of `segment` whose
-    /// centroids are nearest `query`.
-    async fn probe_segment(
+    /// How many entries of vector segment `segment` are still valid (see the module header;
+    /// `covered`: what the index's segments cover).
+    async fn valid_entries(
         &self,
         segment: &IndexSegment,
-        at: usize,
-        query: &[f32],
-        metric: Metric,
-        nprobes: usize,
-    ) -> Result<Vec<(f32, u64, usize)>> {
+        covered: &roaring::RoaringBitmap,
+    ) -> Result<u64> {
         let head = self.store().read_vector_head(segment).await?;
-        let mut order: Vec<(f32, usize)> = (0..head.partition_count())
-            .map(|p| (metric.distance(head.centroid(p), query), p))
-            .collect();
-        order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let which: Vec<usize> = order.iter().take(nprobes.max(1)).map(|(_, p)| *p).collect();
+        let all: Vec<usize> = (0..head.partition_count()).collect();
         let partitions = self
             .store()
-            .read_vector_partitions(segment, &head, &which)
+            .read_vector_partitions(segment, &head, &all)
             .await?;
-        let dimension = head.dimension;
-        let mut out = Vec::new();
-        for partition in partitions {
-            for (i, id) in partition.ids.iter().enumerate() {
-                let v = &partition.vectors[i * dimension..(i + 1) * dimension];
-                let distance = metric.distance(v, query);
-                if !distance.is_nan() {
-                    out.push((distance, *id, at));
-                }
-            }
+        let ids: Vec<u64> = partitions.into_iter().flat_map(|p| p.ids).collect();
+        let mut valid = 0;
+        for chunk in ids.chunks(CANDIDATES_CHECKED_AT_ONCE * 16) {
+            let now = self.where_and_when(chunk.iter().copied()).await?;
+            valid += now
+                .values()
+                .filter(|(fragment, updated)| {
+                    covered.contains(*fragment)
+                        && match updated {
+                            Some(version) => *version <= segment.dataset_version,
+                            None => segment.fragments.contains(*fragment),
+                        }
+                })
+                .count() as u64;
         }
-        Ok(out)
-    }
-
-    /// The rows `best` names (distance, row id), in that order, with `_rowid` and
-    /// `_distance`.
-    async fn rows_with_distances(&self, best: &[(f32, u64)]) -> Result<RecordBatch> {
-        let ids: Vec<RowId> = best.iter().map(|(_, id)| RowId::from_u64(*id)).collect();
-        let request = ScanRequest {
-            with_row_id: true,
-            ..Default::default()
-        };
-        let rows = self.take(&ids, request).await?;
-        let distances: HashMap<u64, f32> = best.iter().map(|(d, id)| (*id, *d)).collect();
-        let row_ids = rows
-            .column_by_name(ROW_ID)
-            .ok_or_else(|| Error::internal("a take with row ids returned none"))?
-            .as_primitive::<UInt64Type>();
-        let distance: Float32Array = (row_ids.values().iter())
-            .map(|id| distances.get(id).copied())
-            .collect();
-        let mut fields: Vec<Field> = rows
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        fields.push(Field::new(DISTANCE, DataType::Float32, false));
-        let mut columns: Vec<ArrayRef> = rows.columns().to_vec();
-        columns.push(Arc::new(distance));
-        Ok(RecordBatch::try_new(
-            Arc::new(Schema::new(fields)),
-            columns,
-        )?)
+        Ok(valid)
     }
 }
 
@@ -485,22 +289,107 @@ impl Table {
         if fragments.is_empty() {
             return Ok(Committed::unchanged(&read, IndexBuild::default()));
         }
+        let segment = self
+            .build_vector_segment(&read, name, &vectors, fragments, params, &options)
+            .await?;
+        self.commit_vector_segment(&read, segment, Vec::new()).await
+    }
+
+    /// Keeps vector index `name` fit: one new segment over the fragments no segment covers,
+    /// together with those of every segment whose stale share (entries of rows deleted or
+    /// changed since it was built) is above `stale_share`, in place of those segments (seed
+    /// 002's "s2 plus newly unindexed fragments into s4"); the other segments keep their
+    /// numbers and places. Kind and metric are the index's; the options' partitions,
+    /// sample and iterations shape the new segment. With nothing to do it commits nothing.
+    pub async fn optimize_vector_index(
+        &self,
+        name: &str,
+        stale_share: f64,
+        options: VectorIndexOptions,
+    ) -> Result<Committed<(IndexBuild, u64)>> {
+        if !(0.0..=1.0).contains(&stale_share) {
+            return Err(Error::invalid(format!(
+                "a stale share is a fraction from 0 to 1, not {stale_share}"
+            )));
+        }
+        let read = self.read_snapshot().await?;
+        let segments: Vec<IndexSegment> = read
+            .manifest()
+            .indexes
+            .segments_named(name)
+            .cloned()
+            .collect();
+        let Some(params) = segments.first().and_then(|s| s.vector) else {
+            return Err(Error::invalid(format!("no vector index named {name}")));
+        };
+        let Some(column) = read.schema().field_by_id(segments[0].field_id) else {
+            return Err(Error::invalid(format!(
+                "the column of index {name} is gone"
+            )));
+        };
+        let vectors = read.vector_column(&column.name)?;
+        let covered = read.manifest().indexes.covered(name);
+        let mut replaced = Vec::new();
+        let mut fragments: std::collections::BTreeSet<FragmentId> =
+            (read.manifest().fragments.iter())
+                .map(|f| f.id)
+                .filter(|f| !covered.contains(*f))
+                .collect();
+        for segment in &segments {
+            let valid = read.valid_entries(segment, &covered).await?;
+            let stale = segment.row_count.saturating_sub(valid);
+            if segment.row_count > 0 && stale as f64 / segment.row_count as f64 > stale_share {
+                replaced.push(segment.uuid.clone());
+                fragments.extend(segment.fragments.iter());
+            }
+        }
+        if fragments.is_empty() {
+            return Ok(Committed::unchanged(&read, (IndexBuild::default(), 0)));
+        }
+        let options = VectorIndexOptions {
+            kind: params.kind,
+            metric: params.metric,
+            ..options
+        };
+        let fragments: Vec<FragmentId> = fragments.into_iter().collect();
+        let segment = self
+            .build_vector_segment(&read, name, &vectors, fragments, params, &options)
+            .await?;
+        let replaced_count = replaced.len() as u64;
+        let committed = self.commit_vector_segment(&read, segment, replaced).await?;
+        Ok(Committed {
+            figures: (committed.figures, replaced_count),
+            version: committed.version,
+            published: committed.published,
+        })
+    }
+
+    /// One segment of index `name` over the vectors of `fragments`.
+    async fn build_vector_segment(
+        &self,
+        read: &Snapshot,
+        name: &str,
+        vectors: &VectorColumn,
+        fragments: Vec<FragmentId>,
+        params: VectorIndex,
+        options: &VectorIndexOptions,
+    ) -> Result<IndexSegment> {
         options.progress.update("indexing vectors", 0, None);
         let (mut ids, mut values) = (Vec::new(), Vec::new());
-        read.for_each_vector(&vectors, fragments.clone(), |id, v| {
+        read.for_each_vector(vectors, fragments.clone(), |id, v| {
             ids.push(id);
             values.extend_from_slice(v);
         })
         .await?;
         let dimension = vectors.dimension;
-        let centroids = train_centroids(&values, dimension, &options);
+        let centroids = train_centroids(&values, dimension, options);
         let partitions = partition(&ids, &values, &centroids, dimension, options.metric);
         options.progress.finish("indexing vectors");
         let written = self
             .store
             .write_vector_segment(dimension, &centroids, &partitions)
             .await?;
-        let segment = IndexSegment {
+        Ok(IndexSegment {
             uuid: uuid::Uuid::new_v4().to_string(),
             name: name.to_string(),
             field_id: vectors.field_id,
@@ -514,17 +403,22 @@ impl Table {
                 partitions: partitions.len() as u32,
                 ..params
             }),
-        };
+        })
+    }
+
+    /// Commits `segment` in place of the segments `replaces` names.
+    async fn commit_vector_segment(
+        &self,
+        read: &Snapshot,
+        segment: IndexSegment,
+        replaces: Vec<String>,
+    ) -> Result<Committed<IndexBuild>> {
         let uuid = segment.uuid.clone();
-        let published = self
-            .commit_manifest(
-                &read,
-                Action::CreateIndex {
-                    segments: vec![segment],
-                },
-                None,
-            )
-            .await?;
+        let action = Action::CreateIndex {
+            segments: vec![segment],
+            replaces,
+        };
+        let published = self.commit_manifest(read, action, None).await?;
         let mut report = IndexBuild::default();
         if let Some(added) = published.indexes.segments.iter().find(|s| s.uuid == uuid) {
             report.segments_added = 1;

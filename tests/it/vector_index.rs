@@ -1,5 +1,6 @@
 //! Vector indexes against a model: random sequences of inserts, vector updates, deletes,
-//! compactions, index builds and restores on a table with a vector column; after each step the
+//! compactions, index builds, index optimizations and restores on a table with a vector
+//! column; after each step the
 //! indexed search with every partition probed (`ivf_flat`: no quantization) answers exactly
 //! as brute force over the model does, and a search probing one partition never returns a
 //! deleted row or a row's vector from before its update.
@@ -21,6 +22,7 @@ enum Step {
     Delete { every: i64 },
     Compact,
     Index { partitions: u32 },
+    Optimize { stale_share: u8 },
     Restore { back: usize },
 }
 
@@ -36,6 +38,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Compact),
         2 => (1u32..6).prop_map(|partitions| Step::Index { partitions }),
         1 => (0usize..4).prop_map(|back| Step::Restore { back }),
+        2 => (0u8..3).prop_map(|stale_share| Step::Optimize { stale_share }),
     ]
 }
 
@@ -131,6 +134,29 @@ async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>) {
                      'partitions={partitions}')"
                 );
                 sql(&ctx, &create).await;
+            }
+            Step::Optimize { stale_share } => {
+                let optimize = format!(
+                    "SELECT * FROM natal_optimize_index('t', 'e_idx', \
+                     'stale_share=0.{stale_share}, partitions=3')"
+                );
+                let indexed = table
+                    .latest()
+                    .await
+                    .unwrap()
+                    .manifest()
+                    .indexes
+                    .field_of("e_idx");
+                let outcome = match natal::datafusion::sql(&ctx, &optimize).await {
+                    Ok(frame) => frame.collect().await.map(drop),
+                    Err(e) => Err(e),
+                };
+                match (indexed, outcome) {
+                    (Some(_), Ok(())) => {}
+                    (None, Err(e)) => assert!(e.to_string().contains("no vector index"), "{e}"),
+                    (Some(_), Err(e)) => panic!("{optimize}: {e}"),
+                    (None, Ok(_)) => panic!("{optimize} ran without an index"),
+                }
             }
             Step::Restore { back } => {
                 if history.is_empty() {
@@ -467,4 +493,65 @@ async fn sql_top_k_by_a_distance_searches_the_index_that_ranks_by_it() {
     .await
     .unwrap();
     assert!(rows.contains("| 58 | n58  | 58     |"), "{rows}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimize_rebuilds_a_stale_segment_with_the_uncovered_fragments_in_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    sql(&ctx, "CREATE TABLE t (id BIGINT, e VECTOR(2))").await;
+    let index = "SELECT * FROM natal_create_index('t', 'e', 'e_idx', 'ivf_flat', 'partitions=2')";
+    for part in 0..2i64 {
+        let values: Vec<String> = (part * 20..(part + 1) * 20)
+            .map(|id| format!("({id}, [{id}.0, 1.0])"))
+            .collect();
+        sql(&ctx, &format!("INSERT INTO t VALUES {}", values.join(", "))).await;
+        sql(&ctx, index).await;
+    }
+    let table =
+        natal::datafusion::open_table(&ctx, &format!("{}/t", dir.path().display())).unwrap();
+    let seqs = |snapshot: &natal::Snapshot| -> Vec<(u64, u64)> {
+        (snapshot.manifest().indexes.segments.iter())
+            .map(|s| (s.segment_seq.unwrap_or(0), s.row_count))
+            .collect()
+    };
+    assert_eq!(seqs(&table.latest().await.unwrap()), [(1, 20), (2, 20)]);
+    // A quarter of the first segment's rows change; new rows arrive.
+    sql(&ctx, "UPDATE t SET e = [0.0, 0.0] WHERE id < 5").await;
+    sql(&ctx, "INSERT INTO t VALUES (100, [3.0, 3.0])").await;
+    let optimize = "SELECT segments_added, segments_replaced, rows_indexed \
+                    FROM natal_optimize_index('t', 'e_idx', 'stale_share=0.2')";
+    let shown = crate::common::answer(&ctx, optimize).await.unwrap();
+    // The rebuilt segment: the first one's 15 unchanged rows, the 5 updated, the 1 new.
+    assert!(
+        shown.contains("| 1              | 1                 | 21           |"),
+        "{shown}"
+    );
+    // Segment 2 keeps its number; the rebuilt one takes the next.
+    let latest = table.latest().await.unwrap();
+    assert_eq!(seqs(&latest), [(2, 20), (3, 21)]);
+    let options = NearestOptions {
+        nprobes: usize::MAX,
+        ..Default::default()
+    };
+    let rows = latest.nearest("e", &[0.0, 0.0], 5, options).await.unwrap();
+    let ids = rows
+        .column_by_name("id")
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    assert_eq!(ids.values().to_vec(), [0, 1, 2, 3, 4]);
+    // Nothing stale or uncovered: nothing to do.
+    let again = crate::common::answer(&ctx, optimize).await.unwrap();
+    assert!(
+        again.contains("| 0              | 0                 | 0            |"),
+        "{again}"
+    );
+    let error = crate::common::answer(&ctx, "SELECT * FROM natal_optimize_index('t', 'nope')")
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("no vector index named nope"),
+        "{error}"
+    );
 }

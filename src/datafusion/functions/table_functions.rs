@@ -62,6 +62,11 @@ enum Operation {
     DropIndex {
         name: String,
     },
+    OptimizeIndex {
+        name: String,
+        stale_share: f64,
+        options: VectorIndexOptions,
+    },
     /// A schema change (`natal_add_column` and its kin), as `ALTER TABLE` makes it.
     Alter {
         change: SchemaChange,
@@ -94,6 +99,15 @@ impl Operation {
                 "version",
                 "segment_seq",
                 "segments_added",
+                "fragments_indexed",
+                "rows_indexed",
+                "bytes_written",
+            ],
+            Operation::OptimizeIndex { .. } => &[
+                "version",
+                "segment_seq",
+                "segments_added",
+                "segments_replaced",
                 "fragments_indexed",
                 "rows_indexed",
                 "bytes_written",
@@ -195,6 +209,29 @@ impl Operation {
                 ]
             }
             Operation::DropIndex { name } => vec![Some(table.drop_index(&name).await?.version)],
+            Operation::OptimizeIndex {
+                name,
+                stale_share,
+                options,
+            } => {
+                let options = VectorIndexOptions {
+                    progress,
+                    ..options
+                };
+                let r = table
+                    .optimize_vector_index(&name, stale_share, options)
+                    .await?;
+                let (figures, replaced) = &r.figures;
+                vec![
+                    r.published.then_some(r.version),
+                    figures.segment_seq,
+                    Some(figures.segments_added),
+                    Some(*replaced),
+                    Some(figures.fragments_indexed),
+                    Some(figures.rows_indexed),
+                    Some(figures.bytes_written),
+                ]
+            }
             Operation::Alter { change } => {
                 let committed = table.alter(vec![change]).await?;
                 // NULL: the change changed nothing, nothing published.
@@ -255,6 +292,7 @@ impl NatalFunction {
             "natal_update",
             "natal_create_index",
             "natal_drop_index",
+            "natal_optimize_index",
             "natal_add_column",
             "natal_drop_column",
             "natal_rename_column",
@@ -439,6 +477,39 @@ impl TableFunctionImpl for NatalFunction {
                         vector,
                     },
                     5,
+                )
+            }
+            "natal_optimize_index" => {
+                let index = literal_string(name, exprs, 1, "index name")?;
+                let text = match exprs.get(2) {
+                    Some(_) => literal_string(name, exprs, 2, "options")?,
+                    None => String::new(),
+                };
+                // `stale_share=` is optimize's own; the rest shape the new segment.
+                let mut stale_share = 0.1;
+                let mut rest = Vec::new();
+                for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                    match pair.split_once('=') {
+                        Some((key, value)) if key.trim().eq_ignore_ascii_case("stale_share") => {
+                            stale_share = value.trim().parse().map_err(|_| {
+                                DataFusionError::Plan(format!(
+                                    "{name}: stale_share takes a fraction, not '{}'",
+                                    value.trim()
+                                ))
+                            })?;
+                        }
+                        _ => rest.push(pair),
+                    }
+                }
+                let options = VectorIndexOptions::parse("ivf_flat", &rest.join(","))
+                    .map_err(|e| DataFusionError::Plan(format!("{name}: {e}")))?;
+                (
+                    Operation::OptimizeIndex {
+                        name: index,
+                        stale_share,
+                        options,
+                    },
+                    3,
                 )
             }
             "natal_drop_index" => {

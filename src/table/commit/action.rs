@@ -143,9 +143,11 @@ pub(crate) enum Action {
     Restore {
         from: Box<Manifest>,
     },
-    /// Add index segments built from the rows of their fragments as read.
+    /// Add index segments built from the rows of their fragments as read, in place of the
+    /// segments `replaces` names by uuid (an index optimized: they must still be there).
     CreateIndex {
         segments: Vec<IndexSegment>,
+        replaces: Vec<String>,
     },
     /// Remove every segment of an index (its sequence high-water mark stays).
     DropIndex {
@@ -201,7 +203,9 @@ impl Action {
             Action::Delete { rows } => rows.is_empty(),
             Action::Update { rows, fragments } => rows.is_empty() && fragments.is_empty(),
             Action::Compact { inputs, .. } => inputs.is_empty(),
-            Action::CreateIndex { segments } => segments.is_empty(),
+            Action::CreateIndex { segments, replaces } => {
+                segments.is_empty() && replaces.is_empty()
+            }
             Action::Overwrite { .. }
             | Action::Checkpoint { .. }
             | Action::Restore { .. }

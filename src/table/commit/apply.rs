@@ -88,7 +88,18 @@ pub(super) async fn apply(
             m.indexes = from.indexes.clone();
             m.indexes.keep_marks_of(&base.indexes);
         }
-        Action::CreateIndex { segments } => {
+        Action::CreateIndex { segments, replaces } => {
+            for uuid in replaces {
+                if !m.indexes.remove_segment(uuid) {
+                    return Err(Error::Conflict {
+                        operation: action.operation(),
+                        read_version,
+                        other: Some(base.transaction.operation),
+                        other_version: base.version,
+                        reason: "an index segment it replaces was removed meanwhile".into(),
+                    });
+                }
+            }
             let mut added = 0;
             for segment in segments {
                 let mut segment = segment.clone();

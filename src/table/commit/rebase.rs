@@ -100,7 +100,7 @@ fn rebase_over_schema_change(
         (Some(was), Some(now)) => was.data_type != now.data_type,
         (None, Some(_)) => false,
     };
-    if let Action::CreateIndex { segments } = &*action {
+    if let Action::CreateIndex { segments, .. } = &*action {
         if let Some(s) = segments.iter().find(|s| retyped_or_dropped(s.field_id)) {
             let reason = format!(
                 "the column of index {} was dropped or widened meanwhile",

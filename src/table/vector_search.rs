@@ -1,0 +1,245 @@
+//! Nearest rows ([`Snapshot::nearest`]) through vector indexes. A search probes the
+//! `nprobes` partitions whose centroids are nearest the query in each segment of the index
+//! that ranks the column by the metric asked, keeps a candidate only while its entry is valid
+//! (see `vector_index.rs`): a row updated since or deleted drops out, and fragments no
+//! segment covers (appended, written by updates, or merged with such) are searched exactly.
+//! With every partition probed an `ivf_flat` search is exact.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, AsArray, Float32Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema, UInt64Type};
+use futures::{stream, StreamExt, TryStreamExt};
+
+use super::vector_index::CANDIDATES_CHECKED_AT_ONCE;
+use super::{ScanRequest, Snapshot, ROW_ID};
+use crate::error::{Error, Result};
+use crate::format::{IndexSegment, Metric};
+use crate::rowid::{FragmentId, RowId};
+
+/// The column a nearest-rows search adds: each row's distance to the query.
+pub const DISTANCE: &str = "_distance";
+
+/// Segments searched at once.
+const CONCURRENT_SEGMENTS: usize = 8;
+
+/// How [`Snapshot::nearest`] searches.
+#[derive(Debug, Clone, Copy)]
+pub struct NearestOptions {
+    /// The distance to rank by.
+    pub metric: Metric,
+    /// Partitions probed in each segment.
+    pub nprobes: usize,
+    /// False: search every row exactly, whatever index there is.
+    pub use_index: bool,
+}
+
+impl Default for NearestOptions {
+    fn default() -> Self {
+        Self {
+            metric: Metric::L2,
+            nprobes: 20,
+            use_index: true,
+        }
+    }
+}
+
+impl Snapshot {
+    /// The `k` rows nearest `query` in vector column `column`, nearest first (ties by row
+    /// id): every user column, then `_rowid` and `_distance`. Rows whose vector is NULL or
+    /// not finite are never returned. See the module header for how an index is used.
+    pub async fn nearest(
+        &self,
+        column: &str,
+        query: &[f32],
+        k: usize,
+        options: NearestOptions,
+    ) -> Result<RecordBatch> {
+        let vectors = self.vector_column(column)?;
+        if query.len() != vectors.dimension {
+            return Err(Error::invalid(format!(
+                "the query has {} components; column {column} has {}",
+                query.len(),
+                vectors.dimension
+            )));
+        }
+        if k == 0 {
+            return Err(Error::invalid(
+                "a nearest-rows search needs k of at least 1",
+            ));
+        }
+        if query.iter().any(|x| !x.is_finite()) {
+            return Err(Error::invalid(
+                "the query vector has a component that is not finite",
+            ));
+        }
+        let metric = options.metric;
+        let segments = match options.use_index {
+            true => self.vector_segments(vectors.field_id, metric, vectors.dimension),
+            false => Vec::new(),
+        };
+        let covered =
+            (segments.iter()).fold(roaring::RoaringBitmap::new(), |a, s| a | &s.fragments);
+        let uncovered: Vec<FragmentId> = (self.manifest().fragments.iter())
+            .map(|f| f.id)
+            .filter(|f| !covered.contains(*f))
+            .collect();
+        // Exactly over what no segment covers, keeping the k best as it goes.
+        let mut best: Vec<(f32, u64)> = Vec::new();
+        let by_distance = |a: &(f32, u64), b: &(f32, u64)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        self.for_each_vector(&vectors, uncovered, |id, v| {
+            let distance = metric.distance(v, query);
+            if !distance.is_nan() {
+                best.push((distance, id));
+                if best.len() >= 2 * k.max(512) {
+                    best.sort_by(by_distance);
+                    best.truncate(k);
+                }
+            }
+        })
+        .await?;
+        // Through the index over what it covers.
+        let probes: Vec<_> = (segments.iter().enumerate())
+            .map(|(at, segment)| self.probe_segment(segment, at, query, metric, options.nprobes))
+            .collect();
+        let probed: Vec<Vec<(f32, u64, usize)>> = stream::iter(probes)
+            .buffered(CONCURRENT_SEGMENTS)
+            .try_collect()
+            .await?;
+        let mut candidates: Vec<(f32, u64, usize)> = probed.into_iter().flatten().collect();
+        candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let covered = &covered;
+        let mut seen = HashSet::new();
+        let mut found = 0;
+        'chunks: for chunk in candidates.chunks(CANDIDATES_CHECKED_AT_ONCE.max(2 * k)) {
+            let now = self.where_and_when(chunk.iter().map(|c| c.1)).await?;
+            for &(distance, id, at) in chunk {
+                let Some(&(fragment, updated)) = now.get(&id) else {
+                    continue; // deleted
+                };
+                // Fragments no segment covers were searched exactly.
+                let current = covered.contains(fragment)
+                    && match updated {
+                        // Unchanged since the segment read it.
+                        Some(version) => version <= segments[at].dataset_version,
+                        // No lineage (written before it was kept): trust the fragment only.
+                        None => segments[at].fragments.contains(fragment),
+                    };
+                if current && seen.insert(id) {
+                    best.push((distance, id));
+                    found += 1;
+                    if found == k {
+                        break 'chunks;
+                    }
+                }
+            }
+        }
+        best.sort_by(by_distance);
+        best.truncate(k);
+        self.rows_with_distances(&best).await
+    }
+
+    /// The name of the vector index a search of `column` by `metric` with a query of
+    /// `dimension` components would use, if there is one.
+    pub(crate) fn vector_index_for(
+        &self,
+        column: &str,
+        metric: Metric,
+        dimension: usize,
+    ) -> Option<String> {
+        let field = self.schema().field_by_name(column)?;
+        let segments = self.vector_segments(field.id, metric, dimension);
+        segments.first().map(|s| s.name.clone())
+    }
+
+    /// The segments of an index on field `field_id` that ranks by `metric` in `dimension`
+    /// components: those of the first such index by name.
+    fn vector_segments(
+        &self,
+        field_id: u32,
+        metric: Metric,
+        dimension: usize,
+    ) -> Vec<IndexSegment> {
+        let indexes = &self.manifest().indexes;
+        let fits = |s: &&IndexSegment| {
+            s.field_id == field_id
+                && s.vector
+                    .is_some_and(|v| v.metric == metric && v.dimension as usize == dimension)
+        };
+        let Some(name) = (indexes.segments.iter())
+            .filter(fits)
+            .map(|s| s.name.clone())
+            .min()
+        else {
+            return Vec::new();
+        };
+        indexes.segments_named(&name).cloned().collect()
+    }
+
+    /// `(distance, row id, at)` of every entry of the `nprobes` partitions of `segment` whose
+    /// centroids are nearest `query`.
+    async fn probe_segment(
+        &self,
+        segment: &IndexSegment,
+        at: usize,
+        query: &[f32],
+        metric: Metric,
+        nprobes: usize,
+    ) -> Result<Vec<(f32, u64, usize)>> {
+        let head = self.store().read_vector_head(segment).await?;
+        let mut order: Vec<(f32, usize)> = (0..head.partition_count())
+            .map(|p| (metric.distance(head.centroid(p), query), p))
+            .collect();
+        order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let which: Vec<usize> = order.iter().take(nprobes.max(1)).map(|(_, p)| *p).collect();
+        let partitions = self
+            .store()
+            .read_vector_partitions(segment, &head, &which)
+            .await?;
+        let dimension = head.dimension;
+        let mut out = Vec::new();
+        for partition in partitions {
+            for (i, id) in partition.ids.iter().enumerate() {
+                let v = &partition.vectors[i * dimension..(i + 1) * dimension];
+                let distance = metric.distance(v, query);
+                if !distance.is_nan() {
+                    out.push((distance, *id, at));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The rows `best` names (distance, row id), in that order, with `_rowid` and
+    /// `_distance`.
+    async fn rows_with_distances(&self, best: &[(f32, u64)]) -> Result<RecordBatch> {
+        let ids: Vec<RowId> = best.iter().map(|(_, id)| RowId::from_u64(*id)).collect();
+        let request = ScanRequest {
+            with_row_id: true,
+            ..Default::default()
+        };
+        let rows = self.take(&ids, request).await?;
+        let distances: HashMap<u64, f32> = best.iter().map(|(d, id)| (*id, *d)).collect();
+        let row_ids = rows
+            .column_by_name(ROW_ID)
+            .ok_or_else(|| Error::internal("a take with row ids returned none"))?
+            .as_primitive::<UInt64Type>();
+        let distance: Float32Array = (row_ids.values().iter())
+            .map(|id| distances.get(id).copied())
+            .collect();
+        let mut fields: Vec<Field> = rows
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(DISTANCE, DataType::Float32, false));
+        let mut columns: Vec<ArrayRef> = rows.columns().to_vec();
+        columns.push(Arc::new(distance));
+        Ok(RecordBatch::try_new(
+            Arc::new(Schema::new(fields)),
+            columns,
+        )?)
+    }
+}
