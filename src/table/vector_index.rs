@@ -9,6 +9,7 @@
 //! (`IndexSection::on_compaction`), so it writes no index byte.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{Float32Type, UInt64Type};
@@ -138,18 +139,21 @@ impl Snapshot {
         })
     }
 
-    /// Calls `each(row id, vector)` for every row of `fragments` whose vector in `column` is
-    /// not NULL and has only finite components (others are never indexed nor returned).
+    /// Calls `each(row id, vector)` for every row of `fragments` (that passes `filter`) whose
+    /// vector in `column` is not NULL and has only finite components (others are never
+    /// indexed nor returned).
     pub(super) async fn for_each_vector(
         &self,
         column: &VectorColumn,
         fragments: Vec<FragmentId>,
+        filter: Option<Arc<dyn super::RowPredicate>>,
         mut each: impl FnMut(u64, &[f32]),
     ) -> Result<()> {
         let request = ScanRequest {
             columns: Some(vec![column.name.clone()]),
             with_row_id: true,
             fragments: Some(fragments),
+            filter,
             ..Default::default()
         };
         let mut batches = self.scan(request).await?;
@@ -376,7 +380,7 @@ impl Table {
     ) -> Result<IndexSegment> {
         options.progress.update("indexing vectors", 0, None);
         let (mut ids, mut values) = (Vec::new(), Vec::new());
-        read.for_each_vector(vectors, fragments.clone(), |id, v| {
+        read.for_each_vector(vectors, fragments.clone(), None, |id, v| {
             ids.push(id);
             values.extend_from_slice(v);
         })

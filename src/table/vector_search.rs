@@ -8,12 +8,12 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray, Float32Array, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, Float32Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, UInt64Type};
 use futures::{stream, StreamExt, TryStreamExt};
 
 use super::vector_index::CANDIDATES_CHECKED_AT_ONCE;
-use super::{ScanRequest, Snapshot, ROW_ID};
+use super::{predicate_layout, RowPredicate, ScanRequest, Snapshot, ROW_ID};
 use crate::error::{Error, Result};
 use crate::format::{IndexSegment, Metric};
 use crate::rowid::{FragmentId, RowId};
@@ -56,6 +56,21 @@ impl Snapshot {
         k: usize,
         options: NearestOptions,
     ) -> Result<RecordBatch> {
+        self.nearest_where(column, query, k, options, None).await
+    }
+
+    /// [`Self::nearest`] among the rows that pass `filter` (a pre-filter: the `k` nearest of
+    /// those rows, not the passing rows of the `k` nearest). Where the probed partitions
+    /// hold fewer than `k` candidates that are valid and pass, four times as many
+    /// partitions are probed, until every one has been.
+    pub async fn nearest_where(
+        &self,
+        column: &str,
+        query: &[f32],
+        k: usize,
+        options: NearestOptions,
+        filter: Option<Arc<dyn RowPredicate>>,
+    ) -> Result<RecordBatch> {
         let vectors = self.vector_column(column)?;
         if query.len() != vectors.dimension {
             return Err(Error::invalid(format!(
@@ -88,7 +103,7 @@ impl Snapshot {
         // Exactly over what no segment covers, keeping the k best as it goes.
         let mut best: Vec<(f32, u64)> = Vec::new();
         let by_distance = |a: &(f32, u64), b: &(f32, u64)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
-        self.for_each_vector(&vectors, uncovered, |id, v| {
+        self.for_each_vector(&vectors, uncovered, filter.clone(), |id, v| {
             let distance = metric.distance(v, query);
             if !distance.is_nan() {
                 best.push((distance, id));
@@ -100,8 +115,42 @@ impl Snapshot {
         })
         .await?;
         // Through the index over what it covers.
+        let most = segments
+            .iter()
+            .filter_map(|s| s.vector)
+            .map(|v| v.partitions as usize)
+            .max();
+        let mut nprobes = options.nprobes.max(1);
+        let mut found = Vec::new();
+        while !segments.is_empty() {
+            found = self
+                .index_candidates(&segments, query, (metric, nprobes), k, filter.as_deref())
+                .await?;
+            if found.len() >= k || most.is_none_or(|most| nprobes >= most) {
+                break;
+            }
+            nprobes = nprobes.saturating_mul(4);
+        }
+        best.extend(found);
+        best.sort_by(by_distance);
+        best.truncate(k);
+        self.rows_with_distances(&best).await
+    }
+
+    /// Up to `k` of the entries of the `nprobes` partitions nearest `query` in each of
+    /// `segments` (ranked by `metric`) that are valid and pass `filter`, nearest first.
+    async fn index_candidates(
+        &self,
+        segments: &[IndexSegment],
+        query: &[f32],
+        (metric, nprobes): (Metric, usize),
+        k: usize,
+        filter: Option<&dyn RowPredicate>,
+    ) -> Result<Vec<(f32, u64)>> {
+        let covered =
+            (segments.iter()).fold(roaring::RoaringBitmap::new(), |a, s| a | &s.fragments);
         let probes: Vec<_> = (segments.iter().enumerate())
-            .map(|(at, segment)| self.probe_segment(segment, at, query, metric, options.nprobes))
+            .map(|(at, segment)| self.probe_segment(segment, at, query, metric, nprobes))
             .collect();
         let probed: Vec<Vec<(f32, u64, usize)>> = stream::iter(probes)
             .buffered(CONCURRENT_SEGMENTS)
@@ -109,11 +158,11 @@ impl Snapshot {
             .await?;
         let mut candidates: Vec<(f32, u64, usize)> = probed.into_iter().flatten().collect();
         candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let covered = &covered;
         let mut seen = HashSet::new();
-        let mut found = 0;
-        'chunks: for chunk in candidates.chunks(CANDIDATES_CHECKED_AT_ONCE.max(2 * k)) {
+        let mut found = Vec::new();
+        for chunk in candidates.chunks(CANDIDATES_CHECKED_AT_ONCE.max(2 * k)) {
             let now = self.where_and_when(chunk.iter().map(|c| c.1)).await?;
+            let mut valid = Vec::new();
             for &(distance, id, at) in chunk {
                 let Some(&(fragment, updated)) = now.get(&id) else {
                     continue; // deleted
@@ -127,17 +176,42 @@ impl Snapshot {
                         None => segments[at].fragments.contains(fragment),
                     };
                 if current && seen.insert(id) {
-                    best.push((distance, id));
-                    found += 1;
-                    if found == k {
-                        break 'chunks;
-                    }
+                    valid.push((distance, id));
                 }
             }
+            if let Some(filter) = filter {
+                valid = self.passing(valid, filter).await?;
+            }
+            found.extend(valid);
+            if found.len() >= k {
+                found.truncate(k);
+                break;
+            }
         }
-        best.sort_by(by_distance);
-        best.truncate(k);
-        self.rows_with_distances(&best).await
+        Ok(found)
+    }
+
+    /// Those of `rows` (distance, live row id) that pass `filter`, in order.
+    async fn passing(
+        &self,
+        rows: Vec<(f32, u64)>,
+        filter: &dyn RowPredicate,
+    ) -> Result<Vec<(f32, u64)>> {
+        if rows.is_empty() {
+            return Ok(rows);
+        }
+        let ids: Vec<RowId> = rows.iter().map(|(_, id)| RowId::from_u64(*id)).collect();
+        let read = self.take(&ids, predicate_layout(filter)).await?;
+        if read.num_rows() != rows.len() {
+            return Err(Error::internal(
+                "a take of live rows returned another count",
+            ));
+        }
+        let keep = filter.evaluate(&read)?;
+        Ok((rows.into_iter().enumerate())
+            .filter(|(i, _)| keep.is_valid(*i) && keep.value(*i))
+            .map(|(_, row)| row)
+            .collect())
     }
 
     /// The name of the vector index a search of `column` by `metric` with a query of

@@ -198,6 +198,27 @@ async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>) {
                 .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
                 .collect();
             assert_eq!(found, expected, "{by_sql}");
+            // With a filter: the nearest of the rows that pass.
+            let mut passing: Vec<(f32, i64)> = (model.iter())
+                .filter(|(id, _)| *id % 3 != 0)
+                .map(|(id, v)| (Metric::L2.distance(v, query), *id))
+                .collect();
+            passing.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            let expected: Vec<i64> = passing.iter().take(k).map(|(_, id)| *id).collect();
+            let by_sql = format!(
+                "SELECT id FROM t WHERE id % 3 <> 0 ORDER BY l2_distance(e, {}), id LIMIT {k}",
+                literal(query)
+            );
+            let batches = natal::datafusion::sql(&ctx, &by_sql)
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            let found: Vec<i64> = (batches.iter())
+                .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+                .collect();
+            assert_eq!(found, expected, "{by_sql}");
             // One partition: maybe not the nearest, never a dead row or a stale vector.
             for (id, distance) in nearest(&table, query, k, 1).await {
                 let v = model.get(&id).expect("a live row");
@@ -473,10 +494,16 @@ async fn sql_top_k_by_a_distance_searches_the_index_that_ranks_by_it() {
         "{shown}"
     );
     assert_eq!(crate::common::answer(&ctx, query).await.unwrap(), exact);
-    // Another metric than the index's, a filter of the scan's own, or no index use: exact.
+    // A filter is the search's pre-filter: the nearest of the rows that pass.
+    let filtered = "SELECT id, name FROM t WHERE name NOT IN ('n58', 'n3') AND id < 50 \
+                    ORDER BY l2_distance(e, [3.0, 2.0]), id LIMIT 3";
+    let shown = plan(filtered).await;
+    assert!(shown.contains("prefilter="), "{shown}");
+    let with_index = crate::common::answer(&ctx, filtered).await.unwrap();
+    assert!(with_index.contains("| 2  | n2   |"), "{with_index}");
+    // Another metric than the index's, or the other direction: exact.
     for other in [
         "SELECT id FROM t ORDER BY cosine_distance(e, [3.0, 2.0]) LIMIT 4",
-        "SELECT id FROM t WHERE name <> 'n3' ORDER BY l2_distance(e, [3.0, 2.0]) LIMIT 4",
         "SELECT id FROM t ORDER BY l2_distance(e, [3.0, 2.0]) DESC LIMIT 4",
     ] {
         assert!(!plan(other).await.contains("NatalNearestExec"), "{other}");
@@ -484,6 +511,10 @@ async fn sql_top_k_by_a_distance_searches_the_index_that_ranks_by_it() {
     sql(&ctx, "SET natal.use_index = false").await;
     assert!(!plan(query).await.contains("NatalNearestExec"));
     assert_eq!(crate::common::answer(&ctx, query).await.unwrap(), exact);
+    assert_eq!(
+        crate::common::answer(&ctx, filtered).await.unwrap(),
+        with_index
+    );
     // The rows' other columns and system columns come with them.
     sql(&ctx, "SET natal.use_index = true").await;
     let rows = crate::common::answer(

@@ -3,9 +3,10 @@
 //! `cosine_distance`, or `inner_product(..) DESC`), through projections and operators that
 //! pass rows on as they are — and, when a vector index on `e` ranks by that metric, puts a
 //! [`NearestExec`] in the scan's place: it returns the `k` rows `Snapshot::nearest` finds,
-//! and the sort above orders them. A scan with a filter of its own, a `_rowid` mask, a limit
-//! or lineage columns is left as it is (the search is exact then), as is everything when
-//! `natal.use_index` is false.
+//! and the sort above orders them. The scan's own filter becomes the search's pre-filter (the
+//! `k` nearest of the rows that pass; `prefilter=` in `EXPLAIN`). A scan with a `_rowid`
+//! mask, a limit, row addresses or lineage columns is left as it is (the search is exact
+//! then), as is everything when `natal.use_index` is false.
 //!
 //! ```text
 //! SortExec: TopK(fetch=10), expr=[d ASC]           SortExec: TopK(fetch=10), expr=[d ASC]
@@ -37,12 +38,13 @@ use datafusion::scalar::ScalarValue;
 
 use super::exec::NatalScanExec;
 use super::file_source::planned_scan;
+use super::filter::ExprPredicate;
 use super::path::{passes_rows_on, with_scan_replaced};
 use super::plan::ScanPlan;
 use crate::datafusion::leaf::{leaf_exec_methods, leaf_properties};
 use crate::datafusion::options::NatalOptions;
 use crate::format::Metric;
-use crate::table::{NearestOptions, Snapshot};
+use crate::table::{NearestOptions, RowPredicate, Snapshot};
 
 /// The rule (registered by `natal::datafusion::register`).
 #[derive(Debug, Default)]
@@ -213,14 +215,15 @@ pub struct NearestExec {
     query: Vec<f32>,
     k: usize,
     options: NearestOptions,
+    filter: Option<Arc<ExprPredicate>>,
     schema: SchemaRef,
     properties: Arc<PlanProperties>,
 }
 
 impl NearestExec {
     /// The search that can stand in for `scan`, if an index ranks its column by the metric
-    /// asked and the scan reads nothing a search cannot give (a filter, a mask, a limit,
-    /// row addresses or lineage).
+    /// asked and the scan reads nothing a search cannot give (a mask, a limit, row
+    /// addresses or lineage).
     fn try_new(
         plan: &ScanPlan,
         schema: SchemaRef,
@@ -228,9 +231,7 @@ impl NearestExec {
         k: usize,
         nprobes: usize,
     ) -> Option<Self> {
-        let filtered = plan.filter.as_ref().and_then(|f| f.planned()).is_some();
-        if filtered
-            || plan.row_ids.is_some()
+        if plan.row_ids.is_some()
             || plan.row_id_range.is_some()
             || plan.limit.is_some()
             || plan.with_row_addr
@@ -254,6 +255,9 @@ impl NearestExec {
             query: ranking.query,
             k,
             options,
+            // The scan's filter is the search's pre-filter (pushed hints with it: they only
+            // drop rows the operators above would).
+            filter: plan.filter.clone(),
             properties: leaf_properties(schema.clone(), 1, EmissionType::Final),
             schema,
         })
@@ -271,7 +275,11 @@ impl DisplayAs for NearestExec {
             self.options.metric.name(),
             self.options.nprobes,
             self.k
-        )
+        )?;
+        if let Some(planned) = self.filter.as_ref().and_then(|f| f.planned()) {
+            write!(f, ", prefilter={planned}")?;
+        }
+        Ok(())
     }
 }
 
@@ -291,11 +299,12 @@ impl ExecutionPlan for NearestExec {
         _partition: usize,
         _context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
+        let filter = (self.filter.clone()).map(|f| f as Arc<dyn RowPredicate>);
         let rows = nearest_rows(
             self.snapshot.clone(),
             self.column.clone(),
             self.query.clone(),
-            (self.k, self.options),
+            (self.k, self.options, filter),
             self.schema.clone(),
         );
         let schema = self.schema.clone();
@@ -311,10 +320,10 @@ async fn nearest_rows(
     snapshot: Arc<Snapshot>,
     column: String,
     query: Vec<f32>,
-    (k, options): (usize, NearestOptions),
+    (k, options, filter): (usize, NearestOptions, Option<Arc<dyn RowPredicate>>),
     output: SchemaRef,
 ) -> Result<RecordBatch> {
-    let found = snapshot.nearest(&column, &query, k, options).await?;
+    let found = (snapshot.nearest_where(&column, &query, k, options, filter)).await?;
     let mut columns = Vec::with_capacity(output.fields().len());
     for field in output.fields() {
         let column = found.column_by_name(field.name()).cloned();
