@@ -8,12 +8,12 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray, Float32Array, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, Float32Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, UInt64Type};
 use futures::{stream, StreamExt, TryStreamExt};
 
 use super::vector_index::CANDIDATES_CHECKED_AT_ONCE;
-use super::{RowPredicate, ScanRequest, Snapshot, ROW_ID};
+use super::{predicate_layout, RowPredicate, ScanRequest, Snapshot, ROW_ID};
 use crate::error::{Error, Result};
 use crate::format::{IndexSegment, Metric};
 use crate::rowid::{FragmentId, RowId};
@@ -120,23 +120,11 @@ impl Snapshot {
             .filter_map(|s| s.vector)
             .map(|v| v.partitions as usize)
             .max();
-        // The rows of covered fragments that pass the filter, found once by a scan of its
-        // columns: a candidate is kept only if it is among them.
-        let allowed = match (&filter, segments.is_empty()) {
-            (Some(filter), false) => {
-                let covered: Vec<FragmentId> = (self.manifest().fragments.iter())
-                    .map(|f| f.id)
-                    .filter(|f| covered.contains(*f))
-                    .collect();
-                Some(self.passing_ids(covered, filter.clone()).await?)
-            }
-            _ => None,
-        };
         let mut nprobes = options.nprobes.max(1);
         let mut found = Vec::new();
         while !segments.is_empty() {
             found = self
-                .index_candidates(&segments, query, (metric, nprobes), k, allowed.as_ref())
+                .index_candidates(&segments, query, (metric, nprobes), k, filter.as_deref())
                 .await?;
             if found.len() >= k || most.is_none_or(|most| nprobes >= most) {
                 break;
@@ -150,15 +138,14 @@ impl Snapshot {
     }
 
     /// Up to `k` of the entries of the `nprobes` partitions nearest `query` in each of
-    /// `segments` (ranked by `metric`) that are valid and `allowed` (all, when `None`),
-    /// nearest first.
+    /// `segments` (ranked by `metric`) that are valid and pass `filter`, nearest first.
     async fn index_candidates(
         &self,
         segments: &[IndexSegment],
         query: &[f32],
         (metric, nprobes): (Metric, usize),
         k: usize,
-        allowed: Option<&roaring::RoaringTreemap>,
+        filter: Option<&dyn RowPredicate>,
     ) -> Result<Vec<(f32, u64)>> {
         let covered =
             (segments.iter()).fold(roaring::RoaringBitmap::new(), |a, s| a | &s.fragments);
@@ -192,8 +179,8 @@ impl Snapshot {
                     valid.push((distance, id));
                 }
             }
-            if let Some(allowed) = allowed {
-                valid.retain(|(_, id)| allowed.contains(*id));
+            if let Some(filter) = filter {
+                valid = self.passing(valid, filter).await?;
             }
             found.extend(valid);
             if found.len() >= k {
@@ -204,28 +191,27 @@ impl Snapshot {
         Ok(found)
     }
 
-    /// The ids of the rows of `fragments` that pass `filter`.
-    async fn passing_ids(
+    /// Those of `rows` (distance, live row id) that pass `filter`, in order.
+    async fn passing(
         &self,
-        fragments: Vec<FragmentId>,
-        filter: Arc<dyn RowPredicate>,
-    ) -> Result<roaring::RoaringTreemap> {
-        let request = ScanRequest {
-            columns: Some(Vec::new()),
-            with_row_id: true,
-            fragments: Some(fragments),
-            filter: Some(filter),
-            ..Default::default()
-        };
-        let mut batches = self.scan(request).await?;
-        let mut ids = roaring::RoaringTreemap::new();
-        while let Some(batch) = batches.try_next().await? {
-            let column = batch
-                .column_by_name(ROW_ID)
-                .ok_or_else(|| Error::internal("a scan with row ids returned none"))?;
-            ids.extend(column.as_primitive::<UInt64Type>().values().iter().copied());
+        rows: Vec<(f32, u64)>,
+        filter: &dyn RowPredicate,
+    ) -> Result<Vec<(f32, u64)>> {
+        if rows.is_empty() {
+            return Ok(rows);
         }
-        Ok(ids)
+        let ids: Vec<RowId> = rows.iter().map(|(_, id)| RowId::from_u64(*id)).collect();
+        let read = self.take(&ids, predicate_layout(filter)).await?;
+        if read.num_rows() != rows.len() {
+            return Err(Error::internal(
+                "a take of live rows returned another count",
+            ));
+        }
+        let keep = filter.evaluate(&read)?;
+        Ok((rows.into_iter().enumerate())
+            .filter(|(i, _)| keep.is_valid(*i) && keep.value(*i))
+            .map(|(_, row)| row)
+            .collect())
     }
 
     /// The name of the vector index a search of `column` by `metric` with a query of
