@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use prost::Message;
-use roaring::RoaringBitmap;
 
+use super::convert_index::{indexes_from_proto, indexes_to_proto};
 use super::convert_row_ids::{sequence_from_proto, sequence_to_proto};
 use super::envelope::{seal, unseal};
 use super::proto;
@@ -202,107 +202,6 @@ fn base_from_proto(raw: &proto::StorageBase) -> StorageBase {
         id: raw.id,
         path: raw.path.clone(),
         store_url: raw.store_url.clone(),
-    }
-}
-
-fn vector_index_from_proto(raw: proto::VectorIndexParams, path: &str) -> Result<VectorIndex> {
-    let kind = VectorIndexKind::parse(&raw.kind)
-        .ok_or_else(|| Error::corrupt(path, format!("unknown vector index kind '{}'", raw.kind)))?;
-    let metric = Metric::parse(&raw.metric)
-        .ok_or_else(|| Error::corrupt(path, format!("unknown vector metric '{}'", raw.metric)))?;
-    if raw.dimension == 0 {
-        return Err(Error::corrupt(path, "a vector index of dimension 0"));
-    }
-    Ok(VectorIndex {
-        kind,
-        metric,
-        dimension: raw.dimension,
-        partitions: raw.partitions,
-    })
-}
-
-fn indexes_from_proto(raw: proto::IndexSection, path: &str) -> Result<IndexSection> {
-    let segments = raw
-        .segments
-        .into_iter()
-        .map(|s| {
-            let fragments =
-                RoaringBitmap::deserialize_from(s.fragment_bitmap.as_slice()).map_err(|e| {
-                    Error::corrupt(
-                        path,
-                        format!("index segment {}: bad fragment bitmap: {e}", s.uuid),
-                    )
-                })?;
-            Ok(IndexSegment {
-                path: TablePath::in_base(s.base, TablePath::parse(&s.path)?),
-                uuid: s.uuid,
-                name: s.name,
-                field_id: s.field_id,
-                fragments,
-                segment_seq: s.segment_seq,
-                dataset_version: s.dataset_version,
-                row_count: s.row_count,
-                file_size_bytes: s.file_size_bytes,
-                vector: s
-                    .vector
-                    .map(|v| vector_index_from_proto(v, path))
-                    .transpose()?,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let logical = raw
-        .logical_indexes
-        .into_iter()
-        .map(|l| LogicalIndex {
-            name: l.index_name,
-            max_segment_seq: l.max_segment_seq,
-        })
-        .collect();
-    let section = IndexSection { segments, logical };
-    section
-        .validate()
-        .map_err(|reason| Error::corrupt(path, reason))?;
-    Ok(section)
-}
-
-fn indexes_to_proto(section: &IndexSection) -> proto::IndexSection {
-    proto::IndexSection {
-        segments: section
-            .segments
-            .iter()
-            .map(|s| {
-                let mut fragment_bitmap = Vec::with_capacity(s.fragments.serialized_size());
-                // Writing into a Vec cannot fail.
-                let _ = s.fragments.serialize_into(&mut fragment_bitmap);
-                let (base, path) = s.path.split_base();
-                proto::IndexSegment {
-                    uuid: s.uuid.clone(),
-                    name: s.name.clone(),
-                    field_id: s.field_id,
-                    path: path.to_string(),
-                    base,
-                    fragment_bitmap,
-                    segment_seq: s.segment_seq,
-                    dataset_version: s.dataset_version,
-                    row_count: s.row_count,
-                    file_size_bytes: s.file_size_bytes,
-                    vector: s.vector.as_ref().map(|v| proto::VectorIndexParams {
-                        kind: v.kind.name().to_string(),
-                        metric: v.metric.name().to_string(),
-                        dimension: v.dimension,
-                        partitions: v.partitions,
-                    }),
-                }
-            })
-            .collect(),
-        logical_indexes: section
-            .logical
-            .iter()
-            .map(|l| proto::LogicalIndex {
-                index_name: l.name.clone(),
-                max_segment_seq: l.max_segment_seq,
-            })
-            .collect(),
     }
 }
 

@@ -60,6 +60,28 @@ impl Default for VectorIndexOptions {
 }
 
 impl VectorIndexOptions {
+    /// `natal_optimize_index`'s options: `stale_share=` (default 0.1), and the options that
+    /// shape the new segment (as [`Self::parse`] reads them; kind and metric are the
+    /// index's own).
+    pub fn parse_optimize(text: &str) -> Result<(f64, Self)> {
+        let mut stale_share = 0.1;
+        let mut rest = Vec::new();
+        for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some((key, value)) if key.trim().eq_ignore_ascii_case("stale_share") => {
+                    stale_share = value.trim().parse().map_err(|_| {
+                        Error::invalid(format!(
+                            "stale_share takes a fraction, not '{}'",
+                            value.trim()
+                        ))
+                    })?;
+                }
+                _ => rest.push(pair),
+            }
+        }
+        Ok((stale_share, Self::parse("ivf_flat", &rest.join(","))?))
+    }
+
     /// The options `text` sets over the defaults: `key=value` pairs separated by commas
     /// (`partitions=256, metric=l2, sample=65536, iterations=10`). An unknown key or a value
     /// that does not read is an error.

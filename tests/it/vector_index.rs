@@ -63,6 +63,19 @@ async fn sql(ctx: &SessionContext, text: &str) {
         .unwrap_or_else(|e| panic!("{text}: {e}"));
 }
 
+/// The ids (first column) `sql` answers.
+async fn ids_of(ctx: &SessionContext, sql: &str) -> Vec<i64> {
+    let batches = natal::datafusion::sql(ctx, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    (batches.iter())
+        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+        .collect()
+}
+
 /// The keys `nearest` returns, with their distances.
 async fn nearest(table: &Table, query: &[f32], k: usize, nprobes: usize) -> Vec<(i64, f32)> {
     let snapshot = table.latest().await.unwrap();
@@ -188,15 +201,7 @@ async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>) {
                 "SELECT id FROM t ORDER BY l2_distance(e, {}), id LIMIT {k}",
                 literal(query)
             );
-            let batches = natal::datafusion::sql(&ctx, &by_sql)
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap();
-            let found: Vec<i64> = (batches.iter())
-                .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
-                .collect();
+            let found = ids_of(&ctx, &by_sql).await;
             assert_eq!(found, expected, "{by_sql}");
             // With a filter: the nearest of the rows that pass.
             let mut passing: Vec<(f32, i64)> = (model.iter())
@@ -209,15 +214,7 @@ async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>) {
                 "SELECT id FROM t WHERE id % 3 <> 0 ORDER BY l2_distance(e, {}), id LIMIT {k}",
                 literal(query)
             );
-            let batches = natal::datafusion::sql(&ctx, &by_sql)
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap();
-            let found: Vec<i64> = (batches.iter())
-                .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
-                .collect();
+            let found = ids_of(&ctx, &by_sql).await;
             assert_eq!(found, expected, "{by_sql}");
             // One partition: maybe not the nearest, never a dead row or a stale vector.
             for (id, distance) in nearest(&table, query, k, 1).await {

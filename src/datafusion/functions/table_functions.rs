@@ -485,23 +485,7 @@ impl TableFunctionImpl for NatalFunction {
                     Some(_) => literal_string(name, exprs, 2, "options")?,
                     None => String::new(),
                 };
-                // `stale_share=` is optimize's own; the rest shape the new segment.
-                let mut stale_share = 0.1;
-                let mut rest = Vec::new();
-                for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-                    match pair.split_once('=') {
-                        Some((key, value)) if key.trim().eq_ignore_ascii_case("stale_share") => {
-                            stale_share = value.trim().parse().map_err(|_| {
-                                DataFusionError::Plan(format!(
-                                    "{name}: stale_share takes a fraction, not '{}'",
-                                    value.trim()
-                                ))
-                            })?;
-                        }
-                        _ => rest.push(pair),
-                    }
-                }
-                let options = VectorIndexOptions::parse("ivf_flat", &rest.join(","))
+                let (stale_share, options) = VectorIndexOptions::parse_optimize(&text)
                     .map_err(|e| DataFusionError::Plan(format!("{name}: {e}")))?;
                 (
                     Operation::OptimizeIndex {
