@@ -184,7 +184,7 @@ pub(crate) async fn relocations(snapshot: &Snapshot) -> Result<Arc<dyn TableProv
 
 /// One row per index segment: its logical index, column, place in the name's sequence (and
 /// the name's high-water mark), what it covers, and its kind (`scalar`, or a vector index's
-/// kind with its metric, dimension and partitions).
+/// kind with its metric, dimension, partitions and `ivf_pq`'s sub-vectors).
 pub(crate) fn indexes(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
     let mut section = snapshot.manifest().indexes.clone();
     // Shown as the next segment commit would number them.
@@ -215,6 +215,7 @@ pub(crate) fn indexes(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
             Field::new("metric", DataType::Utf8, true),
             Field::new("dimension", DataType::UInt32, true),
             Field::new("partitions", DataType::UInt32, true),
+            Field::new("sub_vectors", DataType::UInt32, true),
         ],
         vec![
             Arc::new(StringArray::from_iter_values(
@@ -265,6 +266,11 @@ pub(crate) fn indexes(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
             Arc::new(UInt32Array::from_iter(
                 segments.iter().map(|s| s.vector.map(|v| v.partitions)),
             )),
+            Arc::new(UInt32Array::from_iter(segments.iter().map(|s| {
+                s.vector
+                    .filter(|v| v.sub_vectors > 0)
+                    .map(|v| v.sub_vectors)
+            }))),
         ],
     )
 }

@@ -22,6 +22,9 @@ datafusion::common::config_namespace! {
         /// Partitions a vector index search probes in each segment: more find more of the
         /// true nearest rows, and read more.
         pub nprobes: usize, default = 20
+        /// For an `ivf_pq` index: re-rank this many times k candidates by their rows' exact
+        /// vectors (read by take); unset: rank by the codes' estimates.
+        pub refine_factor: Option<usize>, default = None
     }
 }
 

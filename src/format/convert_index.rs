@@ -15,11 +15,26 @@ fn vector_index_from_proto(raw: proto::VectorIndexParams, path: &str) -> Result<
     if raw.dimension == 0 {
         return Err(Error::corrupt(path, "a vector index of dimension 0"));
     }
+    let quantized = kind == VectorIndexKind::IvfPq;
+    if quantized != (raw.sub_vectors > 0)
+        || (quantized && !raw.dimension.is_multiple_of(raw.sub_vectors))
+    {
+        return Err(Error::corrupt(
+            path,
+            format!(
+                "a {} vector index of dimension {} with {} sub-vectors",
+                kind.name(),
+                raw.dimension,
+                raw.sub_vectors
+            ),
+        ));
+    }
     Ok(VectorIndex {
         kind,
         metric,
         dimension: raw.dimension,
         partitions: raw.partitions,
+        sub_vectors: raw.sub_vectors,
     })
 }
 
@@ -93,6 +108,7 @@ pub(super) fn indexes_to_proto(section: &IndexSection) -> proto::IndexSection {
                         metric: v.metric.name().to_string(),
                         dimension: v.dimension,
                         partitions: v.partitions,
+                        sub_vectors: v.sub_vectors,
                     }),
                 }
             })

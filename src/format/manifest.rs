@@ -7,7 +7,8 @@ use crate::rowid::{FragmentId, RowIdSequence};
 
 use super::type_text::names_apart;
 use super::{
-    CloneOrigin, ColumnStats, DerivedName, FieldId, IndexSection, Schema, StorageBase, TablePath,
+    CloneOrigin, ColumnStats, DerivedName, FieldId, IndexSection, IndexSegment, Schema,
+    StorageBase, TablePath, VectorIndexKind,
 };
 
 /// natal's on-disk format version. A manifest with another version is refused.
@@ -102,6 +103,9 @@ pub mod flags {
     /// centroids and partitions of row ids and vectors), not Parquet: readers that search
     /// or probe it must read it as such.
     pub const VECTOR_INDEXES: u64 = 1 << 23;
+    /// Some vector index segment is `ivf_pq` (`NATALVQ1`: product-quantized codes of the
+    /// vectors' residuals and their codebooks), which readers must decode as such.
+    pub const QUANTIZED_VECTORS: u64 = 1 << 24;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -120,7 +124,8 @@ pub mod flags {
         | STORAGE_BASES
         | LINEAGE_FILES
         | STORED_SHAPES
-        | VECTOR_INDEXES;
+        | VECTOR_INDEXES
+        | QUANTIZED_VECTORS;
     /// Every writer flag this client implements.
     pub const KNOWN_WRITER: u64 = KNOWN_READER
         | INDEX_SEGMENT_SEQ
@@ -327,6 +332,11 @@ impl Manifest {
         }
         if self.indexes.segments.iter().any(|s| s.vector.is_some()) {
             used |= flags::VECTOR_INDEXES;
+        }
+        let quantized =
+            |s: &IndexSegment| s.vector.is_some_and(|v| v.kind == VectorIndexKind::IvfPq);
+        if self.indexes.segments.iter().any(quantized) {
+            used |= flags::QUANTIZED_VECTORS;
         }
         if self.schema.has_blob_columns() {
             used |= flags::BLOB_COLUMNS;

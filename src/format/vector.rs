@@ -41,6 +41,10 @@ pub enum VectorIndexKind {
     /// Inverted-file partitions (k-means centroids), each entry its row id and its whole
     /// vector: a probed partition's distances are exact.
     IvfFlat,
+    /// Inverted-file partitions, each entry its row id and a product-quantized code of its
+    /// vector's residual from its centroid (one byte a sub-vector): distances are estimates,
+    /// which a search refines by the rows' exact vectors.
+    IvfPq,
 }
 
 impl VectorIndexKind {
@@ -48,6 +52,7 @@ impl VectorIndexKind {
     pub fn parse(name: &str) -> Option<Self> {
         match name.to_ascii_lowercase().as_str() {
             "ivf_flat" => Some(Self::IvfFlat),
+            "ivf_pq" => Some(Self::IvfPq),
             _ => None,
         }
     }
@@ -56,6 +61,7 @@ impl VectorIndexKind {
     pub fn name(self) -> &'static str {
         match self {
             Self::IvfFlat => "ivf_flat",
+            Self::IvfPq => "ivf_pq",
         }
     }
 }
@@ -71,6 +77,8 @@ pub struct VectorIndex {
     pub dimension: u32,
     /// Partitions (centroids) of the segment; 0 for a segment of no vectors.
     pub partitions: u32,
+    /// Sub-vectors of an [`VectorIndexKind::IvfPq`] code (each one byte); 0 for `ivf_flat`.
+    pub sub_vectors: u32,
 }
 
 #[cfg(test)]
@@ -88,6 +96,10 @@ mod tests {
             VectorIndexKind::parse("IVF_FLAT"),
             Some(VectorIndexKind::IvfFlat)
         );
-        assert_eq!(VectorIndexKind::parse("ivf_pq"), None);
+        assert_eq!(
+            VectorIndexKind::parse("ivf_pq"),
+            Some(VectorIndexKind::IvfPq)
+        );
+        assert_eq!(VectorIndexKind::parse("hnsw"), None);
     }
 }

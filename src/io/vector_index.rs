@@ -1,5 +1,5 @@
-//! Vector index segment files (`_indices/<uuid>/vectors.bin`), natal's own immutable object
-//! laid out so a search range-reads only the partitions it probes:
+//! Vector index segment files (`_indices/<uuid>/vectors.bin`), natal's own immutable objects
+//! laid out so a search range-reads only the partitions it probes. `ivf_flat`:
 //!
 //! ```text
 //! "NATALVI1" | head length u32 | head | crc32(head) | partition 0 | ... | partition p-1
@@ -8,12 +8,23 @@
 //! partition: row ids u64[n] | vectors f32[n × dimension] | crc32 of both
 //! ```
 //!
+//! `ivf_pq` (each entry a product-quantized code of its residual from its centroid):
+//!
+//! ```text
+//! "NATALVQ1" | head length u32 | head | crc32(head) | partition 0 | ... | partition p-1
+//! head:      dimension u32 | partitions u32 | rows u64 | sub_vectors u32 | codewords u32
+//!            | centroids f32[partitions × dimension]
+//!            | codebooks f32[sub_vectors × codewords × dimension / sub_vectors]
+//!            | ends u64[partitions]
+//! partition: row ids u64[n] | codes u8[n × sub_vectors] | crc32 of both
+//! ```
+//!
 //! Every number is little-endian; `ends[i]` is where partition `i` ends, counted from the
 //! first partition's start, so partition `i` spans `ends[i-1]..ends[i]` (`0..ends[0]` for the
-//! first) and holds `(len - 4) / (8 + 4 × dimension)` entries. An entry is a row id, never
-//! an address: compaction moves rows and leaves the file as it is. Whatever does not fit
-//! (magic, lengths, checksums, a dimension other than the manifest's) is `Corrupt` naming
-//! the file.
+//! first) and holds `(len - 4) / (8 + entry)` entries. An entry is a row id, never an
+//! address: compaction moves rows and leaves the file as it is. Whatever does not fit
+//! (magic, lengths, checksums, a code naming no codeword, a dimension other than the
+//! manifest's) is `Corrupt` naming the file.
 
 use std::ops::Range;
 
@@ -24,18 +35,42 @@ use crate::error::{Error, Result};
 use crate::format::{IndexSegment, TablePath};
 use crate::io::TableStore;
 
-const MAGIC: &[u8; 8] = b"NATALVI1";
+const FLAT_MAGIC: &[u8; 8] = b"NATALVI1";
+const PQ_MAGIC: &[u8; 8] = b"NATALVQ1";
 
 /// Bytes read first from a segment: its head, unless the centroids are many.
 const FIRST_READ: u64 = 64 * 1024;
 
-/// One IVF partition as written: its entries' row ids and vectors (row-major).
+/// One IVF partition as written: its entries' row ids and either their vectors (`ivf_flat`,
+/// row-major) or their codes (`ivf_pq`, `sub_vectors` bytes an entry).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct VectorPartition {
     /// The entries' row ids.
     pub ids: Vec<u64>,
-    /// The entries' vectors, one after another.
+    /// The entries' vectors, one after another (`ivf_flat`).
     pub vectors: Vec<f32>,
+    /// The entries' codes, one after another (`ivf_pq`).
+    pub codes: Vec<u8>,
+}
+
+/// Product quantization's codebooks: the space split into `sub_vectors` equal runs of
+/// components, each with `codewords` (at most 256) codewords a code byte names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Codebooks {
+    /// Runs of components the dimension is split into.
+    pub sub_vectors: usize,
+    /// Codewords of each run.
+    pub codewords: usize,
+    /// Codeword `c` of run `s` is `values[(s × codewords + c) × width ..][.. width]`, where
+    /// width is the dimension divided by `sub_vectors`.
+    pub values: Vec<f32>,
+}
+
+impl Codebooks {
+    /// Components of each sub-vector in a space of `dimension`.
+    pub fn width(&self, dimension: usize) -> usize {
+        dimension / self.sub_vectors.max(1)
+    }
 }
 
 /// A segment's head: what a search reads before choosing partitions.
@@ -47,6 +82,8 @@ pub struct VectorHead {
     pub rows: u64,
     /// One centroid a partition, one after another.
     pub centroids: Vec<f32>,
+    /// The codebooks of an `ivf_pq` segment.
+    pub codebooks: Option<Codebooks>,
     /// Where each partition lies in the file.
     pub partitions: Vec<Range<u64>>,
 }
@@ -61,13 +98,23 @@ impl VectorHead {
     pub fn centroid(&self, i: usize) -> &[f32] {
         &self.centroids[i * self.dimension..(i + 1) * self.dimension]
     }
+
+    /// Bytes an entry holds beside its row id.
+    fn entry_payload(&self) -> usize {
+        match &self.codebooks {
+            Some(books) => books.sub_vectors,
+            None => 4 * self.dimension,
+        }
+    }
 }
 
 /// The bytes of a segment of `dimension`-component vectors with `centroids` (one a
-/// partition) and their `partitions`.
+/// partition), `codebooks` for an `ivf_pq` segment (whose partitions hold codes), and their
+/// `partitions`.
 pub fn encode_vector_segment(
     dimension: usize,
     centroids: &[f32],
+    codebooks: Option<&Codebooks>,
     partitions: &[VectorPartition],
 ) -> Vec<u8> {
     let rows: u64 = partitions.iter().map(|p| p.ids.len() as u64).sum();
@@ -78,8 +125,13 @@ pub fn encode_vector_segment(
         for id in &partition.ids {
             body.extend_from_slice(&id.to_le_bytes());
         }
-        for value in &partition.vectors {
-            body.extend_from_slice(&value.to_le_bytes());
+        match codebooks {
+            Some(_) => body.extend_from_slice(&partition.codes),
+            None => {
+                for value in &partition.vectors {
+                    body.extend_from_slice(&value.to_le_bytes());
+                }
+            }
         }
         let crc = crc32fast::hash(&body[start..]);
         body.extend_from_slice(&crc.to_le_bytes());
@@ -89,14 +141,25 @@ pub fn encode_vector_segment(
     head.extend_from_slice(&(dimension as u32).to_le_bytes());
     head.extend_from_slice(&(partitions.len() as u32).to_le_bytes());
     head.extend_from_slice(&rows.to_le_bytes());
+    if let Some(books) = codebooks {
+        head.extend_from_slice(&(books.sub_vectors as u32).to_le_bytes());
+        head.extend_from_slice(&(books.codewords as u32).to_le_bytes());
+    }
     for value in centroids {
+        head.extend_from_slice(&value.to_le_bytes());
+    }
+    for value in codebooks.iter().flat_map(|b| &b.values) {
         head.extend_from_slice(&value.to_le_bytes());
     }
     for end in &ends {
         head.extend_from_slice(&end.to_le_bytes());
     }
     let mut out = Vec::with_capacity(16 + head.len() + body.len());
-    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(if codebooks.is_some() {
+        PQ_MAGIC
+    } else {
+        FLAT_MAGIC
+    });
     out.extend_from_slice(&(head.len() as u32).to_le_bytes());
     out.extend_from_slice(&head);
     out.extend_from_slice(&crc32fast::hash(&head).to_le_bytes());
@@ -123,6 +186,18 @@ impl Reader<'_> {
     fn u64(&mut self) -> Option<u64> {
         self.take::<8>().map(u64::from_le_bytes)
     }
+
+    /// `n` floats, or `None` when fewer are left.
+    fn f32s(&mut self, n: usize) -> Option<Vec<f32>> {
+        let bytes = self.bytes.get(..n.checked_mul(4)?)?;
+        self.bytes = &self.bytes[bytes.len()..];
+        Some(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        )
+    }
 }
 
 /// The head of a segment file of `file_size` bytes whose first bytes are `prefix`, or
@@ -133,9 +208,11 @@ pub fn decode_vector_head(
     file_size: u64,
 ) -> Result<std::result::Result<VectorHead, usize>> {
     let corrupt = |reason: &str| Error::corrupt(path, format!("vector index segment: {reason}"));
-    if prefix.len() < 12 || &prefix[..8] != MAGIC {
-        return Err(corrupt("not a vector index segment (bad magic)"));
-    }
+    let quantized = match prefix.get(..8) {
+        Some(magic) if prefix.len() >= 12 && magic == FLAT_MAGIC => false,
+        Some(magic) if prefix.len() >= 12 && magic == PQ_MAGIC => true,
+        _ => return Err(corrupt("not a vector index segment (bad magic)")),
+    };
     let head_len = u32::from_le_bytes([prefix[8], prefix[9], prefix[10], prefix[11]]) as usize;
     let needed = 12 + head_len + 4;
     if needed as u64 > file_size {
@@ -160,22 +237,41 @@ pub fn decode_vector_head(
         return Err(corrupt("short head"));
     };
     let (dimension, count) = (dimension as usize, count as usize);
-    let expected = (count.checked_mul(dimension))
-        .and_then(|n| n.checked_mul(4))
-        .and_then(|n| n.checked_add(count.checked_mul(8)?))
-        .and_then(|n| n.checked_add(16));
-    if dimension == 0 || expected != Some(head.len()) {
-        return Err(corrupt(
-            "head does not hold its centroids and partition table",
-        ));
+    let shape = match quantized {
+        false => Some((0, 0)),
+        true => reader.u32().zip(reader.u32()),
+    };
+    let Some((sub_vectors, codewords)) = shape.map(|(s, c)| (s as usize, c as usize)) else {
+        return Err(corrupt("short head"));
+    };
+    if dimension == 0
+        || (quantized
+            && (sub_vectors == 0
+                || dimension % sub_vectors != 0
+                || !(1..=256).contains(&codewords)))
+    {
+        return Err(corrupt("a head of an impossible shape"));
     }
-    let mut centroids = Vec::with_capacity(count * dimension);
-    for _ in 0..count * dimension {
-        let value = reader.take::<4>().map(f32::from_le_bytes);
-        centroids.push(value.ok_or_else(|| corrupt("short centroids"))?);
+    let centroid_values = count.checked_mul(dimension);
+    let codebook_values = codewords.checked_mul(dimension);
+    let centroids = centroid_values.and_then(|n| reader.f32s(n));
+    let books = codebook_values.and_then(|n| reader.f32s(n));
+    let (Some(centroids), Some(books)) = (centroids, books) else {
+        return Err(corrupt("head does not hold its centroids and codebooks"));
+    };
+    if count.checked_mul(8) != Some(reader.bytes.len()) {
+        return Err(corrupt("head does not hold its partition table"));
     }
+    let codebooks = quantized.then_some(Codebooks {
+        sub_vectors,
+        codewords,
+        values: books,
+    });
+    let entry = 8 + match &codebooks {
+        Some(books) => books.sub_vectors as u64,
+        None => 4 * dimension as u64,
+    };
     let data_start = needed as u64;
-    let entry = 8 + 4 * dimension as u64;
     let mut partitions = Vec::with_capacity(count);
     let (mut start, mut entries) = (0u64, 0u64);
     for _ in 0..count {
@@ -199,15 +295,16 @@ pub fn decode_vector_head(
         dimension,
         rows,
         centroids,
+        codebooks,
         partitions,
     }))
 }
 
-/// The entries of a partition whose bytes are `bytes`.
+/// The entries of a partition of the segment with head `head` whose bytes are `bytes`.
 pub fn decode_vector_partition(
     path: &str,
     bytes: &[u8],
-    dimension: usize,
+    head: &VectorHead,
 ) -> Result<VectorPartition> {
     let corrupt = |reason: &str| Error::corrupt(path, format!("vector index partition: {reason}"));
     let Some((body, crc)) = bytes.split_last_chunk::<4>() else {
@@ -216,22 +313,36 @@ pub fn decode_vector_partition(
     if crc32fast::hash(body) != u32::from_le_bytes(*crc) {
         return Err(corrupt("checksum mismatch"));
     }
-    let entry = 8 + 4 * dimension;
+    let entry = 8 + head.entry_payload();
     if body.len() % entry != 0 {
         return Err(corrupt("does not hold whole entries"));
     }
     let n = body.len() / entry;
-    let (ids, vectors) = body.split_at(8 * n);
-    Ok(VectorPartition {
-        ids: ids
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-            .collect(),
-        vectors: vectors
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap_or([0; 4])))
-            .collect(),
-    })
+    let (ids, payload) = body.split_at(8 * n);
+    let ids = ids
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+        .collect();
+    match &head.codebooks {
+        Some(books) => {
+            if payload.iter().any(|&c| c as usize >= books.codewords) {
+                return Err(corrupt("a code names no codeword"));
+            }
+            Ok(VectorPartition {
+                ids,
+                vectors: Vec::new(),
+                codes: payload.to_vec(),
+            })
+        }
+        None => Ok(VectorPartition {
+            ids,
+            vectors: payload
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap_or([0; 4])))
+                .collect(),
+            codes: Vec::new(),
+        }),
+    }
 }
 
 /// A vector segment file as written.
@@ -246,9 +357,10 @@ impl TableStore {
         &self,
         dimension: usize,
         centroids: &[f32],
+        codebooks: Option<&Codebooks>,
         partitions: &[VectorPartition],
     ) -> Result<WrittenVectorSegment> {
-        let bytes = encode_vector_segment(dimension, centroids, partitions);
+        let bytes = encode_vector_segment(dimension, centroids, codebooks, partitions);
         let path = TablePath::parse(&format!("_indices/{}/vectors.bin", uuid::Uuid::new_v4()))?;
         let file_size_bytes = bytes.len() as u64;
         self.put(&self.path(&path), Bytes::from(bytes)).await?;
@@ -277,13 +389,19 @@ impl TableStore {
                     .map_err(|_| Error::corrupt(path, "vector index segment: short head"))?
             }
         };
-        let declared = segment.vector.map(|v| v.dimension as usize);
-        if declared != Some(head.dimension) {
+        let declared = segment
+            .vector
+            .map(|v| (v.dimension as usize, v.sub_vectors as usize));
+        let found = (
+            head.dimension,
+            head.codebooks.as_ref().map_or(0, |b| b.sub_vectors),
+        );
+        if declared != Some(found) {
             return Err(Error::corrupt(
                 path,
                 format!(
-                    "vector index segment of dimension {}, not the manifest's {declared:?}",
-                    head.dimension
+                    "vector index segment of (dimension, sub-vectors) {found:?}, not the \
+                     manifest's {declared:?}"
                 ),
             ));
         }
@@ -306,7 +424,7 @@ impl TableStore {
         let path = segment.path.as_str();
         parts
             .iter()
-            .map(|bytes| decode_vector_partition(path, bytes, head.dimension))
+            .map(|bytes| decode_vector_partition(path, bytes, head))
             .collect()
     }
 }
@@ -320,20 +438,40 @@ mod tests {
             VectorPartition {
                 ids: vec![1, 5],
                 vectors: vec![0.0, 1.0, 2.0, 3.0],
+                ..Default::default()
             },
             VectorPartition::default(),
             VectorPartition {
                 ids: vec![1 << 32],
                 vectors: vec![-1.5, 9.0],
+                ..Default::default()
             },
         ];
         (2, vec![0.5, 0.5, 0.0, 0.0, -1.0, 9.0], partitions)
     }
 
+    /// `sample()`'s entries as codes of 2 sub-vectors over 3 codewords.
+    fn quantized() -> (Codebooks, Vec<VectorPartition>) {
+        let books = Codebooks {
+            sub_vectors: 2,
+            codewords: 3,
+            values: vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0],
+        };
+        let (_, _, mut partitions) = sample();
+        for (p, codes) in partitions
+            .iter_mut()
+            .zip([vec![0, 1, 2, 2], vec![], vec![1, 0]])
+        {
+            p.vectors.clear();
+            p.codes = codes;
+        }
+        (books, partitions)
+    }
+
     #[test]
     fn segments_round_trip_partition_by_partition() {
         let (dimension, centroids, partitions) = sample();
-        let bytes = encode_vector_segment(dimension, &centroids, &partitions);
+        let bytes = encode_vector_segment(dimension, &centroids, None, &partitions);
         let size = bytes.len() as u64;
         // A prefix too short for the head asks for more.
         assert_eq!(
@@ -349,36 +487,71 @@ mod tests {
         for (i, expected) in partitions.iter().enumerate() {
             let range = head.partitions[i].clone();
             let part = &bytes[range.start as usize..range.end as usize];
-            assert_eq!(&decode_vector_partition("p", part, 2).unwrap(), expected);
+            assert_eq!(
+                &decode_vector_partition("p", part, &head).unwrap(),
+                expected
+            );
         }
+    }
+
+    #[test]
+    fn quantized_segments_round_trip_with_their_codebooks() {
+        let (_, centroids, _) = sample();
+        let (books, partitions) = quantized();
+        let bytes = encode_vector_segment(2, &centroids, Some(&books), &partitions);
+        let size = bytes.len() as u64;
+        let head = decode_vector_head("p", &bytes, size).unwrap().unwrap();
+        assert_eq!(head.codebooks.as_ref(), Some(&books));
+        assert_eq!((head.rows, head.partition_count()), (3, 3));
+        for (i, expected) in partitions.iter().enumerate() {
+            let range = head.partitions[i].clone();
+            let part = &bytes[range.start as usize..range.end as usize];
+            assert_eq!(
+                &decode_vector_partition("p", part, &head).unwrap(),
+                expected
+            );
+        }
+        // A code naming a codeword past the book (with a checksum that fits) is corrupt.
+        let range = head.partitions[2].clone();
+        let mut part = bytes[range.start as usize..range.end as usize].to_vec();
+        part[8] = 3;
+        let crc = crc32fast::hash(&part[..part.len() - 4]);
+        let n = part.len();
+        part[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(
+            decode_vector_partition("p", &part, &head),
+            Err(Error::Corrupt { .. })
+        ));
     }
 
     #[test]
     fn damaged_or_truncated_segments_are_corrupt() {
         let (dimension, centroids, partitions) = sample();
-        let bytes = encode_vector_segment(dimension, &centroids, &partitions);
-        let size = bytes.len() as u64;
+        let (books, codes) = quantized();
         let is_corrupt = |r: Result<std::result::Result<VectorHead, usize>>| matches!(r, Err(Error::Corrupt { ref path, .. }) if path == "p");
-        assert!(is_corrupt(decode_vector_head(
-            "p",
-            b"NATALXX1\0\0\0\0",
-            size
-        )));
-        assert!(is_corrupt(decode_vector_head("p", &bytes, size - 1)));
-        assert!(is_corrupt(decode_vector_head("p", &bytes, size + 3)));
-        for at in 12..80 {
-            let mut flipped = bytes.clone();
-            flipped[at] ^= 0x40;
-            assert!(
-                is_corrupt(decode_vector_head("p", &flipped, size)),
-                "byte {at}"
-            );
+        assert!(is_corrupt(decode_vector_head("p", b"NATALXX1\0\0\0\0", 3)));
+        for bytes in [
+            encode_vector_segment(dimension, &centroids, None, &partitions),
+            encode_vector_segment(dimension, &centroids, Some(&books), &codes),
+        ] {
+            let size = bytes.len() as u64;
+            let head_end = 16 + u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+            assert!(is_corrupt(decode_vector_head("p", &bytes, size - 1)));
+            assert!(is_corrupt(decode_vector_head("p", &bytes, size + 3)));
+            for at in 12..head_end as usize {
+                let mut flipped = bytes.clone();
+                flipped[at] ^= 0x40;
+                assert!(
+                    is_corrupt(decode_vector_head("p", &flipped, size)),
+                    "byte {at}"
+                );
+            }
+            let head = decode_vector_head("p", &bytes, size).unwrap().unwrap();
+            let range = head.partitions[0].clone();
+            let mut part = bytes[range.start as usize..range.end as usize].to_vec();
+            part[3] ^= 1;
+            assert!(decode_vector_partition("p", &part, &head).is_err());
+            assert!(decode_vector_partition("p", &part[..3], &head).is_err());
         }
-        let head = decode_vector_head("p", &bytes, size).unwrap().unwrap();
-        let range = head.partitions[0].clone();
-        let mut part = bytes[range.start as usize..range.end as usize].to_vec();
-        part[3] ^= 1;
-        assert!(decode_vector_partition("p", &part, 2).is_err());
-        assert!(decode_vector_partition("p", &part[..3], 2).is_err());
     }
 }

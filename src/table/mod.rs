@@ -42,6 +42,7 @@ mod snapshot;
 pub(crate) mod vector;
 mod vector_index;
 mod vector_search;
+mod vector_train;
 mod write;
 
 use std::sync::Arc;

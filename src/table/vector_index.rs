@@ -16,14 +16,17 @@ use arrow::datatypes::{Float32Type, UInt64Type};
 use futures::TryStreamExt;
 
 use super::commit::Action;
-use super::vector::{l2_squared, vector_dimension};
+use super::vector::vector_dimension;
+use super::vector_train::{
+    assign, coding_space, default_sub_vectors, encode, kmeans, sample_of, train_codebooks,
+};
 use super::{
     Committed, IndexBuild, ProgressHandle, ScanRequest, Snapshot, Table, ROW_ADDR, ROW_ID,
     ROW_UPDATED_VERSION,
 };
 use crate::error::{Error, Result};
 use crate::format::{IndexSegment, Metric, VectorIndex, VectorIndexKind};
-use crate::io::VectorPartition;
+use crate::io::{Codebooks, VectorPartition};
 use crate::rowid::{FragmentId, RowId};
 
 /// Index candidates whose rows are looked up together (one take), nearest first.
@@ -42,6 +45,9 @@ pub struct VectorIndexOptions {
     pub sample: usize,
     /// Rounds of k-means.
     pub iterations: usize,
+    /// Sub-vectors of an `ivf_pq` code (one byte each; must divide the dimension); `None`:
+    /// one per 8 components.
+    pub sub_vectors: Option<u32>,
     /// Told the rows indexed so far.
     pub progress: ProgressHandle,
 }
@@ -54,6 +60,7 @@ impl Default for VectorIndexOptions {
             partitions: 256,
             sample: 65_536,
             iterations: 10,
+            sub_vectors: None,
             progress: ProgressHandle::default(),
         }
     }
@@ -79,16 +86,18 @@ impl VectorIndexOptions {
                 _ => rest.push(pair),
             }
         }
-        Ok((stale_share, Self::parse("ivf_flat", &rest.join(","))?))
+        Ok((stale_share, Self::parse("ivf_pq", &rest.join(","))?))
     }
 
     /// The options `text` sets over the defaults: `key=value` pairs separated by commas
-    /// (`partitions=256, metric=l2, sample=65536, iterations=10`). An unknown key or a value
-    /// that does not read is an error.
+    /// (`partitions=256, metric=l2, sample=65536, iterations=10`, and for `ivf_pq`
+    /// `sub_vectors=16`). An unknown key or a value that does not read is an error.
     pub fn parse(kind: &str, text: &str) -> Result<Self> {
         let mut options = Self {
             kind: VectorIndexKind::parse(kind).ok_or_else(|| {
-                Error::invalid(format!("unknown vector index kind '{kind}' (ivf_flat)"))
+                Error::invalid(format!(
+                    "unknown vector index kind '{kind}' (ivf_flat or ivf_pq)"
+                ))
             })?,
             ..Self::default()
         };
@@ -117,6 +126,12 @@ impl VectorIndexOptions {
                 }
                 "sample" => options.sample = number("sample")?,
                 "iterations" => options.iterations = number("iterations")?,
+                "sub_vectors" if options.kind == VectorIndexKind::IvfPq => {
+                    options.sub_vectors = Some(
+                        u32::try_from(number("sub_vectors")?)
+                            .map_err(|_| Error::invalid("too many sub-vectors"))?,
+                    )
+                }
                 "metric" => {
                     options.metric = Metric::parse(value).ok_or_else(|| {
                         Error::invalid(format!("unknown metric '{value}' (l2, cosine or dot)"))
@@ -125,7 +140,7 @@ impl VectorIndexOptions {
                 other => {
                     return Err(Error::invalid(format!(
                         "unknown vector index option '{other}' (partitions, metric, sample, \
-                         iterations)"
+                         iterations; sub_vectors for ivf_pq)"
                     )))
                 }
             }
@@ -297,6 +312,12 @@ impl Table {
             metric: options.metric,
             dimension: vectors.dimension as u32,
             partitions: 0,
+            sub_vectors: sub_vectors_for(
+                options.kind,
+                column,
+                vectors.dimension,
+                options.sub_vectors,
+            )?,
         };
         let same = |s: &IndexSegment| {
             s.vector
@@ -354,6 +375,13 @@ impl Table {
             )));
         };
         let vectors = read.vector_column(&column.name)?;
+        let params = VectorIndex {
+            sub_vectors: match options.sub_vectors {
+                None => params.sub_vectors,
+                asked => sub_vectors_for(params.kind, &column.name, vectors.dimension, asked)?,
+            },
+            ..params
+        };
         let covered = read.manifest().indexes.covered(name);
         let mut replaced = Vec::new();
         let mut fragments: std::collections::BTreeSet<FragmentId> =
@@ -401,19 +429,46 @@ impl Table {
         options: &VectorIndexOptions,
     ) -> Result<IndexSegment> {
         options.progress.update("indexing vectors", 0, None);
+        let quantized = params.kind == VectorIndexKind::IvfPq;
         let (mut ids, mut values) = (Vec::new(), Vec::new());
         read.for_each_vector(vectors, fragments.clone(), None, |id, v| {
-            ids.push(id);
-            values.extend_from_slice(v);
+            // An ivf_pq index codes cosine's unit vectors (zero vectors have no direction).
+            let coded = match quantized {
+                true => coding_space(v, params.metric),
+                false => Some(v.to_vec()),
+            };
+            if let Some(coded) = coded {
+                ids.push(id);
+                values.extend(coded);
+            }
         })
         .await?;
         let dimension = vectors.dimension;
-        let centroids = train_centroids(&values, dimension, options);
-        let partitions = partition(&ids, &values, &centroids, dimension, options.metric);
+        let sample = sample_of(&values, dimension, options.sample);
+        let (k, iterations) = (options.partitions as usize, options.iterations);
+        let centroids = kmeans(&sample, dimension, k, iterations, params.metric);
+        let assigned = assign(&values, &centroids, dimension, params.metric);
+        let mut partitions = vec![VectorPartition::default(); centroids.len() / dimension];
+        let coded = quantized.then(|| {
+            let m = params.sub_vectors as usize;
+            quantize(&mut values, &assigned, &centroids, (dimension, m), options)
+        });
+        for (i, &p) in assigned.iter().enumerate() {
+            let partition = &mut partitions[p as usize];
+            partition.ids.push(ids[i]);
+            match &coded {
+                Some((books, codes)) => partition
+                    .codes
+                    .extend_from_slice(&codes[i * books.sub_vectors..][..books.sub_vectors]),
+                None => (partition.vectors)
+                    .extend_from_slice(&values[i * dimension..(i + 1) * dimension]),
+            }
+        }
+        let codebooks = coded.map(|(books, _)| books);
         options.progress.finish("indexing vectors");
         let written = self
             .store
-            .write_vector_segment(dimension, &centroids, &partitions)
+            .write_vector_segment(dimension, &centroids, codebooks.as_ref(), &partitions)
             .await?;
         Ok(IndexSegment {
             uuid: uuid::Uuid::new_v4().to_string(),
@@ -457,83 +512,49 @@ impl Table {
     }
 }
 
-/// Centroids for `values` (`dimension` components each): k-means (Lloyd's rounds) over an
-/// evenly spaced sample, started from evenly spaced sample vectors. Deterministic.
-fn train_centroids(values: &[f32], dimension: usize, options: &VectorIndexOptions) -> Vec<f32> {
-    let rows = values.len() / dimension;
-    let k = (options.partitions as usize).min(rows);
-    if k == 0 {
-        return Vec::new();
-    }
-    let stride = rows.div_ceil(options.sample.max(k)).max(1);
-    let sample: Vec<&[f32]> = (0..rows)
-        .step_by(stride)
-        .map(|r| &values[r * dimension..(r + 1) * dimension])
-        .collect();
-    let step = sample.len() / k;
-    let mut centroids: Vec<f32> = (0..k)
-        .flat_map(|i| sample[i * step].iter().copied())
-        .collect();
-    let mut assigned = vec![0usize; sample.len()];
-    for _ in 0..options.iterations {
-        for (v, slot) in sample.iter().zip(assigned.iter_mut()) {
-            *slot = nearest_centroid(v, &centroids, dimension, options.metric);
-        }
-        let mut sums = vec![0f64; k * dimension];
-        let mut counts = vec![0usize; k];
-        for (v, &c) in sample.iter().zip(&assigned) {
-            counts[c] += 1;
-            for (s, x) in sums[c * dimension..(c + 1) * dimension]
-                .iter_mut()
-                .zip(v.iter())
-            {
-                *s += f64::from(*x);
-            }
-        }
-        for c in 0..k {
-            // A centroid no vector chose stays where it was.
-            if counts[c] > 0 {
-                for d in 0..dimension {
-                    centroids[c * dimension + d] =
-                        (sums[c * dimension + d] / counts[c] as f64) as f32;
-                }
-            }
-        }
-    }
-    centroids
-}
-
-/// The centroid nearest `vector` by `metric` (by squared L2 for L2: the same order).
-fn nearest_centroid(vector: &[f32], centroids: &[f32], dimension: usize, metric: Metric) -> usize {
-    let mut best = (f32::INFINITY, 0);
-    for (i, centroid) in centroids.chunks_exact(dimension).enumerate() {
-        let d = match metric {
-            Metric::L2 => l2_squared(vector, centroid),
-            other => other.distance(vector, centroid),
-        };
-        if d < best.0 {
-            best = (d, i);
-        }
-    }
-    best.1
-}
-
-/// The entries `(ids, values)` in the partition of their nearest centroid.
-fn partition(
-    ids: &[u64],
-    values: &[f32],
+/// Product quantization of `values` (`dimension` components each, `assigned` to
+/// `centroids`) into `sub_vectors` runs: the values become their residuals from their
+/// centroids, codebooks are trained on a sample of those, and each is coded.
+fn quantize(
+    values: &mut [f32],
+    assigned: &[u32],
     centroids: &[f32],
-    dimension: usize,
-    metric: Metric,
-) -> Vec<VectorPartition> {
-    let mut partitions = vec![VectorPartition::default(); centroids.len() / dimension];
-    for (i, id) in ids.iter().enumerate() {
-        let v = &values[i * dimension..(i + 1) * dimension];
-        let p = nearest_centroid(v, centroids, dimension, metric);
-        partitions[p].ids.push(*id);
-        partitions[p].vectors.extend_from_slice(v);
+    (dimension, sub_vectors): (usize, usize),
+    options: &VectorIndexOptions,
+) -> (Codebooks, Vec<u8>) {
+    for (v, &p) in values.chunks_exact_mut(dimension).zip(assigned) {
+        let centroid = &centroids[p as usize * dimension..][..dimension];
+        v.iter_mut().zip(centroid).for_each(|(x, c)| *x -= c);
     }
-    partitions
+    let sample = sample_of(values, dimension, options.sample);
+    let books = train_codebooks(&sample, dimension, sub_vectors, options.iterations);
+    let codes = encode(values, dimension, &books);
+    (books, codes)
+}
+
+/// The sub-vectors an index of `kind` over `column` (of `dimension` components) codes with
+/// when `asked` (0 for `ivf_flat`): the dimension must split into them evenly.
+fn sub_vectors_for(
+    kind: VectorIndexKind,
+    column: &str,
+    dimension: usize,
+    asked: Option<u32>,
+) -> Result<u32> {
+    match (kind, asked) {
+        (VectorIndexKind::IvfFlat, None) => Ok(0),
+        (VectorIndexKind::IvfFlat, Some(_)) => Err(Error::invalid(
+            "sub_vectors applies to an ivf_pq index, not ivf_flat",
+        )),
+        (VectorIndexKind::IvfPq, None) => Ok(default_sub_vectors(dimension) as u32),
+        (VectorIndexKind::IvfPq, Some(n))
+            if n as usize <= dimension && dimension.is_multiple_of(n as usize) =>
+        {
+            Ok(n)
+        }
+        (VectorIndexKind::IvfPq, Some(n)) => Err(Error::invalid(format!(
+            "sub_vectors={n} does not divide column {column}'s {dimension} components evenly"
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -549,8 +570,12 @@ mod tests {
             (options.partitions, options.metric, options.sample),
             (16, Metric::Cosine, 100)
         );
+        let pq = VectorIndexOptions::parse("ivf_pq", "sub_vectors=4").unwrap();
+        assert_eq!((pq.kind, pq.sub_vectors), (VectorIndexKind::IvfPq, Some(4)));
         for (kind, text) in [
-            ("ivf_pq", ""),
+            ("hnsw", ""),
+            ("ivf_flat", "sub_vectors=4"),
+            ("ivf_pq", "sub_vectors=0"),
             ("ivf_flat", "partitions=0"),
             ("ivf_flat", "partitions=x"),
             ("ivf_flat", "metric=hamming"),
@@ -562,36 +587,5 @@ mod tests {
                 "{kind} {text}"
             );
         }
-    }
-
-    #[test]
-    fn k_means_separates_clusters_and_every_vector_lands_in_one_partition() {
-        // Two clusters far apart, 50 vectors each.
-        let mut values = Vec::new();
-        for i in 0..100 {
-            let base = if i % 2 == 0 { 0.0 } else { 100.0 };
-            values.extend_from_slice(&[base + (i % 7) as f32 * 0.1, base - (i % 3) as f32 * 0.1]);
-        }
-        let ids: Vec<u64> = (0..100).collect();
-        let options = VectorIndexOptions {
-            partitions: 2,
-            ..Default::default()
-        };
-        let centroids = train_centroids(&values, 2, &options);
-        let parts = partition(&ids, &values, &centroids, 2, Metric::L2);
-        let mut sizes: Vec<usize> = parts.iter().map(|p| p.ids.len()).collect();
-        sizes.sort();
-        assert_eq!(sizes, [50, 50]);
-        for part in &parts {
-            let even = part.ids.iter().filter(|id| *id % 2 == 0).count();
-            assert!(even == 0 || even == part.ids.len());
-        }
-        // Fewer vectors than partitions: as many partitions as vectors.
-        let few = VectorIndexOptions {
-            partitions: 8,
-            ..Default::default()
-        };
-        assert_eq!(train_centroids(&values[..6], 2, &few).len(), 6);
-        assert!(train_centroids(&[], 2, &few).is_empty());
     }
 }

@@ -3,19 +3,22 @@
 //! that ranks the column by the metric asked, keeps a candidate only while its entry is valid
 //! (see `vector_index.rs`): a row updated since or deleted drops out, and fragments no
 //! segment covers (appended, written by updates, or merged with such) are searched exactly.
-//! With every partition probed an `ivf_flat` search is exact.
+//! With every partition probed an `ivf_flat` search is exact. An `ivf_pq` segment's
+//! distances are estimates from its codes: with a refine factor `r`, the `r × k` best
+//! candidates are re-ranked by their rows' exact vectors (read by take).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Float32Array, RecordBatch};
-use arrow::datatypes::{DataType, Field, Schema, UInt64Type};
+use arrow::datatypes::{DataType, Field, Float32Type, Schema, UInt64Type};
 use futures::{stream, StreamExt, TryStreamExt};
 
-use super::vector_index::CANDIDATES_CHECKED_AT_ONCE;
+use super::vector_index::{VectorColumn, CANDIDATES_CHECKED_AT_ONCE};
+use super::vector_train::{coding_space, DistanceTable};
 use super::{predicate_layout, RowPredicate, ScanRequest, Snapshot, ROW_ID};
 use crate::error::{Error, Result};
-use crate::format::{IndexSegment, Metric};
+use crate::format::{IndexSegment, Metric, VectorIndexKind};
 use crate::rowid::{FragmentId, RowId};
 
 /// The column a nearest-rows search adds: each row's distance to the query.
@@ -33,6 +36,9 @@ pub struct NearestOptions {
     pub nprobes: usize,
     /// False: search every row exactly, whatever index there is.
     pub use_index: bool,
+    /// For an `ivf_pq` index: re-rank this many times `k` candidates by their exact
+    /// vectors; `None`: rank by the codes' estimates. No effect on `ivf_flat`.
+    pub refine_factor: Option<usize>,
 }
 
 impl Default for NearestOptions {
@@ -41,6 +47,7 @@ impl Default for NearestOptions {
             metric: Metric::L2,
             nprobes: 20,
             use_index: true,
+            refine_factor: None,
         }
     }
 }
@@ -107,7 +114,7 @@ impl Snapshot {
             let distance = metric.distance(v, query);
             if !distance.is_nan() {
                 best.push((distance, id));
-                if best.len() >= 2 * k.max(512) {
+                if best.len() >= k.max(512).saturating_mul(2) {
                     best.sort_by(by_distance);
                     best.truncate(k);
                 }
@@ -115,6 +122,12 @@ impl Snapshot {
         })
         .await?;
         // Through the index over what it covers.
+        let approximate =
+            (segments.iter()).any(|s| s.vector.is_some_and(|v| v.kind == VectorIndexKind::IvfPq));
+        let want = match approximate {
+            true => k.saturating_mul(options.refine_factor.unwrap_or(1).max(1)),
+            false => k,
+        };
         let most = segments
             .iter()
             .filter_map(|s| s.vector)
@@ -124,12 +137,17 @@ impl Snapshot {
         let mut found = Vec::new();
         while !segments.is_empty() {
             found = self
-                .index_candidates(&segments, query, (metric, nprobes), k, filter.as_deref())
+                .index_candidates(&segments, query, (metric, nprobes), want, filter.as_deref())
                 .await?;
-            if found.len() >= k || most.is_none_or(|most| nprobes >= most) {
+            if found.len() >= want || most.is_none_or(|most| nprobes >= most) {
                 break;
             }
             nprobes = nprobes.saturating_mul(4);
+        }
+        if approximate && options.refine_factor.is_some() {
+            found = self
+                .exact_distances(&vectors, &found, query, metric)
+                .await?;
         }
         best.extend(found);
         best.sort_by(by_distance);
@@ -160,7 +178,7 @@ impl Snapshot {
         candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let mut seen = HashSet::new();
         let mut found = Vec::new();
-        for chunk in candidates.chunks(CANDIDATES_CHECKED_AT_ONCE.max(2 * k)) {
+        for chunk in candidates.chunks(CANDIDATES_CHECKED_AT_ONCE.max(k.saturating_mul(2))) {
             let now = self.where_and_when(chunk.iter().map(|c| c.1)).await?;
             let mut valid = Vec::new();
             for &(distance, id, at) in chunk {
@@ -189,6 +207,37 @@ impl Snapshot {
             }
         }
         Ok(found)
+    }
+
+    /// `rows` (distance, live row id) with the exact distances of their vectors in `vectors`
+    /// to `query`.
+    async fn exact_distances(
+        &self,
+        vectors: &VectorColumn,
+        rows: &[(f32, u64)],
+        query: &[f32],
+        metric: Metric,
+    ) -> Result<Vec<(f32, u64)>> {
+        let ids: Vec<RowId> = rows.iter().map(|(_, id)| RowId::from_u64(*id)).collect();
+        let request = ScanRequest {
+            columns: Some(vec![vectors.name.clone()]),
+            with_row_id: true,
+            ..Default::default()
+        };
+        let read = self.take(&ids, request).await?;
+        let list = read.column(0).as_fixed_size_list();
+        let values = list.values().as_primitive::<Float32Type>().values();
+        let row_ids = read.column(1).as_primitive::<UInt64Type>();
+        let n = vectors.dimension;
+        Ok((0..read.num_rows())
+            .filter(|&row| list.is_valid(row))
+            .map(|row| {
+                let start = (list.offset() + row) * n;
+                let distance = metric.distance(&values[start..start + n], query);
+                (distance, row_ids.value(row))
+            })
+            .filter(|(distance, _)| !distance.is_nan())
+            .collect())
     }
 
     /// Those of `rows` (distance, live row id) that pass `filter`, in order.
@@ -273,12 +322,29 @@ impl Snapshot {
             .await?;
         let dimension = head.dimension;
         let mut out = Vec::new();
-        for partition in partitions {
-            for (i, id) in partition.ids.iter().enumerate() {
-                let v = &partition.vectors[i * dimension..(i + 1) * dimension];
-                let distance = metric.distance(v, query);
+        for (partition, &p) in partitions.iter().zip(&which) {
+            let mut push = |distance: f32, id: u64| {
                 if !distance.is_nan() {
-                    out.push((distance, *id, at));
+                    out.push((distance, id, at));
+                }
+            };
+            match &head.codebooks {
+                Some(books) => {
+                    // A zero query has no cosine distance to anything.
+                    let Some(coded) = coding_space(query, metric) else {
+                        return Ok(Vec::new());
+                    };
+                    let table = DistanceTable::new(&coded, head.centroid(p), books, metric);
+                    let codes = partition.codes.chunks_exact(books.sub_vectors);
+                    for (code, id) in codes.zip(&partition.ids) {
+                        push(table.estimate(code), *id);
+                    }
+                }
+                None => {
+                    let vectors = partition.vectors.chunks_exact(dimension);
+                    for (v, id) in vectors.zip(&partition.ids) {
+                        push(metric.distance(v, query), *id);
+                    }
                 }
             }
         }

@@ -27,7 +27,8 @@
 //! whose row ids it shares; since 2026-12-06-lineage-files, compaction merges fragments in
 //! id order, and their rows' last-change versions are in `_lineage/` files; since
 //! 2026-12-06-shapes, a table `s` of unions and dictionaries of nested values; since
-//! 2026-12-06-vectors, a table `v` with a vector column and an `ivf_flat` index.
+//! 2026-12-06-vectors, a table `v` with a vector column and an `ivf_flat` index; since
+//! 2026-12-07-quantized, a table `q` as `v` with an `ivf_pq` index.
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -69,6 +70,7 @@ const FIXTURES: &[&str] = &[
     "2026-12-06-lineage-files",
     "2026-12-06-shapes",
     "2026-12-06-vectors",
+    "2026-12-07-quantized",
 ];
 
 /// Where the fixtures live.
@@ -323,8 +325,12 @@ async fn write_fixture(dir: &Path) {
     std::fs::write(dir.join("expected-s.txt"), expected).expect("expected-s.txt");
     // A vector column and its index (since 2026-12-06-vectors).
     crate::vector_index::write_fixture_table(dir).await;
-    let expected = crate::vector_index::describe_fixture_table(dir).await;
+    let expected = crate::vector_index::describe_fixture_table(dir, "v").await;
     std::fs::write(dir.join("expected-v.txt"), expected).expect("expected-v.txt");
+    // A product-quantized vector index (since 2026-12-07-quantized).
+    crate::vector_index::write_quantized_fixture_table(dir).await;
+    let expected = crate::vector_index::describe_fixture_table(dir, "q").await;
+    std::fs::write(dir.join("expected-q.txt"), expected).expect("expected-q.txt");
 }
 
 /// Table `e` of the fixture at `dir`, reading its external values from the fixture's stores.
@@ -605,18 +611,23 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
             assert!(found.contains("| 103 |"), "{found}");
         }
 
-        // A vector index, where the fixture has one: the nearest rows as that natal found
-        // them; after today's compaction the index still answers, exactly with every
-        // partition probed.
-        if let Ok(expected) = std::fs::read_to_string(fixture.join("expected-v.txt")) {
-            let found = crate::vector_index::describe_fixture_table(scratch.path()).await;
+        // Vector indexes, where the fixture has them: the nearest rows as that natal found
+        // them; after today's compaction each index still answers, exactly with every
+        // partition probed (and every candidate refined).
+        for name in ["v", "q"] {
+            let Ok(expected) =
+                std::fs::read_to_string(fixture.join(format!("expected-{name}.txt")))
+            else {
+                continue;
+            };
+            let found = crate::vector_index::describe_fixture_table(scratch.path(), name).await;
             assert!(
                 found == expected,
-                "{fixture:?} reads v differently:\n{}",
+                "{fixture:?} reads {name} differently:\n{}",
                 first_difference(&expected, &found)
             );
-            run(&ctx, "SELECT * FROM natal_compact('v')").await;
-            let found = crate::vector_index::describe_fixture_table(scratch.path()).await;
+            run(&ctx, &format!("SELECT * FROM natal_compact('{name}')")).await;
+            let found = crate::vector_index::describe_fixture_table(scratch.path(), name).await;
             for line in found.lines().filter(|l| l.contains(" all: ")) {
                 let exact = line.replace(" all: ", " exact: ");
                 assert!(found.contains(&exact), "{found}");

@@ -377,28 +377,48 @@ impl Seeds {
     }
 }
 
-/// Vector index segment files of a few shapes: no partitions, an empty one, several.
+/// Vector index segment files of a few shapes: no partitions, an empty one, several; flat
+/// and product-quantized.
 pub fn vector_segment_bytes() -> Vec<Vec<u8>> {
-    use natal::internals::io::{encode_vector_segment, VectorPartition};
+    use natal::internals::io::{encode_vector_segment, Codebooks, VectorPartition};
     let partition = |ids: Vec<u64>, dimension: usize| VectorPartition {
         vectors: (0..ids.len() * dimension).map(|i| i as f32 * 0.5).collect(),
         ids,
+        codes: Vec::new(),
+    };
+    let coded = |ids: Vec<u64>| VectorPartition {
+        codes: (0..ids.len() * 2).map(|i| (i % 3) as u8).collect(),
+        ids,
+        vectors: Vec::new(),
+    };
+    let books = Codebooks {
+        sub_vectors: 2,
+        codewords: 3,
+        values: (0..12).map(|i| i as f32).collect(),
     };
     vec![
-        encode_vector_segment(3, &[], &[]),
+        encode_vector_segment(3, &[], None, &[]),
         encode_vector_segment(
             2,
             &[0.0, 1.0, 2.0, 3.0],
+            None,
             &[partition(vec![], 2), partition(vec![7, 1 << 32], 2)],
         ),
         encode_vector_segment(
             4,
             &[0.5; 12],
+            None,
             &[
                 partition(vec![1], 4),
                 partition(vec![2, 3, 4], 4),
                 partition(vec![9], 4),
             ],
+        ),
+        encode_vector_segment(
+            4,
+            &[0.5; 8],
+            Some(&books),
+            &[coded(vec![1, 2, 3]), coded(vec![])],
         ),
     ]
 }
@@ -414,7 +434,7 @@ pub fn check_vector_segment((bytes, input): &(Vec<u8>, Input)) {
         };
         for range in &head.partitions {
             let part = &bytes[range.start as usize..range.end as usize];
-            decode_vector_partition("v", part, head.dimension)?;
+            decode_vector_partition("v", part, &head)?;
         }
         Ok(())
     });

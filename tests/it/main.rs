@@ -54,6 +54,7 @@ mod sql;
 mod storage;
 mod tpch;
 mod vector_index;
+mod vector_pq;
 mod vectors;
 mod workload;
 

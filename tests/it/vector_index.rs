@@ -1,9 +1,10 @@
 //! Vector indexes against a model: random sequences of inserts, vector updates, deletes,
 //! compactions, index builds, index optimizations and restores on a table with a vector
 //! column; after each step the
-//! indexed search with every partition probed (`ivf_flat`: no quantization) answers exactly
-//! as brute force over the model does, and a search probing one partition never returns a
-//! deleted row or a row's vector from before its update.
+//! indexed search with every partition probed answers exactly as brute force over the model
+//! does (`ivf_flat`: no quantization; `ivf_pq`: every candidate refined by its exact
+//! vector), and a search probing one partition never returns a deleted row or a row's vector
+//! from before its update.
 
 use std::collections::BTreeMap;
 
@@ -77,10 +78,16 @@ async fn ids_of(ctx: &SessionContext, sql: &str) -> Vec<i64> {
 }
 
 /// The keys `nearest` returns, with their distances.
-async fn nearest(table: &Table, query: &[f32], k: usize, nprobes: usize) -> Vec<(i64, f32)> {
+async fn nearest(
+    table: &Table,
+    query: &[f32],
+    k: usize,
+    (nprobes, refine_factor): (usize, Option<usize>),
+) -> Vec<(i64, f32)> {
     let snapshot = table.latest().await.unwrap();
     let options = NearestOptions {
         nprobes,
+        refine_factor,
         ..Default::default()
     };
     let rows = snapshot.nearest("e", query, k, options).await.unwrap();
@@ -94,7 +101,8 @@ async fn nearest(table: &Table, query: &[f32], k: usize, nprobes: usize) -> Vec<
         .collect()
 }
 
-async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>) {
+/// `kind`: the index kind every `Index` step builds.
+async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>, kind: &str) {
     let dir = tempfile::tempdir().unwrap();
     let ctx = SessionContext::new();
     natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
@@ -103,8 +111,9 @@ async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>) {
         &format!("CREATE TABLE t (id BIGINT, e VECTOR({DIMENSION}))"),
     )
     .await;
-    // Every partition probed: the indexed SQL search is exact too.
+    // Every partition probed and every candidate refined: the indexed SQL search is exact.
     sql(&ctx, "SET natal.nprobes = 1000000").await;
+    sql(&ctx, "SET natal.refine_factor = 1000000").await;
     let table =
         natal::datafusion::open_table(&ctx, &format!("{}/t", dir.path().display())).unwrap();
     let mut model: BTreeMap<i64, Vec<f32>> = BTreeMap::new();
@@ -142,9 +151,13 @@ async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>) {
             }
             Step::Compact => sql(&ctx, "SELECT * FROM natal_compact('t')").await,
             Step::Index { partitions } => {
+                let shape = match kind {
+                    "ivf_pq" => ", sub_vectors=3",
+                    _ => "",
+                };
                 let create = format!(
-                    "SELECT * FROM natal_create_index('t', 'e', 'e_idx', 'ivf_flat', \
-                     'partitions={partitions}')"
+                    "SELECT * FROM natal_create_index('t', 'e', 'e_idx', '{kind}', \
+                     'partitions={partitions}{shape}')"
                 );
                 sql(&ctx, &create).await;
             }
@@ -193,7 +206,7 @@ async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>) {
                 .collect();
             expected.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             let expected: Vec<i64> = expected.iter().take(k).map(|(_, id)| *id).collect();
-            let all = nearest(&table, query, k, usize::MAX).await;
+            let all = nearest(&table, query, k, (usize::MAX, Some(usize::MAX))).await;
             let found: Vec<i64> = all.iter().map(|(id, _)| *id).collect();
             assert_eq!(found, expected, "every partition probed");
             // SQL finds the same, through the index where one covers the table.
@@ -217,7 +230,7 @@ async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>) {
             let found = ids_of(&ctx, &by_sql).await;
             assert_eq!(found, expected, "{by_sql}");
             // One partition: maybe not the nearest, never a dead row or a stale vector.
-            for (id, distance) in nearest(&table, query, k, 1).await {
+            for (id, distance) in nearest(&table, query, k, (1, Some(1))).await {
                 let v = model.get(&id).expect("a live row");
                 assert_eq!(distance, Metric::L2.distance(v, query), "row {id}");
             }
@@ -231,13 +244,15 @@ proptest! {
     fn indexed_search_answers_as_brute_force_through_every_step(
         steps in proptest::collection::vec(step(), 1..10),
         queries in proptest::collection::vec(vector(), 2),
+        quantized in any::<bool>(),
     ) {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
-        runtime.block_on(run_steps(steps, queries));
+        let kind = if quantized { "ivf_pq" } else { "ivf_flat" };
+        runtime.block_on(run_steps(steps, queries, kind));
     }
 }
 
@@ -381,9 +396,24 @@ async fn a_vector_index_is_flagged_listed_and_compaction_writes_none_of_it() {
 /// Writes table `v` under `dir`: a vector column of 8 components over 3 fragments, an
 /// `ivf_flat` index of 4 partitions, then an update and a delete (for the fixtures).
 pub async fn write_fixture_table(dir: &std::path::Path) {
+    write_vector_table(dir, "v", "'ivf_flat', 'partitions=4'").await
+}
+
+/// Table `q` under `dir`: as `v`, its index `ivf_pq` with 4 sub-vectors.
+pub async fn write_quantized_fixture_table(dir: &std::path::Path) {
+    write_vector_table(dir, "q", "'ivf_pq', 'partitions=4, sub_vectors=4'").await
+}
+
+/// Table `name` of [`write_fixture_table`], its index `e_idx` built as `index` says (kind
+/// and options, as SQL literals).
+async fn write_vector_table(dir: &std::path::Path, name: &str, index: &str) {
     let ctx = SessionContext::new();
     natal::datafusion::register(&ctx, dir.to_str().unwrap()).unwrap();
-    sql(&ctx, "CREATE TABLE v (id BIGINT, e VECTOR(8))").await;
+    sql(
+        &ctx,
+        &format!("CREATE TABLE {name} (id BIGINT, e VECTOR(8))"),
+    )
+    .await;
     for part in 0..3i64 {
         let values: Vec<String> = (part * 40..(part + 1) * 40)
             .map(|id| {
@@ -393,26 +423,22 @@ pub async fn write_fixture_table(dir: &std::path::Path) {
                 format!("({id}, {})", literal(&v))
             })
             .collect();
-        sql(&ctx, &format!("INSERT INTO v VALUES {}", values.join(", "))).await;
+        let insert = format!("INSERT INTO {name} VALUES {}", values.join(", "));
+        sql(&ctx, &insert).await;
     }
-    sql(
-        &ctx,
-        "SELECT * FROM natal_create_index('v', 'e', 'e_idx', 'ivf_flat', 'partitions=4')",
-    )
-    .await;
-    sql(
-        &ctx,
-        "UPDATE v SET e = [1, 1, 1, 1, 1, 1, 1, 1] WHERE id = 5",
-    )
-    .await;
-    sql(&ctx, "DELETE FROM v WHERE id % 10 = 3").await;
+    let create = format!("SELECT * FROM natal_create_index('{name}', 'e', 'e_idx', {index})");
+    sql(&ctx, &create).await;
+    let update = format!("UPDATE {name} SET e = [1, 1, 1, 1, 1, 1, 1, 1] WHERE id = 5");
+    sql(&ctx, &update).await;
+    sql(&ctx, &format!("DELETE FROM {name} WHERE id % 10 = 3")).await;
 }
 
-/// Table `v`'s nearest rows to three queries, through its index (every partition probed,
-/// and one) and without: what a fixture holding it answers.
-pub async fn describe_fixture_table(dir: &std::path::Path) -> String {
+/// Table `name`'s nearest rows to three queries, through its index (every partition probed
+/// and every candidate refined, and one partition, refined) and without: what a fixture
+/// holding it answers.
+pub async fn describe_fixture_table(dir: &std::path::Path, name: &str) -> String {
     let store = crate::fixtures::local_store(dir);
-    let table = Table::open(store, "v".into());
+    let table = Table::open(store, name.into());
     let snapshot = table.latest().await.unwrap();
     let mut out = String::new();
     for q in 0..3 {
@@ -424,6 +450,7 @@ pub async fn describe_fixture_table(dir: &std::path::Path) -> String {
                 "all",
                 NearestOptions {
                     nprobes: usize::MAX,
+                    refine_factor: Some(usize::MAX),
                     ..Default::default()
                 },
             ),
@@ -431,6 +458,7 @@ pub async fn describe_fixture_table(dir: &std::path::Path) -> String {
                 "one",
                 NearestOptions {
                     nprobes: 1,
+                    refine_factor: Some(1),
                     ..Default::default()
                 },
             ),

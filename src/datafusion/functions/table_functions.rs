@@ -1,6 +1,6 @@
 //! Maintenance as table functions — `natal_compact('t')`, `natal_checkpoint('t')`,
 //! `natal_cleanup('t', keep_versions [, keep_newer_than_seconds [, min_file_age_seconds]])`,
-//! `natal_restore('t', version)`, `natal_create_index('t', 'column' [, 'name' [, 'ivf_flat' [, 'options']]])`,
+//! `natal_restore('t', version)`, `natal_create_index('t', 'column' [, 'name' [, 'ivf_flat' | 'ivf_pq' [, 'options']]])`,
 //! `natal_drop_index('t', 'name')`, `natal_clone('t', 'clone' [, version [, 'deep']])` (the
 //! clone named as a table under the root or by a location) — schema changes as functions (`natal_add_column`,
 //! `natal_drop_column`, `natal_rename_column`, `natal_alter_column`, for engines that do not

@@ -166,7 +166,12 @@ impl PhysicalOptimizerRule for NearestRows {
         if options.is_some_and(|o| !o.use_index) {
             return Ok(plan);
         }
-        let nprobes = options.map_or(NearestOptions::default().nprobes, |o| o.nprobes);
+        let defaults = NearestOptions::default();
+        let search = NearestOptions {
+            nprobes: options.map_or(defaults.nprobes, |o| o.nprobes),
+            refine_factor: options.map_or(defaults.refine_factor, |o| o.refine_factor),
+            ..defaults
+        };
         Ok(plan
             .transform_down(|node| {
                 let Some(sort) = node.downcast_ref::<SortExec>() else {
@@ -183,7 +188,7 @@ impl PhysicalOptimizerRule for NearestRows {
                 let Some(ranking) = ranking(&expr, first.options.descending) else {
                     return Ok(Transformed::no(node));
                 };
-                let Some(nearest) = NearestExec::try_new(&scan, schema, ranking, k, nprobes) else {
+                let Some(nearest) = NearestExec::try_new(&scan, schema, ranking, k, search) else {
                     return Ok(Transformed::no(node));
                 };
                 let nearest: Arc<dyn ExecutionPlan> = Arc::new(nearest);
@@ -229,7 +234,7 @@ impl NearestExec {
         schema: SchemaRef,
         ranking: Ranking,
         k: usize,
-        nprobes: usize,
+        search: NearestOptions,
     ) -> Option<Self> {
         if plan.row_ids.is_some()
             || plan.row_id_range.is_some()
@@ -245,8 +250,7 @@ impl NearestExec {
                 .vector_index_for(&ranking.column, ranking.metric, ranking.query.len())?;
         let options = NearestOptions {
             metric: ranking.metric,
-            nprobes,
-            use_index: true,
+            ..search
         };
         Some(Self {
             snapshot: plan.snapshot.clone(),
@@ -276,6 +280,9 @@ impl DisplayAs for NearestExec {
             self.options.nprobes,
             self.k
         )?;
+        if let Some(refine) = self.options.refine_factor {
+            write!(f, ", refine={refine}")?;
+        }
         if let Some(planned) = self.filter.as_ref().and_then(|f| f.planned()) {
             write!(f, ", prefilter={planned}")?;
         }

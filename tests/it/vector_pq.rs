@@ -1,0 +1,203 @@
+//! `ivf_pq` vector indexes: product-quantized codes, their reader flag and listing, exact
+//! answers for every metric once every partition is probed and every candidate refined,
+//! `natal.refine_factor` in SQL, and what bad options and damaged segments get.
+
+use arrow::array::AsArray;
+use arrow::datatypes::{Float32Type, Int64Type};
+use datafusion::prelude::SessionContext;
+use natal::{Metric, NearestOptions, Snapshot};
+
+use crate::common::answer;
+
+async fn sql(ctx: &SessionContext, text: &str) {
+    natal::datafusion::sql(ctx, text)
+        .await
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{text}: {e}"));
+}
+
+/// Component `d` of row `id`'s vector: spread, deterministic, never all zero.
+fn component(id: i64, d: i64) -> f32 {
+    ((id * 37 + d * 11 + id * d) % 29) as f32 / 4.0 - 3.0 + if d == 0 { 0.3 } else { 0.0 }
+}
+
+/// A table `t` of 300 rows (`id`, `e VECTOR(8)`) over three fragments.
+async fn table_of_vectors(ctx: &SessionContext) {
+    sql(ctx, "CREATE TABLE t (id BIGINT, e VECTOR(8))").await;
+    for part in 0..3i64 {
+        let values: Vec<String> = (part * 100..(part + 1) * 100)
+            .map(|id| {
+                let v: Vec<String> = (0..8).map(|d| format!("{:?}", component(id, d))).collect();
+                format!("({id}, [{}])", v.join(", "))
+            })
+            .collect();
+        sql(ctx, &format!("INSERT INTO t VALUES {}", values.join(", "))).await;
+    }
+}
+
+/// The ids and distances `nearest` answers.
+async fn nearest(snapshot: &Snapshot, query: &[f32], options: NearestOptions) -> Vec<(i64, f32)> {
+    let rows = snapshot.nearest("e", query, 7, options).await.unwrap();
+    let ids = rows
+        .column_by_name("id")
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    let d = (rows.column_by_name(natal::DISTANCE).unwrap()).as_primitive::<Float32Type>();
+    (0..rows.num_rows())
+        .map(|i| (ids.value(i), d.value(i)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quantized_indexes_refined_in_full_answer_exactly_for_every_metric() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    table_of_vectors(&ctx).await;
+    for metric in ["l2", "cosine", "dot"] {
+        let create = format!(
+            "SELECT * FROM natal_create_index('t', 'e', 'pq_{metric}', 'ivf_pq', \
+             'partitions=4, sub_vectors=4, metric={metric}')"
+        );
+        sql(&ctx, &create).await;
+    }
+    let listed = answer(
+        &ctx,
+        "SELECT index_name, kind, metric, dimension, partitions, sub_vectors, rows \
+         FROM \"t$indexes\" ORDER BY index_name",
+    )
+    .await
+    .unwrap();
+    assert!(
+        listed.contains(
+            "| pq_cosine  | ivf_pq | cosine | 8         | 4          | 4           | 300  |"
+        ),
+        "{listed}"
+    );
+    let table =
+        natal::datafusion::open_table(&ctx, &format!("{}/t", dir.path().display())).unwrap();
+    let snapshot = table.latest().await.unwrap();
+    let flags = snapshot.manifest().reader_flags();
+    let wanted = natal::internals::format::flags::QUANTIZED_VECTORS
+        | natal::internals::format::flags::VECTOR_INDEXES;
+    assert_eq!(flags & wanted, wanted);
+    // An entry is its row id and 4 code bytes, not 32 bytes of vector; the head holds 4
+    // centroids and 4 books of (at most 256) 2-component codewords.
+    let segment = &snapshot.manifest().indexes.segments[0];
+    let head = 16 + 24 + 4 * 8 * 4 + 4 * 256 * 2 * 4 + 4 * 8;
+    assert_eq!(segment.file_size_bytes, head + 300 * (8 + 4) + 4 * 4);
+
+    for (q, metric) in [Metric::L2, Metric::Cosine, Metric::Dot]
+        .into_iter()
+        .enumerate()
+    {
+        let query: Vec<f32> = (0..8).map(|d| component(1000 + q as i64, d)).collect();
+        let exact = NearestOptions {
+            metric,
+            use_index: false,
+            ..Default::default()
+        };
+        let expected = nearest(&snapshot, &query, exact).await;
+        let refined = NearestOptions {
+            metric,
+            nprobes: usize::MAX,
+            refine_factor: Some(usize::MAX),
+            ..Default::default()
+        };
+        assert_eq!(
+            nearest(&snapshot, &query, refined).await,
+            expected,
+            "{metric:?}"
+        );
+        // Unrefined: the codes' estimates, of live rows, as many as asked.
+        let estimated = NearestOptions {
+            metric,
+            nprobes: 2,
+            ..Default::default()
+        };
+        let found = nearest(&snapshot, &query, estimated).await;
+        assert_eq!(found.len(), 7);
+        assert!(found.windows(2).all(|w| w[0].1 <= w[1].1), "{found:?}");
+        // Refined by 2: the distances are the rows' own.
+        let twice = NearestOptions {
+            refine_factor: Some(2),
+            ..estimated
+        };
+        for (id, distance) in nearest(&snapshot, &query, twice).await {
+            let v: Vec<f32> = (0..8).map(|d| component(id, d)).collect();
+            assert_eq!(distance, metric.distance(&v, &query), "{metric:?} row {id}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_refines_by_its_session_option_and_refuses_bad_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    table_of_vectors(&ctx).await;
+    let table =
+        natal::datafusion::open_table(&ctx, &format!("{}/t", dir.path().display())).unwrap();
+    let version = table.latest().await.unwrap().version();
+    for (text, error) in [
+        ("'ivf_pq', 'sub_vectors=3'", "does not divide"),
+        ("'ivf_pq', 'sub_vectors=16'", "does not divide"),
+        ("'ivf_pq', 'sub_vectors=0'", "positive number"),
+        ("'ivf_flat', 'sub_vectors=2'", "unknown vector index option"),
+    ] {
+        let create = format!("SELECT * FROM natal_create_index('t', 'e', 'x', {text})");
+        let found = answer(&ctx, &create).await.unwrap_err().to_string();
+        assert!(found.contains(error), "{create}: {found}");
+    }
+    assert_eq!(table.latest().await.unwrap().version(), version);
+
+    sql(
+        &ctx,
+        "SELECT * FROM natal_create_index('t', 'e', 'e_idx', 'ivf_pq', 'partitions=4')",
+    )
+    .await;
+    let listed = answer(&ctx, "SELECT sub_vectors FROM \"t$indexes\"")
+        .await
+        .unwrap();
+    assert!(
+        listed.contains("| 1           |"),
+        "default: one per 8 components {listed}"
+    );
+    let query = "SELECT id, l2_distance(e, [1.0, 0.5, 0.0, -1.0, 2.0, 1.0, 0.0, 0.5]) AS d \
+                 FROM t ORDER BY d, id LIMIT 5";
+    sql(&ctx, "SET natal.refine_factor = 8").await;
+    sql(&ctx, "SET natal.nprobes = 4").await;
+    let plan = answer(&ctx, &format!("EXPLAIN {query}")).await.unwrap();
+    assert!(
+        plan.contains("index=e_idx") && plan.contains("refine=8"),
+        "{plan}"
+    );
+    let refined = answer(&ctx, query).await.unwrap();
+    sql(&ctx, "SET natal.use_index = false").await;
+    assert_eq!(answer(&ctx, query).await.unwrap(), refined);
+
+    // Optimizing keeps the index's kind; sub_vectors must still divide the dimension.
+    let optimize = "SELECT * FROM natal_optimize_index('t', 'e_idx', 'sub_vectors=5')";
+    let found = answer(&ctx, optimize).await.unwrap_err().to_string();
+    assert!(found.contains("does not divide"), "{found}");
+
+    // A damaged code (its partition's checksum no longer fits): Corrupt, naming the file.
+    let latest = table.latest().await.unwrap();
+    let segment = &latest.manifest().indexes.segments[0];
+    let file = dir.path().join("t").join(segment.path.as_str());
+    let mut bytes = std::fs::read(&file).unwrap();
+    let last = bytes.len() - 6;
+    bytes[last] ^= 0x01;
+    std::fs::write(&file, bytes).unwrap();
+    let every = NearestOptions {
+        nprobes: usize::MAX,
+        ..Default::default()
+    };
+    let error = latest.nearest("e", &[0.0; 8], 3, every).await.unwrap_err();
+    assert!(
+        matches!(&error, natal::Error::Corrupt { path, .. } if path == segment.path.as_str()),
+        "{error}"
+    );
+}
