@@ -1,19 +1,27 @@
-//! Vector search (natal's side of issue 62's figures): `NATAL_BENCH_ROWS` vectors (default
-//! 1M) of 128 components drawn around 1,000 Gaussian centres (seeded: centres uniform in
-//! [-1, 1)^128, each vector a centre plus N(0, 0.1²) noise per component, Box-Muller over a
-//! 64-bit LCG), `NATAL_BENCH_QUERIES` queries (default 200) drawn the same way, ground truth
-//! by exact search. Printed:
-//! - the index build (`ivf_flat`, 256 partitions, a 65,536-vector sample): time and bytes;
-//! - recall@10 and the median latency per query for nprobes 1 to 64, through the index,
-//!   and the exact search's latency;
-//! - 10% of rows given new vectors and 5% deleted, then compaction: its time on the indexed
-//!   table and on the same table without an index, index bytes it wrote (none), then
-//!   recall@10 and latency with no re-index, and rows returned whose vector is stale (none);
-//! - a query whose filter keeps 1% of the rows (SQL, `WHERE id % 100 = 9`): recall and
-//!   latency through the index (pre-filter) and exactly.
+//! Vector search, natal beside Lance (issue 62's figures): `NATAL_BENCH_ROWS` vectors
+//! (default 1M) of 128 components drawn around 1,000 Gaussian centres (seeded: centres
+//! uniform in [-1, 1)^128, each vector a centre plus N(0, 0.1²) noise per component,
+//! Box-Muller over a 64-bit LCG), `NATAL_BENCH_QUERIES` queries (default 200) drawn the
+//! same way, ground truth by exact search. Lance 14 (`benches/lance_vectors.py`, with the
+//! interpreter `NATAL_BENCH_PYTHON`, default `python3`; without pylance natal is measured
+//! alone) reads the same vectors, queries and truth from files. Printed:
+//! - the index build (`ivf_pq`, 256 partitions, 16 sub-vectors; Lance `IVF_PQ` with the
+//!   same): time and bytes;
+//! - recall@10 and the median latency per query for nprobes 1 to 64, without a refine and
+//!   with `refine_factor` 10, both systems, and natal's exact search;
+//! - 10% of rows given new vectors and 5% deleted: natal's search with those rows uncovered
+//!   against the fully covered one; then compaction: its time on natal's indexed table, on
+//!   the same table without an index, and Lance's (which remaps its index), and the index
+//!   bytes each wrote; then recall@10, latency and stale rows (a deleted row, or a distance
+//!   not the row's current vector's) with no re-index;
+//! - a query whose filter keeps 1% of the rows (`id % 100 = 9`): recall and latency through
+//!   the index (pre-filter, natal by SQL) and exactly, and Lance's `prefilter=True`.
+//!
+//! The sweep is kept in `target/vectors-bench/results.json`; `benches/plot_vectors.py`
+//! draws it (`benches/vectors.png`).
 //!
 //! ```text
-//! cargo bench --bench vectors
+//! NATAL_BENCH_PYTHON=.venv/bin/python cargo bench --bench vectors
 //! ```
 
 #[path = "common/mod.rs"]
@@ -26,9 +34,9 @@ use std::time::Instant;
 
 use arrow::array::{AsArray, FixedSizeListArray, Float32Array, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
-use common::{bytes_under, env, median, ms};
+use common::{bytes_under, env, json_number, median, ms, python_json};
 use datafusion::prelude::SessionContext;
-use natal::{Metric, NearestOptions, Table, TableOptions, VectorIndexOptions};
+use natal::{Metric, NearestOptions, Table, TableOptions, VectorIndexKind, VectorIndexOptions};
 use object_store::local::LocalFileSystem;
 
 const DIMENSION: usize = 128;
@@ -179,66 +187,199 @@ async fn write(
     (table, vectors)
 }
 
+/// Writes `values` as little-endian numbers to `path` (what `lance_vectors.py` reads).
+fn write_numbers<T: Copy>(path: &Path, values: &[T], to_le: impl Fn(T) -> Vec<u8>) {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| to_le(*v)).collect();
+    std::fs::write(path, bytes).expect("bench data file");
+}
+
+fn write_f32(path: &Path, values: &[f32]) {
+    write_numbers(path, values, |v| v.to_le_bytes().to_vec());
+}
+
+fn write_ids(path: &Path, truths: &[Vec<i64>]) {
+    let flat: Vec<i64> = truths.concat();
+    write_numbers(path, &flat, |v| v.to_le_bytes().to_vec());
+}
+
+/// Lance's side: runs `lance_vectors.py <command> --dim 128 <args>`, if pylance is there.
+struct Lance {
+    python: Option<String>,
+    dir: String,
+}
+
+impl Lance {
+    fn run(&self, command: &str, args: &[&str]) -> Option<serde_json::Value> {
+        let python = self.python.as_deref()?;
+        let mut all = vec![command, "--dir", &self.dir, "--dim", "128"];
+        all.extend_from_slice(args);
+        python_json(python, "lance_vectors.py", &all)
+    }
+}
+
+/// `value` to 2 decimals, or "-".
+fn shown(value: Option<f64>) -> String {
+    value.map_or("-".into(), |v| format!("{v:.2}"))
+}
+
+async fn sql(ctx: &SessionContext, text: &str) -> Vec<RecordBatch> {
+    natal::datafusion::sql(ctx, text)
+        .await
+        .expect("plan")
+        .collect()
+        .await
+        .expect("run")
+}
+
 #[tokio::main]
 async fn main() {
     let rows = env("NATAL_BENCH_ROWS", 1_000_000) as usize;
     let query_count = env("NATAL_BENCH_QUERIES", 200) as usize;
     let dir = tempfile::tempdir().expect("temp dir");
+    let files = dir.path().join("files");
+    std::fs::create_dir_all(&files).expect("files dir");
+    let file = |name: &str| files.join(name).to_str().expect("utf-8").to_string();
+    let python = std::env::var("NATAL_BENCH_PYTHON").unwrap_or("python3".into());
+    let lance_ok = std::process::Command::new(&python)
+        .args(["-c", "import lance"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !lance_ok {
+        eprintln!("Lance is not importable by `{python}`: measuring natal alone");
+    }
+    let lance = Lance {
+        python: lance_ok.then_some(python),
+        dir: dir.path().join("lance").to_str().expect("utf-8").into(),
+    };
     println!("vectors: {rows} rows of {DIMENSION} components around {CENTRES} centres, {query_count} queries, k={K}");
 
     let started = Instant::now();
     let (table, mut vectors) = write(dir.path(), "t", rows, &mut Data::new(7)).await;
     let (plain, _) = write(dir.path(), "plain", rows, &mut Data::new(7)).await;
-    println!("write (each table): {:.0} ms", ms(started) / 2.0);
+    println!("natal write (each table): {:.0} ms", ms(started) / 2.0);
     let mut queries_data = Data::new(7);
     queries_data.noise = Normal(99);
-
     let queries: Vec<Vec<f32>> = (0..query_count).map(|_| queries_data.vector()).collect();
     let truths: Vec<Vec<i64>> = queries
         .iter()
         .map(|q| exact(&vectors, q, |_| true))
         .collect();
+    let all: Vec<f32> = vectors.values().flatten().copied().collect();
+    write_f32(&files.join("vectors.f32"), &all);
+    drop(all);
+    write_f32(&files.join("queries.f32"), &queries.concat());
+    write_ids(&files.join("truth.i64"), &truths);
 
+    // Index builds.
+    let built = lance.run(
+        "build",
+        &[
+            "--data",
+            &file("vectors.f32"),
+            "--partitions",
+            "256",
+            "--sub-vectors",
+            "16",
+        ],
+    );
     let started = Instant::now();
     let options = VectorIndexOptions {
+        kind: VectorIndexKind::IvfPq,
         partitions: 256,
+        sub_vectors: Some(16),
         sample: 65_536,
         ..Default::default()
     };
-    let built = table
-        .create_vector_index("e_idx", "e", options)
-        .await
-        .expect("index");
+    let index = (table.create_vector_index("e_idx", "e", options).await).expect("index");
     println!(
-        "index build: {:.0} ms, {} bytes, {} rows",
+        "index build (ivf_pq 256 x 16): natal {:.0} ms, {} bytes; Lance {} ms, {} bytes (Lance write {} ms)",
         ms(started),
-        built.figures.bytes_written,
-        built.figures.rows_indexed
+        index.figures.bytes_written,
+        shown(json_number(&built, "index_s").map(|s| s * 1000.0)),
+        shown(json_number(&built, "index_bytes")),
+        shown(json_number(&built, "write_s").map(|s| s * 1000.0)),
     );
 
     let exact_options = NearestOptions {
         use_index: false,
         ..Default::default()
     };
-    let (r, t, _) = measure(
-        &table,
-        &queries[..queries.len().min(20)],
-        &truths,
-        exact_options,
-        &vectors,
+    let few = &queries[..queries.len().min(20)];
+    let (r, t, _) = measure(&table, few, &truths, exact_options, &vectors).await;
+    println!("natal exact search: recall {r:.3}, {t:.1} ms/query");
+
+    // Recall against latency.
+    let mut sweep = Vec::new();
+    for refine in [None, Some(10)] {
+        for nprobes in [1, 2, 4, 8, 16, 32, 64] {
+            let options = NearestOptions {
+                nprobes,
+                refine_factor: refine,
+                ..Default::default()
+            };
+            let (r, t, _) = measure(&table, &queries, &truths, options, &vectors).await;
+            let (queries_file, truth_file) = (file("queries.f32"), file("truth.i64"));
+            let (n, refine_text) = (nprobes.to_string(), refine.unwrap_or(0).to_string());
+            let mut args = vec!["--queries", &queries_file, "--truth", &truth_file];
+            args.extend(["--nprobes", &n]);
+            if refine.is_some() {
+                args.extend(["--refine", &refine_text]);
+            }
+            let arg_refs = args;
+            let theirs = lance.run("search", &arg_refs);
+            let (lr, lt) = (
+                json_number(&theirs, "recall"),
+                json_number(&theirs, "median_ms"),
+            );
+            println!(
+                "nprobes {nprobes:>2} refine {:>2}: natal recall@10 {r:.3} {t:.2} ms/query; Lance recall@10 {} {} ms/query",
+                refine.unwrap_or(0),
+                lr.map_or("-".into(), |v| format!("{v:.3}")),
+                shown(lt),
+            );
+            sweep.push(serde_json::json!({
+                "nprobes": nprobes, "refine": refine,
+                "natal": {"recall": r, "ms": t},
+                "lance": {"recall": lr, "ms": lt},
+            }));
+        }
+    }
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/vectors-bench");
+    std::fs::create_dir_all(&out).expect("results dir");
+    let results = serde_json::json!({ "rows": rows, "queries": query_count, "sweep": sweep });
+    std::fs::write(out.join("results.json"), results.to_string()).expect("results");
+
+    churn_and_filter(
+        dir.path(),
+        (&table, &plain),
+        &lance,
+        &files,
+        (queries, &mut vectors),
     )
     .await;
-    println!("exact search: recall {r:.3}, {t:.1} ms/query");
-    for nprobes in [1, 2, 4, 8, 16, 32, 64] {
-        let options = NearestOptions {
-            nprobes,
-            ..Default::default()
-        };
-        let (r, t, _) = measure(&table, &queries, &truths, options, &vectors).await;
-        println!("nprobes {nprobes:>2}: recall@10 {r:.3}, {t:.2} ms/query");
-    }
+}
 
-    // 10% new vectors, 5% deleted; then compaction, with and without an index.
+/// 10% new vectors and 5% deleted; search with them uncovered; compaction with and without
+/// an index and Lance's; search after it; a filter keeping 1%.
+async fn churn_and_filter(
+    root: &Path,
+    (table, plain): (&Table, &Table),
+    lance: &Lance,
+    files: &Path,
+    (queries, vectors): (Vec<Vec<f32>>, &mut BTreeMap<i64, Vec<f32>>),
+) {
+    let file = |name: &str| files.join(name).to_str().expect("utf-8").to_string();
+    let refined = |nprobes| NearestOptions {
+        nprobes,
+        refine_factor: Some(10),
+        ..Default::default()
+    };
+    let truths: Vec<Vec<i64>> = queries
+        .iter()
+        .map(|q| exact(vectors, q, |_| true))
+        .collect();
+    let (_, covered_ms, _) = measure(table, &queries, &truths, refined(8), vectors).await;
+
     let centres = Arc::new(Data::new(7).centres);
     let fresh = move |id: i64| -> Vec<f32> {
         let mut noise = Normal(id as u64 * 7919 + 13);
@@ -277,7 +418,7 @@ async fn main() {
         )?)
     };
     let started = Instant::now();
-    for target in [&table, &plain] {
+    for target in [table, plain] {
         target
             .update_where(key(updated), &update)
             .await
@@ -285,18 +426,30 @@ async fn main() {
         target.delete_where(key(deleted)).await.expect("delete");
     }
     println!(
-        "10% updated and 5% deleted (both tables): {:.0} ms",
+        "10% updated and 5% deleted (both natal tables): {:.0} ms",
         ms(started)
     );
+    let fresh_values: Vec<f32> = (vectors.keys().copied().filter(|id| updated(*id)))
+        .flat_map(&fresh)
+        .collect();
+    write_f32(&files.join("updated.f32"), &fresh_values);
     for (id, v) in vectors.iter_mut() {
         if updated(*id) {
             *v = fresh(*id);
         }
     }
     vectors.retain(|id, _| !deleted(*id));
-    let ctx = SessionContext::new();
-    natal::datafusion::register(&ctx, dir.path().to_str().expect("utf-8")).expect("register");
-    let index_bytes = |name: &str| bytes_under(&dir.path().join(name).join("_indices"));
+    let truths: Vec<Vec<i64>> = queries
+        .iter()
+        .map(|q| exact(vectors, q, |_| true))
+        .collect();
+    let (r, uncovered_ms, stale) = measure(table, &queries, &truths, refined(8), vectors).await;
+    println!(
+        "10% of rows uncovered, nprobes 8 refine 10: recall@10 {r:.3}, {uncovered_ms:.2} ms/query vs {covered_ms:.2} covered ({:.2}x), stale rows {stale}",
+        uncovered_ms / covered_ms
+    );
+
+    let index_bytes = |name: &str| bytes_under(&root.join(name).join("_indices"));
     let before = index_bytes("t");
     let started = Instant::now();
     table.compact(Default::default()).await.expect("compact");
@@ -304,31 +457,67 @@ async fn main() {
     let started = Instant::now();
     plain.compact(Default::default()).await.expect("compact");
     let plain_ms = ms(started);
+    let theirs = lance.run("churn", &["--updated", &file("updated.f32")]);
     println!(
-        "compaction after 10% updated, 5% deleted: {indexed_ms:.0} ms indexed, {plain_ms:.0} ms without an index ({:.2}x); index bytes written {}",
+        "compaction after 10% updated, 5% deleted: natal {indexed_ms:.0} ms indexed, {plain_ms:.0} ms without an index ({:.2}x), index bytes written {}; Lance {} ms, index bytes written {}",
         indexed_ms / plain_ms,
-        index_bytes("t") - before
+        index_bytes("t") - before,
+        shown(json_number(&theirs, "compact_s").map(|s| s * 1000.0)),
+        shown(json_number(&theirs, "index_bytes_written")),
     );
-    let truths: Vec<Vec<i64>> = queries
-        .iter()
-        .map(|q| exact(&vectors, q, |_| true))
-        .collect();
+    // Every row's current vector (deleted ones too: Lance's check names them by `--live`).
+    let mut current: Vec<f32> = Vec::new();
+    let total = vectors.keys().last().map_or(0, |id| id + 1);
+    for id in 0..total {
+        match vectors.get(&id) {
+            Some(v) => current.extend_from_slice(v),
+            None => current.extend(std::iter::repeat_n(0.0, DIMENSION)),
+        }
+    }
+    write_f32(&files.join("current.f32"), &current);
+    let live: Vec<i64> = vectors.keys().copied().collect();
+    write_ids(&files.join("live.i64"), &[live]);
+    write_ids(&files.join("truth-after.i64"), &truths);
     for nprobes in [8, 32] {
-        let options = NearestOptions {
-            nprobes,
-            ..Default::default()
-        };
-        let (r, t, stale) = measure(&table, &queries, &truths, options, &vectors).await;
-        println!("after compaction, nprobes {nprobes}: recall@10 {r:.3}, {t:.2} ms/query, stale rows {stale}");
+        let (r, t, stale) = measure(table, &queries, &truths, refined(nprobes), vectors).await;
+        let n = nprobes.to_string();
+        let args = [
+            "--queries",
+            &file("queries.f32"),
+            "--truth",
+            &file("truth-after.i64"),
+            "--nprobes",
+            &n,
+            "--refine",
+            "10",
+            "--current",
+            &file("current.f32"),
+            "--live",
+            &file("live.i64"),
+        ];
+        let theirs = lance.run("search", &args);
+        println!(
+            "after compaction, nprobes {nprobes} refine 10: natal recall@10 {r:.3} {t:.2} ms/query, stale rows {stale}; Lance recall@10 {} {} ms/query, stale rows {}",
+            shown(json_number(&theirs, "recall")),
+            shown(json_number(&theirs, "median_ms")),
+            shown(json_number(&theirs, "stale")),
+        );
     }
 
     // A filter keeping 1%.
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, root.to_str().expect("utf-8")).expect("register");
+    sql(&ctx, "SET natal.nprobes = 32").await;
+    sql(&ctx, "SET natal.refine_factor = 10").await;
+    let filtered: Vec<Vec<f32>> = queries.iter().take(50).cloned().collect();
+    let truths: Vec<Vec<i64>> = (filtered.iter())
+        .map(|q| exact(vectors, q, |id| id % 100 == 9))
+        .collect();
     let mut times = (Vec::new(), Vec::new());
     let mut recalls = (Vec::new(), Vec::new());
-    for query in queries.iter().take(50) {
-        let truth = exact(&vectors, query, |id| id % 100 == 9);
+    for (query, truth) in filtered.iter().zip(&truths) {
         let literal: Vec<String> = query.iter().map(|x| format!("{x:?}")).collect();
-        let sql = format!(
+        let text = format!(
             "SELECT id FROM t WHERE id % 100 = 9 ORDER BY l2_distance(e, [{}]) LIMIT {K}",
             literal.join(", ")
         );
@@ -336,39 +525,39 @@ async fn main() {
             (true, &mut times.0, &mut recalls.0),
             (false, &mut times.1, &mut recalls.1),
         ] {
-            let set = format!("SET natal.use_index = {use_index}");
-            natal::datafusion::sql(&ctx, &set)
-                .await
-                .expect("set")
-                .collect()
-                .await
-                .expect("set");
-            natal::datafusion::sql(&ctx, "SET natal.nprobes = 32")
-                .await
-                .expect("set")
-                .collect()
-                .await
-                .expect("set");
+            sql(&ctx, &format!("SET natal.use_index = {use_index}")).await;
             let started = Instant::now();
-            let batches = natal::datafusion::sql(&ctx, &sql)
-                .await
-                .expect("query")
-                .collect()
-                .await
-                .expect("query");
+            let batches = sql(&ctx, &text).await;
             time.push(ms(started));
             let found: Vec<i64> = (batches.iter())
                 .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
                 .collect();
-            found_recall.push(recall(&found, &truth));
+            found_recall.push(recall(&found, truth));
         }
     }
+    write_f32(&files.join("queries-50.f32"), &filtered.concat());
+    write_ids(&files.join("truth-filtered.i64"), &truths);
+    let args = [
+        "--queries",
+        &file("queries-50.f32"),
+        "--truth",
+        &file("truth-filtered.i64"),
+        "--nprobes",
+        "32",
+        "--refine",
+        "10",
+        "--filter",
+        "id % 100 = 9",
+    ];
+    let theirs = lance.run("search", &args);
     let mean = |v: &Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
     println!(
-        "filter keeping 1%: indexed recall@10 {:.3}, {:.1} ms/query; exact {:.3}, {:.1} ms/query",
+        "filter keeping 1% (nprobes 32, refine 10): natal indexed recall@10 {:.3}, {:.1} ms/query; natal exact {:.3}, {:.1} ms/query; Lance prefilter recall@10 {}, {} ms/query",
         mean(&recalls.0),
         median(times.0.clone()),
         mean(&recalls.1),
-        median(times.1.clone())
+        median(times.1.clone()),
+        shown(json_number(&theirs, "recall")),
+        shown(json_number(&theirs, "median_ms")),
     );
 }

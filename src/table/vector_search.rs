@@ -16,7 +16,7 @@ use futures::{stream, StreamExt, TryStreamExt};
 
 use super::vector_index::{VectorColumn, CANDIDATES_CHECKED_AT_ONCE};
 use super::vector_train::{coding_space, DistanceTable};
-use super::{predicate_layout, RowPredicate, ScanRequest, Snapshot, ROW_ID};
+use super::{RowPredicate, ScanRequest, Snapshot, ROW_ID};
 use crate::error::{Error, Result};
 use crate::format::{IndexSegment, Metric, VectorIndexKind};
 use crate::rowid::{FragmentId, RowId};
@@ -178,12 +178,22 @@ impl Snapshot {
         candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let mut seen = HashSet::new();
         let mut found = Vec::new();
-        for chunk in candidates.chunks(CANDIDATES_CHECKED_AT_ONCE.max(k.saturating_mul(2))) {
-            let now = self.where_and_when(chunk.iter().map(|c| c.1)).await?;
-            let mut valid = Vec::new();
+        // A selective filter keeps few of each chunk: the chunks double, so the takes that
+        // check them stay few.
+        let mut size = CANDIDATES_CHECKED_AT_ONCE.max(k.saturating_mul(2));
+        let mut rest = candidates.as_slice();
+        while !rest.is_empty() && found.len() < k {
+            let (chunk, after) = rest.split_at(size.min(rest.len()));
+            rest = after;
+            if filter.is_some() {
+                size = size.saturating_mul(2);
+            }
+            let now = self
+                .where_and_when(chunk.iter().map(|c| c.1), filter)
+                .await?;
             for &(distance, id, at) in chunk {
                 let Some(&(fragment, updated)) = now.get(&id) else {
-                    continue; // deleted
+                    continue; // deleted, or filtered out
                 };
                 // Fragments no segment covers were searched exactly.
                 let current = covered.contains(fragment)
@@ -194,18 +204,11 @@ impl Snapshot {
                         None => segments[at].fragments.contains(fragment),
                     };
                 if current && seen.insert(id) {
-                    valid.push((distance, id));
+                    found.push((distance, id));
                 }
             }
-            if let Some(filter) = filter {
-                valid = self.passing(valid, filter).await?;
-            }
-            found.extend(valid);
-            if found.len() >= k {
-                found.truncate(k);
-                break;
-            }
         }
+        found.truncate(k);
         Ok(found)
     }
 
@@ -237,29 +240,6 @@ impl Snapshot {
                 (distance, row_ids.value(row))
             })
             .filter(|(distance, _)| !distance.is_nan())
-            .collect())
-    }
-
-    /// Those of `rows` (distance, live row id) that pass `filter`, in order.
-    async fn passing(
-        &self,
-        rows: Vec<(f32, u64)>,
-        filter: &dyn RowPredicate,
-    ) -> Result<Vec<(f32, u64)>> {
-        if rows.is_empty() {
-            return Ok(rows);
-        }
-        let ids: Vec<RowId> = rows.iter().map(|(_, id)| RowId::from_u64(*id)).collect();
-        let read = self.take(&ids, predicate_layout(filter)).await?;
-        if read.num_rows() != rows.len() {
-            return Err(Error::internal(
-                "a take of live rows returned another count",
-            ));
-        }
-        let keep = filter.evaluate(&read)?;
-        Ok((rows.into_iter().enumerate())
-            .filter(|(i, _)| keep.is_valid(*i) && keep.value(*i))
-            .map(|(_, row)| row)
             .collect())
     }
 
