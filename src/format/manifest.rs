@@ -106,6 +106,11 @@ pub mod flags {
     /// Some vector index segment is `ivf_pq` (`NATALVQ1`: product-quantized codes of the
     /// vectors' residuals and their codebooks), which readers must decode as such.
     pub const QUANTIZED_VECTORS: u64 = 1 << 24;
+    /// Some column is a vector (a fixed-size list of Float32), which data files written
+    /// since hold as its components' little-endian bytes and, where a component is null,
+    /// their validity (`stored_as`; older files hold the list): readers must give the
+    /// vectors back.
+    pub const VECTOR_BYTES: u64 = 1 << 25;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -125,7 +130,8 @@ pub mod flags {
         | LINEAGE_FILES
         | STORED_SHAPES
         | VECTOR_INDEXES
-        | QUANTIZED_VECTORS;
+        | QUANTIZED_VECTORS
+        | VECTOR_BYTES;
     /// Every writer flag this client implements.
     pub const KNOWN_WRITER: u64 = KNOWN_READER
         | INDEX_SEGMENT_SEQ
@@ -332,6 +338,9 @@ impl Manifest {
         }
         if self.indexes.segments.iter().any(|s| s.vector.is_some()) {
             used |= flags::VECTOR_INDEXES;
+        }
+        if (self.schema.fields.iter()).any(|f| super::vector_bytes(&f.data_type).is_some()) {
+            used |= flags::VECTOR_BYTES;
         }
         let quantized =
             |s: &IndexSegment| s.vector.is_some_and(|v| v.kind == VectorIndexKind::IvfPq);

@@ -67,7 +67,10 @@ pub use stored::{
     encode_fragment_segment, encode_lineage_file, encode_row_id_file, encode_segment_patch,
     FRAGMENTS_PER_SEGMENT, LINEAGE_INLINE_LIMIT, ROW_ID_INLINE_LIMIT,
 };
-pub use stored_type::{stored_as, stored_reshaped, MONTH_DAY_NANO_BYTES, UNION_TYPE_IDS};
+pub use stored_type::{
+    stored_as, stored_reshaped, vector_bytes, MONTH_DAY_NANO_BYTES, UNION_TYPE_IDS,
+    VECTOR_COMPONENTS, VECTOR_NULL_COMPONENTS,
+};
 pub use unresolved::{row_ids_held_by, RowIdsRead, RowIdsToRead, Unresolved};
 pub use vector::{Metric, VectorIndex, VectorIndexKind};
 pub use wire::{

@@ -10,7 +10,14 @@
 //!   value two rows shared reads back as two), which keeps every column of a data file one
 //!   value a row, as Parquet needs;
 //! - a dictionary of a struct, a union or a dictionary as its values, each row its own (the
-//!   dictionary is made again when read: values equal at the row level share a key).
+//!   dictionary is made again when read: values equal at the row level share a key);
+//! - a vector (a fixed-size list of Float32; reader flag [`super::flags::VECTOR_BYTES`]) as
+//!   a struct of its components' bytes ([`VECTOR_COMPONENTS`], `FixedSizeBinary(4n)`,
+//!   little-endian) and, for a row with a null component only, its components' validity
+//!   ([`VECTOR_NULL_COMPONENTS`], `Binary`, a bit a component, least significant first; NULL
+//!   for every other row). Parquet holds a fixed-size list as a list, a repetition and a
+//!   definition level for every component, whose decoding bounded every exact search; bytes
+//!   decode at the speed of a copy. Files written before hold the list, and read as such.
 //!
 //! Only top-level columns: such a type inside a struct, list or map is refused when the
 //! table is created or the column added.
@@ -25,6 +32,12 @@ pub const MONTH_DAY_NANO_BYTES: i32 = 16;
 /// The name of the type-id column of a stored union.
 pub const UNION_TYPE_IDS: &str = "type_ids";
 
+/// The name of a stored vector's column of component bytes.
+pub const VECTOR_COMPONENTS: &str = "components";
+
+/// The name of a stored vector's column of component validity.
+pub const VECTOR_NULL_COMPONENTS: &str = "null_components";
+
 /// The type data files hold a column of `data_type` as, when it is not `data_type` itself.
 pub fn stored_as(data_type: &DataType) -> Option<DataType> {
     match data_type {
@@ -34,6 +47,25 @@ pub fn stored_as(data_type: &DataType) -> Option<DataType> {
         DataType::Union(fields, _) => Some(stored_union(fields)),
         DataType::Dictionary(_, values) if reshaped(values) => {
             Some(stored_as(values).unwrap_or_else(|| values.as_ref().clone()))
+        }
+        _ => vector_bytes(data_type).map(|width| {
+            DataType::Struct(
+                vec![
+                    Field::new(VECTOR_COMPONENTS, DataType::FixedSizeBinary(width), true),
+                    Field::new(VECTOR_NULL_COMPONENTS, DataType::Binary, true),
+                ]
+                .into(),
+            )
+        }),
+    }
+}
+
+/// The bytes of one vector's components when data files hold `data_type` as a vector's
+/// bytes (see the module header): a fixed-size list of Float32 of at most `i32::MAX / 4`.
+pub fn vector_bytes(data_type: &DataType) -> Option<i32> {
+    match data_type {
+        DataType::FixedSizeList(item, n) if item.data_type() == &DataType::Float32 && *n > 0 => {
+            n.checked_mul(4)
         }
         _ => None,
     }
@@ -86,6 +118,25 @@ mod tests {
         );
         assert_eq!(stored_as(&DataType::Interval(IntervalUnit::DayTime)), None);
         assert_eq!(stored_as(&DataType::Int64), None);
+    }
+
+    #[test]
+    fn vectors_are_stored_as_bytes() {
+        let vector = |item: DataType, nullable: bool, n: i32| {
+            DataType::FixedSizeList(Arc::new(Field::new("item", item, nullable)), n)
+        };
+        for nullable in [false, true] {
+            let Some(DataType::Struct(held)) = stored_as(&vector(DataType::Float32, nullable, 128))
+            else {
+                panic!("a vector is stored as a struct")
+            };
+            assert_eq!(held[0].data_type(), &DataType::FixedSizeBinary(512));
+            assert_eq!(held[1].data_type(), &DataType::Binary);
+        }
+        // Other types, and sizes past i32: the list's layout.
+        assert_eq!(stored_as(&vector(DataType::Float64, false, 128)), None);
+        assert_eq!(stored_as(&vector(DataType::Float32, false, i32::MAX)), None);
+        assert!(!stored_reshaped(&vector(DataType::Float32, false, 3)));
     }
 
     #[test]

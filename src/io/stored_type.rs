@@ -1,7 +1,7 @@
 //! Columns of types Parquet has no encoding for, to and from the type data files hold them
 //! as (`format::stored_as`): a month-day-nano interval as 16 little-endian bytes, a union as
 //! a struct of type ids and row-aligned children, a dictionary of nested values as those
-//! values row by row. A stored column that does not fit its declared type (a type id no
+//! values row by row, a vector as its components' bytes (and validity). A stored column that does not fit its declared type (a type id no
 //! child has, a type-id column with nulls, other children) is an Arrow error here, which the
 //! data-file reader reports as `Corrupt` naming the file.
 
@@ -9,17 +9,22 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    make_array, Array, ArrayData, ArrayRef, AsArray, FixedSizeBinaryArray,
-    IntervalMonthDayNanoArray, StructArray, UInt32Array, UInt64Array, UnionArray,
+    make_array, Array, ArrayData, ArrayRef, AsArray, BinaryArray, BooleanBufferBuilder,
+    FixedSizeBinaryArray, FixedSizeListArray, Float32Array, IntervalMonthDayNanoArray,
+    StructArray, UInt32Array, UInt64Array, UnionArray,
 };
-use arrow::buffer::ScalarBuffer;
+use arrow::buffer::{NullBuffer, ScalarBuffer};
 use arrow::compute::{cast, cast_with_options, take, CastOptions};
-use arrow::datatypes::{DataType, Int8Type, IntervalMonthDayNano, IntervalUnit, UnionFields};
+use arrow::datatypes::{
+    DataType, Float32Type, Int8Type, IntervalMonthDayNano, IntervalUnit, UnionFields,
+};
 use arrow::error::ArrowError;
 use arrow::row::{RowConverter, SortField};
 
 use crate::error::{Error, Result};
-use crate::format::{stored_as, MONTH_DAY_NANO_BYTES};
+use crate::format::{
+    stored_as, vector_bytes, MONTH_DAY_NANO_BYTES, VECTOR_COMPONENTS, VECTOR_NULL_COMPONENTS,
+};
 
 /// `column` as a data file holds it (itself when its type is stored as it is).
 pub(crate) fn to_stored(column: &ArrayRef) -> Result<ArrayRef> {
@@ -45,8 +50,111 @@ pub(crate) fn to_stored(column: &ArrayRef) -> Result<ArrayRef> {
             let values = take(dictionary.values().as_ref(), dictionary.keys(), None)?;
             to_stored(&values)
         }
+        DataType::FixedSizeList(..) => match vector_bytes(column.data_type()) {
+            Some(width) => vector_to_bytes(column.as_fixed_size_list(), width),
+            None => Ok(column.clone()),
+        },
         _ => Ok(column.clone()),
     }
+}
+
+/// A vector column as its components' little-endian bytes (a row's in one value) and, for
+/// each row with a null component, its components' validity bits.
+fn vector_to_bytes(list: &FixedSizeListArray, width: i32) -> Result<ArrayRef> {
+    let Some(DataType::Struct(stored)) = stored_as(list.data_type()) else {
+        return Err(Error::internal("a vector is stored as a struct"));
+    };
+    let n = list.value_length() as usize;
+    let values = list.values().as_primitive::<Float32Type>();
+    let null_components: BinaryArray = match values.nulls() {
+        Some(components) if components.null_count() > 0 => (0..list.len())
+            .map(|row| {
+                let valid = |d: usize| components.is_valid(row * n + d);
+                let any_null = list.is_valid(row) && (0..n).any(|d| !valid(d));
+                any_null.then(|| {
+                    let mut bits = vec![0u8; n.div_ceil(8)];
+                    for d in (0..n).filter(|d| valid(*d)) {
+                        bits[d / 8] |= 1 << (d % 8);
+                    }
+                    bits
+                })
+            })
+            .collect(),
+        _ => BinaryArray::new_null(list.len()),
+    };
+    let bytes = match cfg!(target_endian = "little") {
+        // The components' own buffer: Arrow's native order is the stored one.
+        true => values.values().inner().clone(),
+        false => (values.values().iter())
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<u8>>()
+            .into(),
+    };
+    let components = FixedSizeBinaryArray::try_new(width, bytes, list.nulls().cloned())?;
+    let columns: Vec<ArrayRef> = vec![Arc::new(components), Arc::new(null_components)];
+    Ok(Arc::new(StructArray::try_new(
+        stored,
+        columns,
+        list.nulls().cloned(),
+    )?))
+}
+
+/// Vectors a data file holds as bytes (see [`vector_to_bytes`]) as `data_type`.
+fn vector_from_bytes(stored: &StructArray, data_type: &DataType) -> Result<ArrayRef> {
+    let (DataType::FixedSizeList(item, n), Some(width)) = (data_type, vector_bytes(data_type))
+    else {
+        return Err(Error::internal("vectors are fixed-size lists"));
+    };
+    let n = *n as usize;
+    let components = (stored.column_by_name(VECTOR_COMPONENTS))
+        .and_then(|c| c.as_fixed_size_binary_opt())
+        .filter(|c| c.value_length() == width);
+    let null_components =
+        (stored.column_by_name(VECTOR_NULL_COMPONENTS)).and_then(|c| c.as_binary_opt::<i32>());
+    let (Some(components), Some(null_components)) = (components, null_components) else {
+        return Err(damaged(format!("a stored {data_type} lacks its columns")));
+    };
+    let count = stored.len() * n;
+    let bytes = components.values();
+    if bytes.len() < count * 4 {
+        return Err(damaged(format!(
+            "{} bytes hold no {} vectors of {n} components",
+            bytes.len(),
+            stored.len()
+        )));
+    }
+    let aligned = bytes.as_ptr().align_offset(std::mem::align_of::<f32>()) == 0;
+    let values: ScalarBuffer<f32> = if aligned && cfg!(target_endian = "little") {
+        ScalarBuffer::new(bytes.clone(), 0, count)
+    } else {
+        (bytes.as_slice()[..count * 4].chunks_exact(4))
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
+    let nulls = match null_components.null_count() == null_components.len() {
+        true => None,
+        false => {
+            let mut validity = BooleanBufferBuilder::new(count);
+            validity.append_n(count, true);
+            for (row, bits) in null_components.iter().enumerate() {
+                let Some(bits) = bits else { continue };
+                if bits.len() != n.div_ceil(8) {
+                    return Err(damaged(format!(
+                        "a stored {data_type}'s row {row} has {} bytes of component validity",
+                        bits.len()
+                    )));
+                }
+                for d in 0..n {
+                    validity.set_bit(row * n + d, bits[d / 8] & (1 << (d % 8)) != 0);
+                }
+            }
+            Some(NullBuffer::new(validity.finish()))
+        }
+    };
+    let values = Arc::new(Float32Array::new(values, nulls));
+    let vectors =
+        FixedSizeListArray::try_new(item.clone(), n as i32, values, stored.nulls().cloned())?;
+    Ok(Arc::new(vectors))
 }
 
 /// A union as a struct of its type ids and, per child, the rows of that type at their row.
@@ -98,6 +206,9 @@ pub(crate) fn from_stored(column: &ArrayRef, data_type: &DataType) -> Result<Arr
         }
         (DataType::Struct(_), DataType::Union(fields, _)) => {
             union_from_stored(column.as_struct(), fields, data_type)
+        }
+        (DataType::Struct(_), DataType::FixedSizeList(..)) if vector_bytes(data_type).is_some() => {
+            vector_from_bytes(column.as_struct(), data_type)
         }
         (held, DataType::Dictionary(key, values)) if stored_as(data_type).is_some() => {
             let values = if held == values.as_ref() {
@@ -393,5 +504,47 @@ mod tests {
         );
         let error = from_stored(&point, &declared).unwrap_err();
         assert!(matches!(error, Error::InvalidInput(_)), "{error}");
+    }
+
+    #[test]
+    fn vectors_round_trip_through_their_bytes_with_null_rows_and_components() {
+        use arrow::datatypes::Field;
+        for nullable in [true, false] {
+            let item = Arc::new(Field::new("item", DataType::Float32, nullable));
+            let components: Vec<Option<f32>> = (0..15)
+                .map(|i| (!nullable || i != 4).then_some(i as f32 * 0.5 - 2.0))
+                .collect();
+            let values = Arc::new(Float32Array::from(components));
+            let rows = NullBuffer::from(vec![true, true, false, true, true]);
+            let list = FixedSizeListArray::new(item, 3, values, Some(rows));
+            let column: ArrayRef = Arc::new(list);
+            for (offset, len) in [(0, 5), (1, 3), (2, 2)] {
+                let column = column.slice(offset, len);
+                let stored = to_stored(&column).unwrap();
+                assert_eq!(Some(stored.data_type().clone()), stored_as(column.data_type()));
+                let back = from_stored(&stored, column.data_type()).unwrap();
+                assert_eq!(&back, &column, "nullable {nullable}, {offset}+{len}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_stored_vector_that_does_not_fit_its_type_is_damage() {
+        use arrow::datatypes::Field;
+        let item = Arc::new(Field::new("item", DataType::Float32, true));
+        let vector = DataType::FixedSizeList(item, 2);
+        let Some(DataType::Struct(fields)) = stored_as(&vector) else {
+            panic!("a vector is stored as a struct")
+        };
+        let stored = |validity: &[u8]| -> ArrayRef {
+            let bytes = FixedSizeBinaryArray::try_new(8, vec![0u8; 8].into(), None).unwrap();
+            let bits = BinaryArray::from(vec![Some(validity)]);
+            let columns: Vec<ArrayRef> = vec![Arc::new(bytes), Arc::new(bits)];
+            Arc::new(StructArray::try_new(fields.clone(), columns, None).unwrap())
+        };
+        // Two components take one byte of validity; two bytes do not fit.
+        assert!(from_stored(&stored(&[0b10]), &vector).is_ok());
+        let error = from_stored(&stored(&[1, 1]), &vector).unwrap_err();
+        assert!(matches!(error, Error::Arrow(_)), "{error}");
     }
 }

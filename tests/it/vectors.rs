@@ -83,8 +83,9 @@ async fn vector_columns_are_fixed_size_lists_of_floats_from_any_list_of_numbers(
         .unwrap()
         .manifest()
         .reader_flags();
-    // A vector column is plain Parquet: no flag.
-    assert_eq!(flags_of_t & flags::STORED_TYPES, 0);
+    // Data files hold a vector's components as bytes: readers must know.
+    let wanted = flags::STORED_TYPES | flags::VECTOR_BYTES;
+    assert_eq!(flags_of_t & wanted, wanted);
 }
 
 /// A seeded stream of numbers in [-1, 1).
