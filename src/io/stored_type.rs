@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use arrow::array::{
     make_array, Array, ArrayData, ArrayRef, AsArray, BinaryArray, BooleanBufferBuilder,
-    FixedSizeBinaryArray, FixedSizeListArray, Float32Array, IntervalMonthDayNanoArray,
-    StructArray, UInt32Array, UInt64Array, UnionArray,
+    FixedSizeBinaryArray, FixedSizeListArray, Float32Array, IntervalMonthDayNanoArray, StructArray,
+    UInt32Array, UInt64Array, UnionArray,
 };
 use arrow::buffer::{NullBuffer, ScalarBuffer};
 use arrow::compute::{cast, cast_with_options, take, CastOptions};
@@ -521,7 +521,10 @@ mod tests {
             for (offset, len) in [(0, 5), (1, 3), (2, 2)] {
                 let column = column.slice(offset, len);
                 let stored = to_stored(&column).unwrap();
-                assert_eq!(Some(stored.data_type().clone()), stored_as(column.data_type()));
+                assert_eq!(
+                    Some(stored.data_type().clone()),
+                    stored_as(column.data_type())
+                );
                 let back = from_stored(&stored, column.data_type()).unwrap();
                 assert_eq!(&back, &column, "nullable {nullable}, {offset}+{len}");
             }

@@ -16,14 +16,13 @@ use arrow::datatypes::{Float32Type, UInt64Type};
 use futures::TryStreamExt;
 
 use super::commit::Action;
-use super::filter::passing_rows;
 use super::vector::vector_dimension;
 use super::vector_train::{
     assign, coding_space, default_sub_vectors, encode, kmeans, sample_of, train_codebooks,
 };
 use super::{
-    predicate_layout, Committed, IndexBuild, ProgressHandle, RowPredicate, ScanRequest, Snapshot,
-    Table, ROW_ADDR, ROW_ID, ROW_UPDATED_VERSION,
+    Committed, IndexBuild, ProgressHandle, RowPredicate, ScanRequest, Snapshot, Table, ROW_ADDR,
+    ROW_ID, ROW_UPDATED_VERSION,
 };
 use crate::error::{Error, Result};
 use crate::format::{IndexSegment, Metric, VectorIndex, VectorIndexKind};
@@ -216,39 +215,21 @@ impl Snapshot {
         Ok(())
     }
 
-    /// Where each live row of `ids` that passes `filter` (all, without one) is now (its
-    /// fragment) and the version that last changed its values, if lineage records it: one
-    /// take of the filter's columns, row addresses and lineage.
+    /// Where each live row of `ids` is now (its fragment) and the version that last changed
+    /// its values, if lineage records it.
     pub(super) async fn where_and_when(
         &self,
         ids: impl Iterator<Item = u64>,
-        filter: Option<&dyn RowPredicate>,
     ) -> Result<HashMap<u64, (FragmentId, Option<u64>)>> {
         let ids: Vec<RowId> = ids.map(RowId::from_u64).collect();
-        let mut request = match filter {
-            Some(filter) => predicate_layout(filter),
-            None => ScanRequest {
-                columns: Some(Vec::new()),
-                ..Default::default()
-            },
+        let request = ScanRequest {
+            columns: Some(Vec::new()),
+            with_row_id: true,
+            with_row_addr: true,
+            with_lineage: true,
+            ..Default::default()
         };
-        request.with_row_id = true;
-        request.with_row_addr = true;
-        request.with_lineage = true;
         let rows = self.take(&ids, request).await?;
-        let keep = match filter {
-            Some(filter) => {
-                // The columns the filter reads, laid out as `predicate_layout` would alone.
-                let mut names: Vec<&str> = filter.columns().iter().map(String::as_str).collect();
-                names.extend(filter.needs_row_id().then_some(ROW_ID));
-                names.extend(filter.needs_row_addr().then_some(ROW_ADDR));
-                let probe = (names.iter())
-                    .map(|name| rows.schema().index_of(name))
-                    .collect::<std::result::Result<Vec<_>, _>>()?;
-                Some(passing_rows(filter, &rows, &probe)?)
-            }
-            None => None,
-        };
         let column = |name: &str| {
             rows.column_by_name(name)
                 .map(|c| c.as_primitive::<UInt64Type>().clone())
@@ -260,7 +241,6 @@ impl Snapshot {
             column(ROW_UPDATED_VERSION)?,
         );
         Ok((0..rows.num_rows())
-            .filter(|&i| keep.as_ref().is_none_or(|k| k.is_valid(i) && k.value(i)))
             .map(|i| {
                 let fragment = crate::rowid::RowAddress::from_u64(addresses.value(i)).fragment_id();
                 let version = updated.is_valid(i).then(|| updated.value(i));
@@ -285,7 +265,7 @@ impl Snapshot {
         let ids: Vec<u64> = partitions.into_iter().flat_map(|p| p.ids).collect();
         let mut valid = 0;
         for chunk in ids.chunks(CANDIDATES_CHECKED_AT_ONCE * 16) {
-            let now = self.where_and_when(chunk.iter().copied(), None).await?;
+            let now = self.where_and_when(chunk.iter().copied()).await?;
             valid += now
                 .values()
                 .filter(|(fragment, updated)| {

@@ -133,11 +133,23 @@ impl Snapshot {
             .filter_map(|s| s.vector)
             .map(|v| v.partitions as usize)
             .max();
+        // Under a filter, the covered rows that pass it, found once by a scan of its columns:
+        // a candidate is kept only if it is among them.
+        let allowed = match (&filter, segments.is_empty()) {
+            (Some(filter), false) => {
+                let fragments = (self.manifest().fragments.iter())
+                    .map(|f| f.id)
+                    .filter(|f| covered.contains(*f))
+                    .collect();
+                Some(self.passing_ids(fragments, filter.clone()).await?)
+            }
+            _ => None,
+        };
         let mut nprobes = options.nprobes.max(1);
         let mut found = Vec::new();
         while !segments.is_empty() {
             found = self
-                .index_candidates(&segments, query, (metric, nprobes), want, filter.as_deref())
+                .index_candidates(&segments, query, (metric, nprobes), want, allowed.as_ref())
                 .await?;
             if found.len() >= want || most.is_none_or(|most| nprobes >= most) {
                 break;
@@ -156,14 +168,15 @@ impl Snapshot {
     }
 
     /// Up to `k` of the entries of the `nprobes` partitions nearest `query` in each of
-    /// `segments` (ranked by `metric`) that are valid and pass `filter`, nearest first.
+    /// `segments` (ranked by `metric`) that are valid and `allowed` (all, without a list),
+    /// nearest first.
     async fn index_candidates(
         &self,
         segments: &[IndexSegment],
         query: &[f32],
         (metric, nprobes): (Metric, usize),
         k: usize,
-        filter: Option<&dyn RowPredicate>,
+        allowed: Option<&roaring::RoaringTreemap>,
     ) -> Result<Vec<(f32, u64)>> {
         let covered =
             (segments.iter()).fold(roaring::RoaringBitmap::new(), |a, s| a | &s.fragments);
@@ -174,26 +187,20 @@ impl Snapshot {
             .buffered(CONCURRENT_SEGMENTS)
             .try_collect()
             .await?;
-        let mut candidates: Vec<(f32, u64, usize)> = probed.into_iter().flatten().collect();
+        let mut candidates: Vec<(f32, u64, usize)> = (probed.into_iter().flatten())
+            .filter(|c| allowed.is_none_or(|a| a.contains(c.1)))
+            .collect();
         candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let mut seen = HashSet::new();
         let mut found = Vec::new();
-        // A selective filter keeps few of each chunk: the chunks double, so the takes that
-        // check them stay few.
-        let mut size = CANDIDATES_CHECKED_AT_ONCE.max(k.saturating_mul(2));
-        let mut rest = candidates.as_slice();
-        while !rest.is_empty() && found.len() < k {
-            let (chunk, after) = rest.split_at(size.min(rest.len()));
-            rest = after;
-            if filter.is_some() {
-                size = size.saturating_mul(2);
+        for chunk in candidates.chunks(CANDIDATES_CHECKED_AT_ONCE.max(k.saturating_mul(2))) {
+            if found.len() >= k {
+                break;
             }
-            let now = self
-                .where_and_when(chunk.iter().map(|c| c.1), filter)
-                .await?;
+            let now = self.where_and_when(chunk.iter().map(|c| c.1)).await?;
             for &(distance, id, at) in chunk {
                 let Some(&(fragment, updated)) = now.get(&id) else {
-                    continue; // deleted, or filtered out
+                    continue; // deleted
                 };
                 // Fragments no segment covers were searched exactly.
                 let current = covered.contains(fragment)
@@ -241,6 +248,29 @@ impl Snapshot {
             })
             .filter(|(distance, _)| !distance.is_nan())
             .collect())
+    }
+
+    /// The ids of the rows of `fragments` that pass `filter`.
+    async fn passing_ids(
+        &self,
+        fragments: Vec<FragmentId>,
+        filter: Arc<dyn RowPredicate>,
+    ) -> Result<roaring::RoaringTreemap> {
+        let request = ScanRequest {
+            columns: Some(Vec::new()),
+            with_row_id: true,
+            fragments: Some(fragments),
+            filter: Some(filter),
+            ..Default::default()
+        };
+        let mut batches = self.scan(request).await?;
+        let mut ids = roaring::RoaringTreemap::new();
+        while let Some(batch) = batches.try_next().await? {
+            let column = (batch.column_by_name(ROW_ID))
+                .ok_or_else(|| Error::internal("a scan with row ids returned none"))?;
+            ids.extend(column.as_primitive::<UInt64Type>().values().iter().copied());
+        }
+        Ok(ids)
     }
 
     /// The name of the vector index a search of `column` by `metric` with a query of
