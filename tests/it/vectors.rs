@@ -60,12 +60,30 @@ async fn vector_columns_are_fixed_size_lists_of_floats_from_any_list_of_numbers(
     let versions = answer(&ctx, "SELECT count(*) AS n FROM \"t$versions\"")
         .await
         .unwrap();
-    let error = answer(&ctx, "INSERT INTO t (id, e) VALUES (5, [1.0, 2.0])")
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = answer(
+        &ctx,
+        "INSERT INTO t (id, e) VALUES (5, [1.0, 2.0, 3.0]), (6, [1.0, 2.0])",
+    )
+    .await
+    .unwrap_err()
+    .to_string();
     assert!(
-        error.contains("FixedSizeList") || error.contains("length"),
+        error.contains("column e takes vectors of 3 components (VECTOR(3)); a value given has 2"),
+        "{error}"
+    );
+    // Rows of a query are cast as they stream in: the error names the row.
+    let error = answer(
+        &ctx,
+        "INSERT INTO t (id, e) SELECT id + 100, array_slice(e, 1, 2) FROM t",
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains(
+            "column e takes vectors of 3 components (VECTOR(3)); row 1 of the rows \
+                        inserted has 2"
+        ),
         "{error}"
     );
     let after = answer(&ctx, "SELECT count(*) AS n FROM \"t$versions\"")

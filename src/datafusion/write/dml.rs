@@ -77,7 +77,8 @@ impl DataSink for NatalSink {
         let batches = data.map({
             let progress = progress.clone();
             move |batch| {
-                let batch = batch.map_err(to_natal)?;
+                let batch = batch
+                    .map_err(|e| to_natal(naming_the_vector_column(e, &schema, Some(loaded))))?;
                 loaded += batch.num_rows() as u64;
                 progress.update("loading", loaded, None);
                 crate::io::table_batch(&schema, batch.columns().to_vec())
@@ -91,6 +92,53 @@ impl DataSink for NatalSink {
         progress.finish("loading");
         Ok(committed?.figures.rows_added)
     }
+}
+
+/// `error`, when it is Arrow's refusal to cast a list of another length to a vector of `n`
+/// components ("Cannot cast to FixedSizeList(n): value at index i has length m", `i` in its
+/// batch), as a plan error naming the vector column of `schema` (those of that dimension)
+/// and, while rows stream in (`before` of them in earlier batches), the row. A literal cast
+/// while the plan is optimized (`before` is `None`) is cast alone: its index says nothing.
+pub(super) fn naming_the_vector_column(
+    error: DataFusionError,
+    schema: &Schema,
+    before: Option<u64>,
+) -> DataFusionError {
+    let DataFusionError::ArrowError(cause, _) = error.find_root() else {
+        return error;
+    };
+    let datafusion::arrow::error::ArrowError::CastError(message) = cause.as_ref() else {
+        return error;
+    };
+    let numbers: Vec<u64> = (message.strip_prefix("Cannot cast to FixedSizeList("))
+        .map(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .filter_map(|n| n.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let [dimension, index, length] = numbers[..] else {
+        return error;
+    };
+    let columns: Vec<&str> = (schema.fields().iter())
+        .filter(|f| {
+            matches!(f.data_type(), DataType::FixedSizeList(item, n)
+                if *n as u64 == dimension && item.data_type() == &DataType::Float32)
+        })
+        .map(|f| f.name().as_str())
+        .collect();
+    let column = match columns.as_slice() {
+        [one] => format!("column {one}"),
+        _ => format!("one of columns {}", columns.join(", ")),
+    };
+    let value = match before {
+        Some(before) => format!("row {} of the rows inserted", before + index + 1),
+        None => "a value given".to_string(),
+    };
+    DataFusionError::Plan(format!(
+        "{column} takes vectors of {dimension} components (VECTOR({dimension})); {value} has \
+         {length}"
+    ))
 }
 
 /// What a [`DmlExec`] does.

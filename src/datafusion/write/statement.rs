@@ -14,6 +14,7 @@
 use datafusion::dataframe::DataFrame;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::SessionState;
+use datafusion::logical_expr::{LogicalPlan, WriteOp};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::{DFParser, Statement};
 use datafusion::sql::sqlparser::ast::{
@@ -54,6 +55,16 @@ pub async fn run_statement(ctx: &SessionContext, mut statement: Statement) -> Re
     let plan = ctx.state().statement_to_plan(statement).await?;
     if !blobs.is_empty() {
         return super::blob_ddl::create_with_blobs(ctx, plan, &blobs).await;
+    }
+    // Literal rows are cast to the table's types while the plan is optimized: a vector of
+    // another length fails there, before natal's sink could name its column.
+    if let LogicalPlan::Dml(dml) = &plan {
+        if matches!(dml.op, WriteOp::Insert(_)) {
+            if let Err(error) = ctx.state().optimize(&plan) {
+                let schema = dml.target.schema();
+                return Err(super::dml::naming_the_vector_column(error, &schema, None));
+            }
+        }
     }
     ctx.execute_logical_plan(plan).await
 }
