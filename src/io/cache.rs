@@ -37,8 +37,8 @@ impl<V: Clone> FileCache<V> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    #[cfg(test)]
-    fn get(&self, path: &str) -> Option<V> {
+    /// The value at `path`, if one is loaded.
+    pub(crate) fn get(&self, path: &str) -> Option<V> {
         self.entries().get(path)?.get().cloned()
     }
 

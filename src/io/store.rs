@@ -31,6 +31,12 @@ const MAX_NAME_ATTEMPTS: u32 = 64;
 
 /// Footers, deletion vectors and row-id files kept per table handle.
 const CACHED_FILES: usize = 4096;
+/// Vector index segment heads kept per table handle.
+const CACHED_VECTOR_HEADS: usize = 256;
+/// Decoded vector index partitions kept per table handle: what a search probes again at
+/// every query (Lance keeps its index in memory too). An `ivf_pq` partition of 1M vectors
+/// in 256 is ~94 KB, an `ivf_flat` one ~2 MB: at most ~1 GB for the widest.
+const CACHED_VECTOR_PARTITIONS: usize = 512;
 /// Decoded manifests kept per table handle: the latest, read again by every query's
 /// planning, and the one before it. A manifest holds the whole fragment list, so few.
 const CACHED_MANIFESTS: usize = 2;
@@ -81,6 +87,10 @@ pub struct TableStore {
     /// Fragments' lineage read from their `_lineage/` files, by file.
     pub(crate) lineage: Arc<FileCache<Arc<crate::format::Lineage>>>,
     pub(crate) segments: Arc<FileCache<Arc<Vec<Fragment>>>>,
+    /// Vector index segment heads, by file.
+    pub(crate) vector_heads: Arc<FileCache<Arc<super::VectorHead>>>,
+    /// Vector index partitions, by file and partition (`<path>#<i>`).
+    pub(crate) vector_partitions: Arc<FileCache<Arc<super::VectorPartition>>>,
     /// Each with the listing entry it was read under, to tell it from a file of the same
     /// name written later by a table created again in this place.
     pub(crate) manifests: Arc<FileCache<(ListedManifest, Arc<Manifest>)>>,
@@ -131,6 +141,8 @@ impl TableStore {
             row_ids: FileCache::new(CACHED_FILES),
             lineage: FileCache::new(CACHED_FILES),
             segments: FileCache::new(CACHED_FILES),
+            vector_heads: FileCache::new(CACHED_VECTOR_HEADS),
+            vector_partitions: FileCache::new(CACHED_VECTOR_PARTITIONS),
             manifests: FileCache::new(CACHED_MANIFESTS),
             incarnation: Arc::new(Mutex::new(None)),
             bytes_read: None,
@@ -199,6 +211,8 @@ impl TableStore {
             self.row_ids.clear();
             self.lineage.clear();
             self.segments.clear();
+            self.vector_heads.clear();
+            self.vector_partitions.clear();
             self.manifests.clear();
         }
         *seen = Some(table_uuid.to_string());

@@ -27,6 +27,7 @@
 //! manifest's) is `Corrupt` naming the file.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use object_store::ObjectStoreExt;
@@ -370,25 +371,29 @@ impl TableStore {
         })
     }
 
-    /// The head of vector segment `segment`: one ranged read, two when its centroids are
-    /// many.
-    pub(crate) async fn read_vector_head(&self, segment: &IndexSegment) -> Result<VectorHead> {
+    /// The head of vector segment `segment` (cached): one ranged read, two when its
+    /// centroids are many.
+    pub(crate) async fn read_vector_head(&self, segment: &IndexSegment) -> Result<Arc<VectorHead>> {
         let path = segment.path.as_str();
-        let location = self.path(&segment.path);
-        let size = segment.file_size_bytes;
-        let first = (self.object_store())
-            .get_range(&location, 0..FIRST_READ.min(size))
-            .await?;
-        let head = match decode_vector_head(path, &first, size)? {
-            Ok(head) => head,
-            Err(needed) => {
-                let all = (self.object_store())
-                    .get_range(&location, 0..needed as u64)
-                    .await?;
-                decode_vector_head(path, &all, size)?
-                    .map_err(|_| Error::corrupt(path, "vector index segment: short head"))?
-            }
+        let load = async {
+            let location = self.path(&segment.path);
+            let size = segment.file_size_bytes;
+            let first = (self.object_store())
+                .get_range(&location, 0..FIRST_READ.min(size))
+                .await?;
+            let head = match decode_vector_head(path, &first, size)? {
+                Ok(head) => head,
+                Err(needed) => {
+                    let all = (self.object_store())
+                        .get_range(&location, 0..needed as u64)
+                        .await?;
+                    decode_vector_head(path, &all, size)?
+                        .map_err(|_| Error::corrupt(path, "vector index segment: short head"))?
+                }
+            };
+            Ok::<_, Error>(Arc::new(head))
         };
+        let head = self.vector_heads.get_or_load(path, load).await?;
         let declared = segment
             .vector
             .map(|v| (v.dimension as usize, v.sub_vectors as usize));
@@ -408,24 +413,35 @@ impl TableStore {
         Ok(head)
     }
 
-    /// Partitions `which` of vector segment `segment` (with head `head`), fetched together.
+    /// Partitions `which` of vector segment `segment` (with head `head`): those not cached
+    /// fetched together.
     pub(crate) async fn read_vector_partitions(
         &self,
         segment: &IndexSegment,
         head: &VectorHead,
         which: &[usize],
-    ) -> Result<Vec<VectorPartition>> {
-        let ranges: Vec<Range<u64>> = which.iter().map(|&i| head.partitions[i].clone()).collect();
-        if ranges.is_empty() {
-            return Ok(Vec::new());
-        }
-        let location = self.path(&segment.path);
-        let parts = self.object_store().get_ranges(&location, &ranges).await?;
+    ) -> Result<Vec<Arc<VectorPartition>>> {
         let path = segment.path.as_str();
-        parts
+        let key = |i: usize| format!("{path}#{i}");
+        let mut found: Vec<Option<Arc<VectorPartition>>> = which
             .iter()
-            .map(|bytes| decode_vector_partition(path, bytes, head))
-            .collect()
+            .map(|&i| self.vector_partitions.get(&key(i)))
+            .collect();
+        let missing: Vec<usize> = (0..which.len()).filter(|&at| found[at].is_none()).collect();
+        if !missing.is_empty() {
+            let ranges: Vec<Range<u64>> = (missing.iter())
+                .map(|&at| head.partitions[which[at]].clone())
+                .collect();
+            let location = self.path(&segment.path);
+            let parts = self.object_store().get_ranges(&location, &ranges).await?;
+            for (&at, bytes) in missing.iter().zip(&parts) {
+                let partition = Arc::new(decode_vector_partition(path, bytes, head)?);
+                self.vector_partitions
+                    .insert(&key(which[at]), partition.clone());
+                found[at] = Some(partition);
+            }
+        }
+        Ok(found.into_iter().flatten().collect())
     }
 }
 

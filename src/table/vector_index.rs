@@ -262,7 +262,7 @@ impl Snapshot {
             .store()
             .read_vector_partitions(segment, &head, &all)
             .await?;
-        let ids: Vec<u64> = partitions.into_iter().flat_map(|p| p.ids).collect();
+        let ids: Vec<u64> = partitions.into_iter().flat_map(|p| p.ids.clone()).collect();
         let mut valid = 0;
         for chunk in ids.chunks(CANDIDATES_CHECKED_AT_ONCE * 16) {
             let now = self.where_and_when(chunk.iter().copied()).await?;

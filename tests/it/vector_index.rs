@@ -370,6 +370,12 @@ async fn a_vector_index_is_flagged_listed_and_compaction_writes_none_of_it() {
     let mut bytes = std::fs::read(&file).unwrap();
     bytes[20] ^= 0xff;
     std::fs::write(&file, bytes).unwrap();
+    // Through a new handle: this one keeps the head it read before the damage.
+    let latest = natal::datafusion::open_table(&ctx, &format!("{}/t", dir.path().display()))
+        .unwrap()
+        .latest()
+        .await
+        .unwrap();
     let error = latest
         .nearest("e", &[1.0, 2.0], 1, NearestOptions::default())
         .await

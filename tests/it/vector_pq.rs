@@ -183,8 +183,10 @@ async fn sql_refines_by_its_session_option_and_refuses_bad_options() {
     let found = answer(&ctx, optimize).await.unwrap_err().to_string();
     assert!(found.contains("does not divide"), "{found}");
 
-    // A damaged code (its partition's checksum no longer fits): Corrupt, naming the file.
-    let latest = table.latest().await.unwrap();
+    // A damaged code (its partition's checksum no longer fits): Corrupt, naming the file
+    // (read through a new handle, which has cached none of it).
+    let fresh = natal::datafusion::open_table(&ctx, &format!("{}/t", dir.path().display()));
+    let latest = fresh.unwrap().latest().await.unwrap();
     let segment = &latest.manifest().indexes.segments[0];
     let file = dir.path().join("t").join(segment.path.as_str());
     let mut bytes = std::fs::read(&file).unwrap();
@@ -200,4 +202,40 @@ async fn sql_refines_by_its_session_option_and_refuses_bad_options() {
         matches!(&error, natal::Error::Corrupt { path, .. } if path == segment.path.as_str()),
         "{error}"
     );
+}
+
+/// A search probes the partitions it read before from memory: with the segment file gone,
+/// the handle that searched still answers the same query; a new handle cannot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_keeps_the_index_partitions_it_probed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    table_of_vectors(&ctx).await;
+    sql(
+        &ctx,
+        "SELECT * FROM natal_create_index('t', 'e', 'e_idx', 'ivf_pq', 'partitions=4')",
+    )
+    .await;
+    let location = format!("{}/t", dir.path().display());
+    let snapshot = (natal::datafusion::open_table(&ctx, &location)
+        .unwrap()
+        .latest())
+    .await
+    .unwrap();
+    let search = NearestOptions {
+        nprobes: 2,
+        ..Default::default()
+    };
+    let query = [0.5; 8];
+    let first = nearest(&snapshot, &query, search).await;
+    let segment = &snapshot.manifest().indexes.segments[0];
+    std::fs::remove_file(dir.path().join("t").join(segment.path.as_str())).unwrap();
+    assert_eq!(nearest(&snapshot, &query, search).await, first);
+    let fresh = (natal::datafusion::open_table(&ctx, &location)
+        .unwrap()
+        .latest())
+    .await
+    .unwrap();
+    assert!(fresh.nearest("e", &query, 7, search).await.is_err());
 }
