@@ -71,6 +71,14 @@ async fn vector_columns_are_fixed_size_lists_of_floats_from_any_list_of_numbers(
         error.contains("column e takes vectors of 3 components (VECTOR(3)); a value given has 2"),
         "{error}"
     );
+    let error = answer(&ctx, "UPDATE t SET e = [1.0, 2.0] WHERE id = 1")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("column e takes vectors of 3 components (VECTOR(3)); a value given has 2"),
+        "{error}"
+    );
     // Rows of a query are cast as they stream in: the error names the row.
     let error = answer(
         &ctx,

@@ -56,10 +56,11 @@ pub async fn run_statement(ctx: &SessionContext, mut statement: Statement) -> Re
     if !blobs.is_empty() {
         return super::blob_ddl::create_with_blobs(ctx, plan, &blobs).await;
     }
-    // Literal rows are cast to the table's types while the plan is optimized: a vector of
-    // another length fails there, before natal's sink could name its column.
+    // Literal values (of INSERT rows, of UPDATE's SET) are cast to the table's types while
+    // the plan is optimized: a vector of another length fails there, before natal's sink
+    // could name its column.
     if let LogicalPlan::Dml(dml) = &plan {
-        if matches!(dml.op, WriteOp::Insert(_)) {
+        if matches!(dml.op, WriteOp::Insert(_) | WriteOp::Update) {
             if let Err(error) = ctx.state().optimize(&plan) {
                 let schema = dml.target.schema();
                 return Err(super::dml::naming_the_vector_column(error, &schema, None));
