@@ -484,6 +484,19 @@ mod tests {
         (books, partitions)
     }
 
+    /// Each of `partitions` decodes from its place in `bytes` as written.
+    fn assert_partitions_read_back(
+        bytes: &[u8],
+        head: &VectorHead,
+        partitions: &[VectorPartition],
+    ) {
+        for (i, expected) in partitions.iter().enumerate() {
+            let range = head.partitions[i].clone();
+            let part = &bytes[range.start as usize..range.end as usize];
+            assert_eq!(&decode_vector_partition("p", part, head).unwrap(), expected);
+        }
+    }
+
     #[test]
     fn segments_round_trip_partition_by_partition() {
         let (dimension, centroids, partitions) = sample();
@@ -500,14 +513,7 @@ mod tests {
             (2, 3, 3)
         );
         assert_eq!(head.centroid(2), &[-1.0, 9.0]);
-        for (i, expected) in partitions.iter().enumerate() {
-            let range = head.partitions[i].clone();
-            let part = &bytes[range.start as usize..range.end as usize];
-            assert_eq!(
-                &decode_vector_partition("p", part, &head).unwrap(),
-                expected
-            );
-        }
+        assert_partitions_read_back(&bytes, &head, &partitions);
     }
 
     #[test]
@@ -519,14 +525,7 @@ mod tests {
         let head = decode_vector_head("p", &bytes, size).unwrap().unwrap();
         assert_eq!(head.codebooks.as_ref(), Some(&books));
         assert_eq!((head.rows, head.partition_count()), (3, 3));
-        for (i, expected) in partitions.iter().enumerate() {
-            let range = head.partitions[i].clone();
-            let part = &bytes[range.start as usize..range.end as usize];
-            assert_eq!(
-                &decode_vector_partition("p", part, &head).unwrap(),
-                expected
-            );
-        }
+        assert_partitions_read_back(&bytes, &head, &partitions);
         // A code naming a codeword past the book (with a checksum that fits) is corrupt.
         let range = head.partitions[2].clone();
         let mut part = bytes[range.start as usize..range.end as usize].to_vec();

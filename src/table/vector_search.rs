@@ -335,6 +335,15 @@ impl Snapshot {
             .collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let which: Vec<usize> = order.iter().take(nprobes.max(1)).map(|(_, p)| *p).collect();
+        // An ivf_pq segment scores codes against the query in its coding space, once; a
+        // zero query has no cosine distance to anything, and reads nothing.
+        let coded = match &head.codebooks {
+            Some(books) => match coding_space(query, metric) {
+                Some(coded) => Some((books, coded)),
+                None => return Ok(Vec::new()),
+            },
+            None => None,
+        };
         let partitions = self
             .store()
             .read_vector_partitions(segment, &head, &which)
@@ -347,13 +356,9 @@ impl Snapshot {
                     out.push((distance, id, at));
                 }
             };
-            match &head.codebooks {
-                Some(books) => {
-                    // A zero query has no cosine distance to anything.
-                    let Some(coded) = coding_space(query, metric) else {
-                        return Ok(Vec::new());
-                    };
-                    let table = DistanceTable::new(&coded, head.centroid(p), books, metric);
+            match &coded {
+                Some((books, coded)) => {
+                    let table = DistanceTable::new(coded, head.centroid(p), books, metric);
                     let codes = partition.codes.chunks_exact(books.sub_vectors);
                     for (code, id) in codes.zip(&partition.ids) {
                         push(table.estimate(code), *id);

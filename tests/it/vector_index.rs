@@ -90,7 +90,11 @@ async fn nearest(
         refine_factor,
         ..Default::default()
     };
-    let rows = snapshot.nearest("e", query, k, options).await.unwrap();
+    ids_and_distances(&snapshot.nearest("e", query, k, options).await.unwrap())
+}
+
+/// The `id` and `_distance` of each row a nearest-rows search answered.
+pub fn ids_and_distances(rows: &arrow::array::RecordBatch) -> Vec<(i64, f32)> {
     let ids = rows
         .column_by_name("id")
         .unwrap()
@@ -477,13 +481,8 @@ pub async fn describe_fixture_table(dir: &std::path::Path, name: &str) -> String
             ),
         ] {
             let rows = snapshot.nearest("e", &query, 5, options).await.unwrap();
-            let ids = rows
-                .column_by_name("id")
-                .unwrap()
-                .as_primitive::<Int64Type>();
-            let d = (rows.column_by_name(natal::DISTANCE).unwrap()).as_primitive::<Float32Type>();
-            let found: Vec<String> = (0..rows.num_rows())
-                .map(|i| format!("{}:{:.4}", ids.value(i), d.value(i)))
+            let found: Vec<String> = (ids_and_distances(&rows).iter())
+                .map(|(id, d)| format!("{id}:{d:.4}"))
                 .collect();
             out.push_str(&format!("q{q} {label}: {}\n", found.join(" ")));
         }

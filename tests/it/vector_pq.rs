@@ -2,8 +2,6 @@
 //! answers for every metric once every partition is probed and every candidate refined,
 //! `natal.refine_factor` in SQL, and what bad options and damaged segments get.
 
-use arrow::array::AsArray;
-use arrow::datatypes::{Float32Type, Int64Type};
 use datafusion::prelude::SessionContext;
 use natal::{Metric, NearestOptions, Snapshot};
 
@@ -40,14 +38,7 @@ async fn table_of_vectors(ctx: &SessionContext) {
 /// The ids and distances `nearest` answers.
 async fn nearest(snapshot: &Snapshot, query: &[f32], options: NearestOptions) -> Vec<(i64, f32)> {
     let rows = snapshot.nearest("e", query, 7, options).await.unwrap();
-    let ids = rows
-        .column_by_name("id")
-        .unwrap()
-        .as_primitive::<Int64Type>();
-    let d = (rows.column_by_name(natal::DISTANCE).unwrap()).as_primitive::<Float32Type>();
-    (0..rows.num_rows())
-        .map(|i| (ids.value(i), d.value(i)))
-        .collect()
+    crate::vector_index::ids_and_distances(&rows)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

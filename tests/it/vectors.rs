@@ -60,25 +60,18 @@ async fn vector_columns_are_fixed_size_lists_of_floats_from_any_list_of_numbers(
     let versions = answer(&ctx, "SELECT count(*) AS n FROM \"t$versions\"")
         .await
         .unwrap();
-    let error = answer(
-        &ctx,
+    for statement in [
         "INSERT INTO t (id, e) VALUES (5, [1.0, 2.0, 3.0]), (6, [1.0, 2.0])",
-    )
-    .await
-    .unwrap_err()
-    .to_string();
-    assert!(
-        error.contains("column e takes vectors of 3 components (VECTOR(3)); a value given has 2"),
-        "{error}"
-    );
-    let error = answer(&ctx, "UPDATE t SET e = [1.0, 2.0] WHERE id = 1")
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(
-        error.contains("column e takes vectors of 3 components (VECTOR(3)); a value given has 2"),
-        "{error}"
-    );
+        "UPDATE t SET e = [1.0, 2.0] WHERE id = 1",
+    ] {
+        let error = answer(&ctx, statement).await.unwrap_err().to_string();
+        assert!(
+            error.contains(
+                "column e takes vectors of 3 components (VECTOR(3)); a value given has 2"
+            ),
+            "{statement}: {error}"
+        );
+    }
     // Rows of a query are cast as they stream in: the error names the row.
     let error = answer(
         &ctx,

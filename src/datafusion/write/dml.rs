@@ -19,6 +19,7 @@ use futures::StreamExt;
 
 use crate::datafusion::leaf::{figures_stream, leaf_exec_methods, leaf_properties};
 use crate::datafusion::progress_of;
+use crate::table::vector::vector_dimension;
 use crate::table::{RowMatch, Table};
 
 fn to_natal(e: DataFusionError) -> crate::Error {
@@ -121,10 +122,7 @@ pub(super) fn naming_the_vector_column(
         return error;
     };
     let columns: Vec<&str> = (schema.fields().iter())
-        .filter(|f| {
-            matches!(f.data_type(), DataType::FixedSizeList(item, n)
-                if *n as u64 == dimension && item.data_type() == &DataType::Float32)
-        })
+        .filter(|f| vector_dimension(f.data_type()).is_some_and(|n| n as u64 == dimension))
         .map(|f| f.name().as_str())
         .collect();
     let column = match columns.as_slice() {

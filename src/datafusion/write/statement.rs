@@ -23,6 +23,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
 
+use crate::table::vector::vector_dimension;
 use crate::table::{ROW_ADDR, ROW_ID};
 
 /// Runs one statement of SQL text, with natal's rewrites (see the module header).
@@ -58,11 +59,14 @@ pub async fn run_statement(ctx: &SessionContext, mut statement: Statement) -> Re
     }
     // Literal values (of INSERT rows, of UPDATE's SET) are cast to the table's types while
     // the plan is optimized: a vector of another length fails there, before natal's sink
-    // could name its column.
+    // could name its column. Only writes to a table with a vector column are optimized
+    // here ahead of their run (which optimizes again).
     if let LogicalPlan::Dml(dml) = &plan {
-        if matches!(dml.op, WriteOp::Insert(_) | WriteOp::Update) {
+        let schema = dml.target.schema();
+        let has_vectors =
+            (schema.fields().iter()).any(|f| vector_dimension(f.data_type()).is_some());
+        if has_vectors && matches!(dml.op, WriteOp::Insert(_) | WriteOp::Update) {
             if let Err(error) = ctx.state().optimize(&plan) {
-                let schema = dml.target.schema();
                 return Err(super::dml::naming_the_vector_column(error, &schema, None));
             }
         }
