@@ -230,3 +230,59 @@ async fn a_handle_keeps_the_index_partitions_it_probed() {
     .unwrap();
     assert!(fresh.nearest("e", &query, 7, search).await.is_err());
 }
+
+/// SQL's indexed search reads the index and the rows it returns, not the column: the
+/// top-k above it pushes its bound on the distance into the scan as hints, which are not
+/// the search's pre-filter (as one, they had every vector read at each query).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_search_reads_the_probed_partitions_not_every_vector() {
+    use datafusion::execution::runtime_env::RuntimeEnv;
+    use datafusion::prelude::SessionConfig;
+    use natal::internals::io::InstrumentedStore;
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(InstrumentedStore::new(Arc::new(
+        object_store::local::LocalFileSystem::new(),
+    )));
+    let runtime = RuntimeEnv::default();
+    runtime.register_object_store(&url::Url::parse("file://").unwrap(), store.clone());
+    let ctx = SessionContext::new_with_config_rt(SessionConfig::new(), Arc::new(runtime));
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    sql(&ctx, "CREATE TABLE t (id BIGINT, e VECTOR(32))").await;
+    let components: Vec<String> = (0..32)
+        .map(|d| format!("CAST(sin(value * 0.37 + {d}) AS FLOAT)"))
+        .collect();
+    let insert = format!(
+        "INSERT INTO t SELECT value, [{}] FROM generate_series(0, 19999)",
+        components.join(", ")
+    );
+    sql(&ctx, &insert).await;
+    let create = "SELECT * FROM natal_create_index('t', 'e', 'e_idx', 'ivf_flat', 'partitions=16')";
+    sql(&ctx, create).await;
+    sql(&ctx, "SET natal.nprobes = 1").await;
+    let query: Vec<String> = (0..32).map(|d| format!("{}.5", d % 7)).collect();
+    let vector_bytes = 20_000 * 32 * 4;
+    for filter in ["", "WHERE id % 2 = 0"] {
+        let search = format!(
+            "SELECT id FROM t {filter} ORDER BY l2_distance(e, [{}]) LIMIT 5",
+            query.join(", ")
+        );
+        let plan = answer(&ctx, &format!("EXPLAIN {search}")).await.unwrap();
+        assert!(plan.contains("index=e_idx"), "{plan}");
+        for _ in 0..2 {
+            store.reset();
+            let found = answer(&ctx, &search).await.unwrap();
+            assert_eq!(
+                found.lines().filter(|l| l.starts_with("| ")).count(),
+                6,
+                "{found}"
+            );
+            let read = store.tally().bytes_read;
+            assert!(
+                read < vector_bytes / 2,
+                "{search}: {read} bytes read for {vector_bytes} of vectors"
+            );
+        }
+    }
+}

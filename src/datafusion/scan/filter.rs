@@ -162,6 +162,28 @@ impl ExprPredicate {
         Ok(predicate)
     }
 
+    /// This filter without the hints pushed into it: `None` if it holds only those. What an
+    /// operator standing in for the scan applies — the hints' operators above still apply
+    /// them, and a top-k's bound over a vector distance would have it read every vector.
+    pub(crate) fn without_pushed(&self, snapshot: &Snapshot) -> Result<Option<Self>> {
+        let (Some(expr), Some(as_stored)) = (&self.expr, &self.expr_as_stored) else {
+            return Ok(None);
+        };
+        let referenced: Vec<String> = (collect_columns(as_stored).iter())
+            .map(|c| c.name().to_string())
+            .collect();
+        let views = (self.views.iter())
+            .filter(|v| referenced.contains(v))
+            .cloned()
+            .collect();
+        let mut predicate = Self::over(snapshot, &referenced, views)?;
+        predicate.expr = Some(reassign_expr_columns(expr.clone(), &predicate.layout)?);
+        let as_stored = reassign_expr_columns(as_stored.clone(), &predicate.stored)?;
+        predicate.pages = page_filter(&as_stored, &predicate.stored);
+        predicate.expr_as_stored = Some(as_stored);
+        Ok(Some(predicate))
+    }
+
     /// The filters pushed into the scan, if any.
     pub(crate) fn pushed(&self) -> Option<&Arc<dyn PhysicalExpr>> {
         self.pushed.as_ref().map(|p| p.expr())

@@ -252,6 +252,15 @@ impl NearestExec {
             metric: ranking.metric,
             ..search
         };
+        // The scan's own filter is the search's pre-filter. Hints pushed into the scan (a
+        // top-k's bound on the very distance searched) are left to the operators above:
+        // as a pre-filter they had every vector read.
+        let filter = match &plan.filter {
+            Some(filter) if filter.pushed().is_some() => {
+                filter.without_pushed(&plan.snapshot).ok()?.map(Arc::new)
+            }
+            filter => filter.clone(),
+        };
         Some(Self {
             snapshot: plan.snapshot.clone(),
             index,
@@ -259,9 +268,7 @@ impl NearestExec {
             query: ranking.query,
             k,
             options,
-            // The scan's filter is the search's pre-filter (pushed hints with it: they only
-            // drop rows the operators above would).
-            filter: plan.filter.clone(),
+            filter,
             properties: leaf_properties(schema.clone(), 1, EmissionType::Final),
             schema,
         })
