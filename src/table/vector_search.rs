@@ -108,19 +108,14 @@ impl Snapshot {
             .filter(|f| !covered.contains(*f))
             .collect();
         // Exactly over what no segment covers, keeping the k best as it goes.
-        let mut best: Vec<(f32, u64)> = Vec::new();
-        let by_distance = |a: &(f32, u64), b: &(f32, u64)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        let mut exact = Kept::new(k);
         self.for_each_vector(&vectors, uncovered, filter.clone(), |id, v| {
-            let distance = metric.distance(v, query);
-            if !distance.is_nan() {
-                best.push((distance, id));
-                if best.len() >= k.max(512).saturating_mul(2) {
-                    best.sort_by(by_distance);
-                    best.truncate(k);
-                }
-            }
+            exact.offer(metric.distance(v, query), id, ());
         })
         .await?;
+        let mut best: Vec<(f32, u64)> = (exact.into_sorted().0.into_iter())
+            .map(|(distance, id, ())| (distance, id))
+            .collect();
         // Through the index over what it covers.
         let approximate =
             (segments.iter()).any(|s| s.vector.is_some_and(|v| v.kind == VectorIndexKind::IvfPq));
@@ -162,7 +157,7 @@ impl Snapshot {
                 .await?;
         }
         best.extend(found);
-        best.sort_by(by_distance);
+        best.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         best.truncate(k);
         self.rows_with_distances(&best).await
     }
@@ -178,36 +173,56 @@ impl Snapshot {
         k: usize,
         allowed: Option<&roaring::RoaringTreemap>,
     ) -> Result<Vec<(f32, u64)>> {
+        // Each probe keeps its nearest entries only: enough for `k` valid ones unless most
+        // are stale, and then the search is run again keeping every entry.
+        let mut limit = CANDIDATES_CHECKED_AT_ONCE.max(k.saturating_mul(4));
+        loop {
+            let (found, dropped) = self
+                .valid_candidates(segments, query, (metric, nprobes), (k, limit), allowed)
+                .await?;
+            if found.len() >= k || !dropped {
+                return Ok(found);
+            }
+            limit = usize::MAX;
+        }
+    }
+
+    /// [`Self::index_candidates`] from the `limit` nearest entries of each segment's
+    /// probed partitions; true if entries beyond them were left out.
+    async fn valid_candidates(
+        &self,
+        segments: &[IndexSegment],
+        query: &[f32],
+        (metric, nprobes): (Metric, usize),
+        (k, limit): (usize, usize),
+        allowed: Option<&roaring::RoaringTreemap>,
+    ) -> Result<(Vec<(f32, u64)>, bool)> {
         let covered =
             (segments.iter()).fold(roaring::RoaringBitmap::new(), |a, s| a | &s.fragments);
         let probes: Vec<_> = (segments.iter().enumerate())
-            .map(|(at, segment)| self.probe_segment(segment, at, query, metric, nprobes))
+            .map(|(at, segment)| async move {
+                let mut kept = Kept::new(limit);
+                let searched = (segment, at, query);
+                (self.probe_segment(searched, (metric, nprobes), allowed, &mut kept)).await?;
+                Ok::<_, Error>(kept.into_sorted())
+            })
             .collect();
-        let probed: Vec<Vec<(f32, u64, usize)>> = stream::iter(probes)
+        let probed: Vec<(Vec<(f32, u64, usize)>, bool)> = stream::iter(probes)
             .buffered(CONCURRENT_SEGMENTS)
             .try_collect()
             .await?;
-        let mut candidates: Vec<(f32, u64, usize)> = (probed.into_iter().flatten())
-            .filter(|c| allowed.is_none_or(|a| a.contains(c.1)))
-            .collect();
-        let by_distance =
-            |a: &(f32, u64, usize), b: &(f32, u64, usize)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        let dropped = probed.iter().any(|(_, dropped)| *dropped);
+        let mut candidates: Vec<(f32, u64, usize)> =
+            probed.into_iter().flat_map(|(kept, _)| kept).collect();
+        candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let mut seen = HashSet::new();
         let mut found = Vec::new();
-        // Only the nearest chunk is put in order (most searches need no other): sorting
-        // every entry of 64 probed partitions cost more than probing them.
-        let size = CANDIDATES_CHECKED_AT_ONCE.max(k.saturating_mul(2));
-        let mut rest = candidates.as_mut_slice();
-        while !rest.is_empty() && found.len() < k {
-            let end = size.min(rest.len());
-            if end < rest.len() {
-                rest.select_nth_unstable_by(end - 1, by_distance);
+        for chunk in candidates.chunks(CANDIDATES_CHECKED_AT_ONCE.max(k.saturating_mul(2))) {
+            if found.len() >= k {
+                break;
             }
-            let (chunk, after) = rest.split_at_mut(end);
-            chunk.sort_by(by_distance);
-            rest = after;
             let now = self.where_and_when(chunk.iter().map(|c| c.1)).await?;
-            for &(distance, id, at) in chunk.iter() {
+            for &(distance, id, at) in chunk {
                 let Some(&(fragment, updated)) = now.get(&id) else {
                     continue; // deleted
                 };
@@ -225,7 +240,7 @@ impl Snapshot {
             }
         }
         found.truncate(k);
-        Ok(found)
+        Ok((found, dropped))
     }
 
     /// `rows` (distance, live row id) with the exact distances of their vectors in `vectors`
@@ -319,28 +334,34 @@ impl Snapshot {
         indexes.segments_named(&name).cloned().collect()
     }
 
-    /// `(distance, row id, at)` of every entry of the `nprobes` partitions of `segment` whose
-    /// centroids are nearest `query`.
+    /// Offers `(distance, row id, at)` of every entry of the `nprobes` partitions of
+    /// `segment` (at `at` in the search's list) whose centroids are nearest `query` (ranked
+    /// by `metric`) that is `allowed` (all, without a list) to `kept`.
     async fn probe_segment(
         &self,
-        segment: &IndexSegment,
-        at: usize,
-        query: &[f32],
-        metric: Metric,
-        nprobes: usize,
-    ) -> Result<Vec<(f32, u64, usize)>> {
+        (segment, at, query): (&IndexSegment, usize, &[f32]),
+        (metric, nprobes): (Metric, usize),
+        allowed: Option<&roaring::RoaringTreemap>,
+        kept: &mut Kept<usize>,
+    ) -> Result<()> {
         let head = self.store().read_vector_head(segment).await?;
         let mut order: Vec<(f32, usize)> = (0..head.partition_count())
             .map(|p| (metric.distance(head.centroid(p), query), p))
             .collect();
-        order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let which: Vec<usize> = order.iter().take(nprobes.max(1)).map(|(_, p)| *p).collect();
+        let by_distance =
+            |a: &(f32, usize), b: &(f32, usize)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        let nprobes = nprobes.clamp(1, order.len().max(1));
+        if nprobes < order.len() {
+            order.select_nth_unstable_by(nprobes - 1, by_distance);
+        }
+        order.truncate(nprobes);
+        let which: Vec<usize> = order.iter().map(|(_, p)| *p).collect();
         // An ivf_pq segment scores codes against the query in its coding space, once; a
         // zero query has no cosine distance to anything, and reads nothing.
         let coded = match &head.codebooks {
             Some(books) => match coding_space(query, metric) {
                 Some(coded) => Some((books, coded)),
-                None => return Ok(Vec::new()),
+                None => return Ok(()),
             },
             None => None,
         };
@@ -349,30 +370,30 @@ impl Snapshot {
             .read_vector_partitions(segment, &head, &which)
             .await?;
         let dimension = head.dimension;
-        let mut out = Vec::new();
+        // The allow-list is asked only of entries near enough to be kept.
+        let mut consider = |distance: f32, id: u64| {
+            if kept.admits(distance) && allowed.is_none_or(|a| a.contains(id)) {
+                kept.push(distance, id, at);
+            }
+        };
         for (partition, &p) in partitions.iter().zip(&which) {
-            let mut push = |distance: f32, id: u64| {
-                if !distance.is_nan() {
-                    out.push((distance, id, at));
-                }
-            };
             match &coded {
                 Some((books, coded)) => {
                     let table = DistanceTable::new(coded, head.centroid(p), books, metric);
                     let codes = partition.codes.chunks_exact(books.sub_vectors);
                     for (code, id) in codes.zip(&partition.ids) {
-                        push(table.estimate(code), *id);
+                        consider(table.estimate(code), *id);
                     }
                 }
                 None => {
                     let vectors = partition.vectors.chunks_exact(dimension);
                     for (v, id) in vectors.zip(&partition.ids) {
-                        push(metric.distance(v, query), *id);
+                        consider(metric.distance(v, query), *id);
                     }
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The rows `best` names (distance, row id), in that order, with `_rowid` and
@@ -406,4 +427,69 @@ impl Snapshot {
             columns,
         )?)
     }
+}
+
+/// The nearest entries offered, by (distance, row id): at most twice `limit` are held, cut
+/// to the `limit` nearest whenever full, so a search of many entries neither holds nor
+/// sorts them all. Remembers whether it left any out.
+struct Kept<T> {
+    limit: usize,
+    entries: Vec<(f32, u64, T)>,
+    /// Entries farther than this are not among the `limit` nearest.
+    bound: f32,
+    dropped: bool,
+}
+
+impl<T: Copy> Kept<T> {
+    fn new(limit: usize) -> Self {
+        Self {
+            limit: limit.max(1),
+            entries: Vec::new(),
+            bound: f32::INFINITY,
+            dropped: false,
+        }
+    }
+
+    /// Whether an entry at `distance` could be among the nearest (NaN never is).
+    fn admits(&mut self, distance: f32) -> bool {
+        if distance > self.bound {
+            self.dropped = true;
+        }
+        distance <= self.bound
+    }
+
+    /// Holds an entry [`Self::admits`] let in.
+    fn push(&mut self, distance: f32, id: u64, tag: T) {
+        self.entries.push((distance, id, tag));
+        if self.entries.len() >= self.limit.saturating_mul(2) {
+            self.cut();
+        }
+    }
+
+    fn offer(&mut self, distance: f32, id: u64, tag: T) {
+        if self.admits(distance) {
+            self.push(distance, id, tag);
+        }
+    }
+
+    fn cut(&mut self) {
+        if self.entries.len() > self.limit {
+            let last = self.limit - 1;
+            self.entries.select_nth_unstable_by(last, by_distance);
+            self.entries.truncate(self.limit);
+            self.bound = self.entries[last].0;
+            self.dropped = true;
+        }
+    }
+
+    /// The `limit` nearest, nearest first (ties by row id), and whether any were left out.
+    fn into_sorted(mut self) -> (Vec<(f32, u64, T)>, bool) {
+        self.cut();
+        self.entries.sort_unstable_by(by_distance);
+        (self.entries, self.dropped)
+    }
+}
+
+fn by_distance<T>(a: &(f32, u64, T), b: &(f32, u64, T)) -> std::cmp::Ordering {
+    a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
 }

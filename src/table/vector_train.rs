@@ -196,12 +196,15 @@ pub(super) fn coding_space(vector: &[f32], metric: Metric) -> Option<Vec<f32>> {
 /// What a search sums to estimate the distance between a query and each code of one
 /// partition: per run, the codewords' contributions, plus a constant.
 pub(super) struct DistanceTable {
-    sub_vectors: usize,
-    codewords: usize,
-    table: Vec<f32>,
+    /// Row `s` holds run `s`'s term for each code byte; bytes naming no codeword (a
+    /// decoded segment has none: see `decode_vector_partition`) hold infinity.
+    rows: Vec<[f32; CODE_VALUES]>,
     constant: f32,
     metric: Metric,
 }
+
+/// The values one code byte can take.
+const CODE_VALUES: usize = 256;
 
 impl DistanceTable {
     /// The table for `query` (in the coding space) against the partition whose centroid is
@@ -211,16 +214,16 @@ impl DistanceTable {
         let dimension = query.len();
         let width = books.width(dimension);
         let residual: Vec<f32> = query.iter().zip(centroid).map(|(q, c)| q - c).collect();
-        let mut table = Vec::with_capacity(books.sub_vectors * books.codewords);
-        for s in 0..books.sub_vectors {
+        let mut rows = vec![[f32::INFINITY; CODE_VALUES]; books.sub_vectors];
+        for (s, row) in rows.iter_mut().enumerate() {
             let book = &books.values[s * books.codewords * width..][..books.codewords * width];
-            for codeword in book.chunks_exact(width) {
-                table.push(match metric {
+            for (term, codeword) in row.iter_mut().zip(book.chunks_exact(width)) {
+                *term = match metric {
                     Metric::Dot => dot(&query[s * width..][..width], codeword),
                     Metric::L2 | Metric::Cosine => {
                         l2_squared(&residual[s * width..][..width], codeword)
                     }
-                });
+                };
             }
         }
         let constant = match metric {
@@ -228,9 +231,7 @@ impl DistanceTable {
             Metric::L2 | Metric::Cosine => 0.0,
         };
         Self {
-            sub_vectors: books.sub_vectors,
-            codewords: books.codewords,
-            table,
+            rows,
             constant,
             metric,
         }
@@ -239,10 +240,9 @@ impl DistanceTable {
     /// The estimated distance (as `Metric::distance` measures it) of the vector `code`
     /// stands for.
     pub(super) fn estimate(&self, code: &[u8]) -> f32 {
-        let mut sum = self.constant;
-        for (s, &c) in code.iter().enumerate().take(self.sub_vectors) {
-            sum += self.table[s * self.codewords + c as usize];
-        }
+        // A row of 256 indexed by a byte: no bounds check in the loop.
+        let sum = (code.iter().zip(&self.rows))
+            .fold(self.constant, |sum, (&c, row)| sum + row[c as usize]);
         match self.metric {
             Metric::L2 => sum.max(0.0).sqrt(),
             // Between unit vectors, 1 - cos = |a - b|² / 2.

@@ -616,3 +616,34 @@ async fn optimize_rebuilds_a_stale_segment_with_the_uncovered_fragments_in_its_p
         "{error}"
     );
 }
+
+/// A probe keeps only its nearest entries; when nearly all of them are stale (their rows
+/// updated since), the search is run again keeping every entry, so the valid ones beyond
+/// them are still found: the answer is the exact one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_whose_nearest_entries_are_stale_finds_the_valid_ones_beyond() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    sql(&ctx, "CREATE TABLE t (id BIGINT, e VECTOR(2))").await;
+    sql(
+        &ctx,
+        "INSERT INTO t SELECT value, [CAST(value AS FLOAT) / 1000, 0.0] \
+         FROM generate_series(0, 999)",
+    )
+    .await;
+    let create = "SELECT * FROM natal_create_index('t', 'e', 'e_idx', 'ivf_flat', 'partitions=1')";
+    sql(&ctx, create).await;
+    // The 995 nearest rows move far away; the index still lists them where they were.
+    sql(
+        &ctx,
+        "UPDATE t SET e = [100.0 + CAST(id AS FLOAT) / 1000, 0.0] WHERE id < 995",
+    )
+    .await;
+    let search = "SELECT id FROM t ORDER BY l2_distance(e, [0.0, 0.0]) LIMIT 10";
+    let indexed = ids_of(&ctx, search).await;
+    sql(&ctx, "SET natal.use_index = false").await;
+    let exact = ids_of(&ctx, search).await;
+    assert_eq!(indexed, exact);
+    assert_eq!(indexed, vec![995, 996, 997, 998, 999, 0, 1, 2, 3, 4]);
+}
