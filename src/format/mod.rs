@@ -74,8 +74,8 @@ pub use stored_type::{
 pub use unresolved::{row_ids_held_by, RowIdsRead, RowIdsToRead, Unresolved};
 pub use vector::{Metric, VectorIndex, VectorIndexKind};
 pub use wire::{
-    decode_row_ids, encode_row_ids, is_wire_payload, WirePiece, WireProvider, WireScan, WireTable,
-    WIRE_MAGIC, WIRE_VERSION,
+    decode_row_ids, encode_row_ids, is_wire_payload, WireNearest, WirePiece, WireProvider,
+    WireScan, WireTable, WIRE_MAGIC, WIRE_VERSION,
 };
 
 #[cfg(test)]

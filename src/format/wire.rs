@@ -8,6 +8,7 @@ use std::ops::Range;
 use prost::Message;
 
 use super::proto;
+use super::Metric;
 use crate::error::{Error, Result};
 
 /// The first bytes of every payload. Its zero first byte is a field tag no protobuf message
@@ -15,7 +16,7 @@ use crate::error::{Error, Result};
 pub const WIRE_MAGIC: [u8; 4] = [0x00, b'N', b'T', b'L'];
 
 /// The wire version this natal writes and reads; any change to the messages bumps it.
-pub const WIRE_VERSION: u8 = 1;
+pub const WIRE_VERSION: u8 = 2;
 
 /// A table a query reads, pinned at the version the query was planned at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +40,7 @@ pub struct WirePiece {
 
 /// A scan as its table provider planned it, to be planned again over the same version and
 /// read piece for piece.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WireScan {
     /// The table and version.
     pub table: WireTable,
@@ -58,6 +59,28 @@ pub struct WireScan {
     pub output_schema: Vec<u8>,
     /// Each partition's pieces.
     pub partitions: Vec<Vec<WirePiece>>,
+    /// A nearest-rows search standing in for the scan, if one does.
+    pub nearest: Option<WireNearest>,
+}
+
+/// A search for the `k` rows of a scan nearest `query` in `column` through a vector index,
+/// the scan's filters its pre-filter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireNearest {
+    /// The index searched (its name, for `EXPLAIN`).
+    pub index: String,
+    /// The vector column.
+    pub column: String,
+    /// The query vector.
+    pub query: Vec<f32>,
+    /// Rows answered, at most.
+    pub k: usize,
+    /// The distance ranked by.
+    pub metric: Metric,
+    /// Partitions probed in each segment.
+    pub nprobes: usize,
+    /// Candidates re-ranked by their exact vectors, as a multiple of `k`.
+    pub refine_factor: Option<usize>,
 }
 
 /// A table a logical plan names: natal's, by place and version, or rows the sender holds.
@@ -152,6 +175,15 @@ impl WireScan {
                     pieces: pieces.iter().map(piece_to_proto).collect(),
                 })
                 .collect(),
+            nearest: self.nearest.as_ref().map(|n| proto::WireNearest {
+                index: n.index.clone(),
+                column: n.column.clone(),
+                query: n.query.clone(),
+                k: n.k as u64,
+                metric: n.metric.name().to_string(),
+                nprobes: n.nprobes as u64,
+                refine_factor: n.refine_factor.map(|r| r as u64),
+            }),
         };
         sealed(&message)
     }
@@ -176,8 +208,28 @@ impl WireScan {
             blob_references: message.blob_references,
             output_schema: message.output_schema,
             partitions,
+            nearest: message.nearest.map(nearest_from_proto).transpose()?,
         })
     }
+}
+
+fn nearest_from_proto(nearest: proto::WireNearest) -> Result<WireNearest> {
+    let count = |n: u64, what: &str| {
+        usize::try_from(n).map_err(|_| Error::PlanPayload(format!("{what} beyond this machine")))
+    };
+    let metric = Metric::parse(&nearest.metric)
+        .ok_or_else(|| Error::PlanPayload(format!("unknown metric {:?}", nearest.metric)))?;
+    Ok(WireNearest {
+        index: nearest.index,
+        column: nearest.column,
+        query: nearest.query,
+        k: count(nearest.k, "a k")?,
+        metric,
+        nprobes: count(nearest.nprobes, "nprobes")?,
+        refine_factor: (nearest.refine_factor)
+            .map(|r| count(r, "a refine factor"))
+            .transpose()?,
+    })
 }
 
 /// The payload of a set of row ids (`natal_rowid_in`'s).
@@ -290,6 +342,7 @@ mod tests {
                     rows: Some(5..9),
                 }],
             ],
+            nearest: None,
         }
     }
 
@@ -297,6 +350,19 @@ mod tests {
     fn payloads_round_trip() {
         let scan = scan();
         assert_eq!(WireScan::decode(&scan.encode()).unwrap(), scan);
+        let search = WireScan {
+            nearest: Some(WireNearest {
+                index: "e_idx".into(),
+                column: "e".into(),
+                query: vec![0.5, -1.0, f32::MIN_POSITIVE],
+                k: 10,
+                metric: Metric::Cosine,
+                nprobes: 32,
+                refine_factor: Some(4),
+            }),
+            ..scan.clone()
+        };
+        assert_eq!(WireScan::decode(&search.encode()).unwrap(), search);
         for provider in [
             WireProvider::Table(scan.table.clone()),
             WireProvider::Rows(vec![vec![1, 2], vec![]]),
@@ -335,5 +401,17 @@ mod tests {
             WireProvider::decode(b"\x0a\x03abc"),
             Err(Error::PlanPayload(_))
         ));
+        let unknown_metric = proto::WireScan {
+            table: Some(table_to_proto(&scan().table)),
+            nearest: Some(proto::WireNearest {
+                metric: "manhattan".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let message = WireScan::decode(&sealed(&unknown_metric))
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("unknown metric"), "{message}");
     }
 }

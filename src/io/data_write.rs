@@ -57,6 +57,10 @@ const ROW_GROUP_MEMORY_BYTES: usize = 256 * 1024 * 1024;
 /// page of its own): a read of a few rows' values (a take, the rows a filter kept) fetches
 /// their pages, and a page of a thousand inline values would have it fetch them all.
 const INLINE_PAGE_BYTES: usize = 8 * 1024;
+/// Bytes per page of a vector column's components, at most: a search re-ranks its
+/// candidates and returns its rows by take, a page a row, and pages of [`PAGE_BYTES`] held
+/// 128 vectors of 128 components where the take wanted one.
+const VECTOR_PAGE_BYTES: usize = 16 * 1024;
 /// How a data file is written, column by column, judged from `sample` (its first rows):
 /// - version 2 pages with delta encodings (integers bit-packed as deltas, strings as shared
 ///   prefixes), except columns whose values repeat ([`few_distinct`]), which get a
@@ -67,9 +71,10 @@ const INLINE_PAGE_BYTES: usize = 8 * 1024;
 /// - pages of [`PAGE_ROWS`] rows or [`PAGE_BYTES`]; a blob column's inline values in pages
 ///   of about [`INLINE_PAGE_BYTES`];
 /// - no page bounds for columns of wide values ([`WIDE_VALUE_BYTES`]);
-/// - a vector's components plain and uncompressed: float bytes neither share prefixes nor
-///   compress (1M vectors of 128 floats, 512 MB, made a 513.6 MB file with delta encoding
-///   and Snappy), and a plain page lets a read of a few rows skip to them undecoded.
+/// - a vector's components plain and uncompressed, in pages of [`VECTOR_PAGE_BYTES`]:
+///   float bytes neither share prefixes nor compress (1M vectors of 128 floats, 512 MB,
+///   made a 513.6 MB file with delta encoding and Snappy), and a plain page lets a read of
+///   a few rows skip to them undecoded.
 fn writer_properties(schema: &SchemaRef, sample: Option<&RecordBatch>) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_writer_version(WriterVersion::PARQUET_2_0)
@@ -92,6 +97,7 @@ fn writer_properties(schema: &SchemaRef, sample: Option<&RecordBatch>) -> Writer
                 builder = builder
                     .set_column_encoding(path.clone(), Encoding::PLAIN)
                     .set_column_compression(path.clone(), Compression::UNCOMPRESSED)
+                    .set_column_data_page_size_limit(path.clone(), VECTOR_PAGE_BYTES)
                     .set_column_statistics_enabled(path, EnabledStatistics::Chunk);
             }
             let inline = children.get(crate::format::blob_descriptor::INLINE);

@@ -283,3 +283,80 @@ async fn blob_sizes_on_the_cluster_fetch_no_payload() {
         assert_eq!(read > payload, payload_read, "{query}: {read} bytes read");
     }
 }
+
+/// An indexed top-k runs on the cluster as a search (the scheduler plans it; the executors
+/// decode it): the executors read the probed partitions and the rows returned, not the
+/// vector column, and the answer is the local session's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_indexed_search_on_the_cluster_reads_the_index_not_every_vector() {
+    use natal::internals::io::InstrumentedStore;
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let local = SessionContext::new();
+    natal::datafusion::register(&local, root).unwrap();
+    let components: Vec<String> = (0..32)
+        .map(|d| format!("CAST(sin(value * 0.37 + {d}) AS FLOAT)"))
+        .collect();
+    for sql in [
+        "CREATE TABLE v (id BIGINT, e VECTOR(32))".to_string(),
+        format!(
+            "INSERT INTO v SELECT value, [{}] FROM generate_series(0, 19999)",
+            components.join(", ")
+        ),
+        "SELECT * FROM natal_create_index('v', 'e', 'e_idx', 'ivf_flat', 'partitions=16')"
+            .to_string(),
+        "SET natal.nprobes = 2".to_string(),
+    ] {
+        crate::common::answer(&local, &sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let store = Arc::new(InstrumentedStore::new(Arc::new(
+        object_store::local::LocalFileSystem::new(),
+    )));
+    let stores = {
+        let store = store.clone();
+        move || {
+            let runtime = datafusion::execution::runtime_env::RuntimeEnv::default();
+            let files = url::Url::parse("file://").unwrap();
+            runtime.register_object_store(&files, store.clone());
+            Arc::new(runtime)
+        }
+    };
+    let cluster = Cluster::start_with(2, 1, stores);
+    let remote = cluster.client(root).await;
+    natal::datafusion::sql(&remote, "SET natal.nprobes = 2")
+        .await
+        .unwrap();
+    let query: Vec<String> = (0..32)
+        .map(|d| format!("{:?}", (d as f32 * 0.3).sin()))
+        .collect();
+    for filter in ["", "WHERE id % 3 = 1"] {
+        let search = format!(
+            "SELECT id, l2_distance(e, [{}]) AS d FROM v {filter} ORDER BY d LIMIT 7",
+            query.join(", ")
+        );
+        let expected = rows(&local, &search).await;
+        assert_eq!(expected.len(), 7);
+        let mut read = Vec::new();
+        for use_index in [true, false] {
+            let set = format!("SET natal.use_index = {use_index}");
+            natal::datafusion::sql(&remote, &set).await.unwrap();
+            store.reset();
+            let found = rows(&remote, &search).await;
+            read.push(store.tally().bytes_read);
+            if use_index {
+                assert_eq!(found, expected, "{search}");
+            }
+        }
+        // The exact search reads every vector (20,000 of 128 bytes); the indexed one, two
+        // partitions of 16 and the rows it returns.
+        assert!(read[1] >= 20_000 * 128, "{read:?}");
+        assert!(
+            read[0] * 2 < read[1],
+            "{search}: {read:?} bytes, indexed and exact"
+        );
+    }
+}

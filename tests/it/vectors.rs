@@ -63,6 +63,10 @@ async fn vector_columns_are_fixed_size_lists_of_floats_from_any_list_of_numbers(
     for statement in [
         "INSERT INTO t (id, e) VALUES (5, [1.0, 2.0, 3.0]), (6, [1.0, 2.0])",
         "UPDATE t SET e = [1.0, 2.0] WHERE id = 1",
+        "MERGE INTO t USING (SELECT 1 AS id, [1.0, 2.0] AS e) s ON t.id = s.id \
+         WHEN MATCHED THEN UPDATE SET e = s.e",
+        "MERGE INTO t USING (SELECT 9 AS id, [1.0, 2.0] AS e) s ON t.id = s.id \
+         WHEN NOT MATCHED THEN INSERT (id, e) VALUES (s.id, s.e)",
     ] {
         let error = answer(&ctx, statement).await.unwrap_err().to_string();
         assert!(

@@ -105,9 +105,10 @@ pub fn scheduler_session_builder(runtime: Arc<RuntimeEnv>) -> ballista_scheduler
     })
 }
 
-/// A scheduler's physical planner: DataFusion's, then natal's physical rule
-/// [`crate::datafusion::BlobSizes`]. Ballista's adaptive planner optimizes a job's plan with its own
-/// list of rules, not the session's, but builds the plan with the session's query planner.
+/// A scheduler's physical planner: DataFusion's, then natal's physical rules
+/// [`crate::datafusion::BlobSizes`] and `NearestRows` (an indexed search in a top-k's scan's
+/// place). Ballista's adaptive planner optimizes a job's plan with its own list of rules,
+/// not the session's, but builds the plan with the session's query planner.
 #[derive(Debug)]
 struct SchedulerPlanner;
 
@@ -121,7 +122,9 @@ impl QueryPlanner for SchedulerPlanner {
         let plan = DefaultPhysicalPlanner::default()
             .create_physical_plan(logical_plan, session_state)
             .await?;
-        crate::datafusion::BlobSizes.optimize(plan, session_state.config_options())
+        let config = session_state.config_options();
+        let plan = crate::datafusion::BlobSizes.optimize(plan, config)?;
+        crate::datafusion::scan::nearest::NearestRows.optimize(plan, config)
     }
 }
 

@@ -2,7 +2,8 @@
 //! encoding (datafusion-proto), as Ballista sends plans from client to scheduler to
 //! executors. [`NatalLogicalCodec`] sends a natal table as its URL and the version the
 //! statement pinned; [`NatalPhysicalCodec`] sends natal's file scan as what its provider
-//! was asked plus each partition's pieces. Every other node, table or function goes to the
+//! was asked plus each partition's pieces, and a nearest-rows search (`NatalNearestExec`)
+//! as the scan it stands in for plus the search. Every other node, table or function goes to the
 //! codec each wraps (Ballista's own, which encodes its shuffle nodes), unchanged: natal's
 //! payloads open with a byte no protobuf message starts with (`format::WIRE_MAGIC`).
 //!
@@ -39,6 +40,7 @@ use crate::datafusion::provider::NatalTableProvider;
 use crate::datafusion::scan::file_source::{
     data_source_exec, NatalFileSource, NatalPieces, ScanSource,
 };
+use crate::datafusion::scan::nearest::NearestExec;
 use crate::datafusion::scan::partitions::Piece;
 use crate::datafusion::scan::rowid_list::RowIdIn;
 use crate::format::{
@@ -308,14 +310,20 @@ impl Default for NatalPhysicalCodec {
 
 /// The scan a natal file source reads, as the wire carries it (its pieces left out).
 fn wire_of(source: &NatalFileSource, config: &FileScanConfig) -> Result<WireScan> {
+    wire_of_scan(source.scan(), config.limit, config.file_schema().as_ref())
+}
+
+/// The scan `scan` plans, with at most `limit` rows of `schema`, as the wire carries it
+/// (no pieces, no search).
+fn wire_of_scan(scan: &ScanSource, limit: Option<usize>, schema: &Schema) -> Result<WireScan> {
     let logical = NatalLogicalCodec::default();
     let filters = |filters: &[datafusion::logical_expr::Expr]| {
         (filters.iter())
             .map(|f| Ok(serialize_expr(f, &logical)?.encode_to_vec()))
             .collect::<Result<Vec<_>>>()
     };
-    let schema = protobuf::Schema::try_from(config.file_schema().as_ref())?;
-    let mut wire = match source.scan() {
+    let schema = protobuf::Schema::try_from(schema)?;
+    let mut wire = match scan {
         ScanSource::Planned(plan) => WireScan {
             table: WireTable {
                 url: table_url(&plan.origin.table)?,
@@ -329,10 +337,11 @@ fn wire_of(source: &NatalFileSource, config: &FileScanConfig) -> Result<WireScan
             blob_references: blob_references_code(plan.blob_references),
             output_schema: Vec::new(),
             partitions: Vec::new(),
+            nearest: None,
         },
         ScanSource::Sent(sent) => sent.wire.clone(),
     };
-    wire.limit = config.limit;
+    wire.limit = limit;
     wire.output_schema = schema.encode_to_vec();
     Ok(wire)
 }
@@ -397,6 +406,7 @@ impl PhysicalExtensionCodec for NatalPhysicalCodec {
             })
             .collect::<Result<Vec<_>>>()?;
         let limit = wire.limit;
+        let nearest = wire.nearest.take();
         let sent = SentScan::new(
             wire,
             filters,
@@ -404,6 +414,9 @@ impl PhysicalExtensionCodec for NatalPhysicalCodec {
             ctx.runtime_env(),
             ctx.session_config().clone(),
         );
+        if let Some(nearest) = nearest {
+            return Ok(Arc::new(NearestExec::sent(Arc::new(sent), nearest, output)));
+        }
         let scan = ScanSource::Sent(Arc::new(sent));
         Ok(data_source_exec(scan, output, groups, limit, None))
     }
@@ -421,6 +434,12 @@ impl PhysicalExtensionCodec for NatalPhysicalCodec {
                 buf.extend_from_slice(&wire.encode());
                 return Ok(());
             }
+        }
+        if let Some(search) = node.downcast_ref::<NearestExec>() {
+            let mut wire = wire_of_scan(search.scan(), None, search.schema().as_ref())?;
+            wire.nearest = Some(search.wire());
+            buf.extend_from_slice(&wire.encode());
+            return Ok(());
         }
         if natal_write(node.as_ref()) {
             return Err(DataFusionError::Plan(format!(

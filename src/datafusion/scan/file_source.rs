@@ -70,7 +70,8 @@ pub(crate) enum ScanSource {
 }
 
 impl ScanSource {
-    fn version(&self) -> u64 {
+    /// The version it reads.
+    pub(crate) fn version(&self) -> u64 {
         match self {
             ScanSource::Planned(plan) => plan.snapshot.version(),
             ScanSource::Sent(sent) => sent.version(),

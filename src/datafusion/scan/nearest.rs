@@ -24,6 +24,7 @@ use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::utils::conjunction;
 use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -37,13 +38,13 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Pla
 use datafusion::scalar::ScalarValue;
 
 use super::exec::NatalScanExec;
-use super::file_source::planned_scan;
-use super::filter::ExprPredicate;
+use super::file_source::{planned_scan, ScanSource};
 use super::path::{passes_rows_on, with_scan_replaced};
 use super::plan::ScanPlan;
+use crate::datafusion::cluster::sent::SentScan;
 use crate::datafusion::leaf::{leaf_exec_methods, leaf_properties};
 use crate::datafusion::options::NatalOptions;
-use crate::format::Metric;
+use crate::format::{Metric, WireNearest};
 use crate::table::{NearestOptions, RowPredicate, Snapshot};
 
 /// The rule (registered by `natal::datafusion::register`).
@@ -212,17 +213,28 @@ impl PhysicalOptimizerRule for NearestRows {
 
 /// The `k` rows of a natal scan nearest a query, found through a vector index
 /// (`Snapshot::nearest`), in the scan's columns.
-#[derive(Debug)]
 pub struct NearestExec {
-    snapshot: Arc<Snapshot>,
+    /// The scan it stands in for: its snapshot, and its filter as the pre-filter.
+    scan: ScanSource,
     index: String,
     column: String,
     query: Vec<f32>,
     k: usize,
     options: NearestOptions,
-    filter: Option<Arc<ExprPredicate>>,
     schema: SchemaRef,
     properties: Arc<PlanProperties>,
+}
+
+impl std::fmt::Debug for NearestExec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NearestExec")
+            .field("version", &self.scan.version())
+            .field("index", &self.index)
+            .field("column", &self.column)
+            .field("k", &self.k)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
 }
 
 impl NearestExec {
@@ -252,27 +264,69 @@ impl NearestExec {
             metric: ranking.metric,
             ..search
         };
-        // The scan's own filter is the search's pre-filter. Hints pushed into the scan (a
-        // top-k's bound on the very distance searched) are left to the operators above:
-        // as a pre-filter they had every vector read.
-        let filter = match &plan.filter {
-            Some(filter) if filter.pushed().is_some() => {
-                filter.without_pushed(&plan.snapshot).ok()?.map(Arc::new)
-            }
-            filter => filter.clone(),
-        };
         Some(Self {
-            snapshot: plan.snapshot.clone(),
+            scan: ScanSource::Planned(Arc::new(plan.clone())),
             index,
             column: ranking.column,
             query: ranking.query,
             k,
             options,
-            filter,
             properties: leaf_properties(schema.clone(), 1, EmissionType::Final),
             schema,
         })
     }
+
+    /// The search `wire` describes over `scan`, sent by another process (its output
+    /// columns `schema`).
+    pub(crate) fn sent(scan: Arc<SentScan>, wire: WireNearest, schema: SchemaRef) -> Self {
+        let options = NearestOptions {
+            metric: wire.metric,
+            nprobes: wire.nprobes,
+            use_index: true,
+            refine_factor: wire.refine_factor,
+        };
+        Self {
+            scan: ScanSource::Sent(scan),
+            index: wire.index,
+            column: wire.column,
+            query: wire.query,
+            k: wire.k,
+            options,
+            properties: leaf_properties(schema.clone(), 1, EmissionType::Final),
+            schema,
+        }
+    }
+
+    /// The scan it stands in for.
+    pub(crate) fn scan(&self) -> &ScanSource {
+        &self.scan
+    }
+
+    /// The search, as the wire carries it.
+    pub(crate) fn wire(&self) -> WireNearest {
+        WireNearest {
+            index: self.index.clone(),
+            column: self.column.clone(),
+            query: self.query.clone(),
+            k: self.k,
+            metric: self.options.metric,
+            nprobes: self.options.nprobes,
+            refine_factor: self.options.refine_factor,
+        }
+    }
+}
+
+/// The pre-filter of a search standing in for the scan `plan`: the scan's own filter.
+/// Hints pushed into the scan (a top-k's bound on the very distance searched) are left to
+/// the operators above: as a pre-filter they had every vector read.
+fn prefilter(plan: &ScanPlan) -> Result<Option<Arc<dyn RowPredicate>>> {
+    Ok(match &plan.filter {
+        Some(filter) if filter.pushed().is_some() => filter
+            .without_pushed(&plan.snapshot)?
+            .map(|f| Arc::new(f) as Arc<dyn RowPredicate>),
+        Some(filter) => Some(filter.clone() as Arc<dyn RowPredicate>),
+        None => None,
+    })
 }
 
 impl DisplayAs for NearestExec {
@@ -280,7 +334,7 @@ impl DisplayAs for NearestExec {
         write!(
             f,
             "NatalNearestExec: version={}, column={}, index={} metric={} nprobes={}, k={}",
-            self.snapshot.version(),
+            self.scan.version(),
             self.column,
             self.index,
             self.options.metric.name(),
@@ -290,8 +344,17 @@ impl DisplayAs for NearestExec {
         if let Some(refine) = self.options.refine_factor {
             write!(f, ", refine={refine}")?;
         }
-        if let Some(planned) = self.filter.as_ref().and_then(|f| f.planned()) {
-            write!(f, ", prefilter={planned}")?;
+        match &self.scan {
+            ScanSource::Planned(plan) => {
+                if let Some(planned) = plan.filter.as_ref().and_then(|f| f.planned()) {
+                    write!(f, ", prefilter={planned}")?;
+                }
+            }
+            ScanSource::Sent(sent) => {
+                if let Some(filter) = conjunction(sent.filters.iter().cloned()) {
+                    write!(f, ", prefilter={filter}")?;
+                }
+            }
         }
         Ok(())
     }
@@ -313,14 +376,18 @@ impl ExecutionPlan for NearestExec {
         _partition: usize,
         _context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let filter = (self.filter.clone()).map(|f| f as Arc<dyn RowPredicate>);
-        let rows = nearest_rows(
-            self.snapshot.clone(),
-            self.column.clone(),
-            self.query.clone(),
-            (self.k, self.options, filter),
-            self.schema.clone(),
-        );
+        let scan = self.scan.clone();
+        let (column, query) = (self.column.clone(), self.query.clone());
+        let (k, options, output) = (self.k, self.options, self.schema.clone());
+        let rows = async move {
+            let plan = match &scan {
+                ScanSource::Planned(plan) => plan.clone(),
+                ScanSource::Sent(sent) => sent.plan().await?,
+            };
+            let filter = prefilter(&plan)?;
+            let snapshot = plan.snapshot.clone();
+            nearest_rows(snapshot, column, query, (k, options, filter), output).await
+        };
         let schema = self.schema.clone();
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             schema,

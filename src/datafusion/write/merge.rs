@@ -37,7 +37,7 @@ use datafusion::physical_plan::{
 };
 use futures::TryStreamExt;
 
-use super::dml::count_schema;
+use super::dml::{count_schema, naming_the_vector_column};
 use crate::datafusion::leaf::{figures_stream, leaf_properties};
 use crate::datafusion::{progress_of, NatalTableProvider, ProviderView};
 use crate::rowid::{RowAddress, RowId};
@@ -316,7 +316,9 @@ async fn merge(table: Table, source: SendableRecordBatchStream, spec: MergeSpec)
                                 false => cast(&value, field.data_type())?,
                             })
                         })
-                        .collect::<Result<Vec<ArrayRef>>>()?;
+                        .collect::<Result<Vec<ArrayRef>>>()
+                        // A list of another length than a vector column's names the column.
+                        .map_err(|e| naming_the_vector_column(e, &user, None))?;
                     let new_rows = crate::io::table_batch(&user, columns)?;
                     match inserts {
                         true => changes.inserted.push(new_rows),
