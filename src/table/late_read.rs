@@ -29,6 +29,7 @@ use roaring::RoaringBitmap;
 use super::filter::{passing_rows, RowPredicate};
 use super::rows_with_ids::read_with_ids;
 use super::scan_request::{ScanMetrics, ScanRequest, ROW_ADDR};
+use super::Snapshot;
 use crate::error::{Error, Result};
 use crate::format::{FieldId, Fragment, Manifest};
 use crate::io::{FileColumns, PagePruning, TableStore};
@@ -236,6 +237,35 @@ fn wide_enough(manifest: &Manifest, deferred: &[FieldId], probe: &[FieldId]) -> 
     }
     deferred_bytes >= rows.max(1).saturating_mul(MIN_ROW_BYTES)
         && deferred_bytes >= probe_bytes.max(1).saturating_mul(WIDTH_RATIO)
+}
+
+/// Bytes a row, at least, of the columns a top-k by a distance does not rank by, for the
+/// rows to be taken after it (`Snapshot::worth_taking_after_ranking`): under it a take of
+/// `k` rows costs more than reading them with the vectors (an id and a short label).
+const MIN_TAKEN_ROW_BYTES: u64 = 64;
+
+impl Snapshot {
+    /// Whether reading the columns `others` for the few rows a top-k keeps, after it,
+    /// spares a scan more than those takes cost: one of them is a blob column (its values
+    /// are fetched apart), or they hold at least [`MIN_TAKEN_ROW_BYTES`] a row across the
+    /// fragments. A column whose size no file records counts as nothing.
+    pub(crate) fn worth_taking_after_ranking(&self, others: &[String]) -> bool {
+        let fields: Vec<&crate::format::Field> = (others.iter())
+            .filter_map(|name| self.schema().field_by_name(name))
+            .collect();
+        if fields.iter().any(|f| f.blob.is_some()) {
+            return true;
+        }
+        let ids: Vec<FieldId> = fields.iter().map(|f| f.id).collect();
+        let manifest = self.manifest();
+        let rows: u64 = (manifest.fragments.iter())
+            .map(|f| u64::from(f.physical_rows))
+            .sum();
+        let bytes: u64 = (manifest.fragments.iter())
+            .map(|f| f.uncompressed_bytes(&ids))
+            .sum();
+        bytes >= rows.max(1).saturating_mul(MIN_TAKEN_ROW_BYTES)
+    }
 }
 
 /// The bytes (before compression) of the columns `deferred` that `rows` of `fragment` hold,

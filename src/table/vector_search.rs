@@ -78,6 +78,19 @@ impl Snapshot {
         options: NearestOptions,
         filter: Option<Arc<dyn RowPredicate>>,
     ) -> Result<RecordBatch> {
+        let search = (column, query, k, options);
+        self.nearest_in_columns(search, filter, None).await
+    }
+
+    /// [`Self::nearest_where`] with only the user columns `columns` (`None`: every one)
+    /// before `_rowid` and `_distance`: the rows are taken whole, and an SQL search that
+    /// returns few of a wide table's columns reads only those.
+    pub(crate) async fn nearest_in_columns(
+        &self,
+        (column, query, k, options): (&str, &[f32], usize, NearestOptions),
+        filter: Option<Arc<dyn RowPredicate>>,
+        columns: Option<Vec<String>>,
+    ) -> Result<RecordBatch> {
         let vectors = self.vector_column(column)?;
         if query.len() != vectors.dimension {
             return Err(Error::invalid(format!(
@@ -159,7 +172,7 @@ impl Snapshot {
         best.extend(found);
         best.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         best.truncate(k);
-        self.rows_with_distances(&best).await
+        self.rows_with_distances(&best, columns).await
     }
 
     /// Up to `k` of the entries of the `nprobes` partitions nearest `query` in each of
@@ -396,11 +409,16 @@ impl Snapshot {
         Ok(())
     }
 
-    /// The rows `best` names (distance, row id), in that order, with `_rowid` and
-    /// `_distance`.
-    async fn rows_with_distances(&self, best: &[(f32, u64)]) -> Result<RecordBatch> {
+    /// The rows `best` names (distance, row id), in that order: their user `columns`
+    /// (`None`: all), `_rowid` and `_distance`.
+    async fn rows_with_distances(
+        &self,
+        best: &[(f32, u64)],
+        columns: Option<Vec<String>>,
+    ) -> Result<RecordBatch> {
         let ids: Vec<RowId> = best.iter().map(|(_, id)| RowId::from_u64(*id)).collect();
         let request = ScanRequest {
+            columns,
             with_row_id: true,
             ..Default::default()
         };

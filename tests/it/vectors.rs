@@ -232,3 +232,117 @@ async fn exact_search_matches_brute_force_through_updates_deletes_and_compaction
     assert_eq!(d, Metric::L2.distance(&model[&id], &query));
     assert!(batches[0].column(1).null_count() == 0);
 }
+
+/// Without an index, natal's exact search stands in for the scan under a top-k by a
+/// distance: it reads the vector column (and the filter's) for every row and the other
+/// columns for the `k` rows only, and answers as DataFusion's own top-k over the scan does
+/// (`natal.use_index = false`) — rows without a vector last when fewer than `k` have one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exact_search_reads_the_other_columns_of_the_rows_it_returns_only() {
+    use datafusion::execution::runtime_env::RuntimeEnv;
+    use datafusion::prelude::SessionConfig;
+    use natal::internals::io::InstrumentedStore;
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(InstrumentedStore::new(Arc::new(
+        object_store::local::LocalFileSystem::new(),
+    )));
+    let runtime = RuntimeEnv::default();
+    runtime.register_object_store(&url::Url::parse("file://").unwrap(), store.clone());
+    let ctx = SessionContext::new_with_config_rt(SessionConfig::new(), Arc::new(runtime));
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    rows(
+        &ctx,
+        "CREATE TABLE t (id BIGINT, e VECTOR(4), body VARCHAR)",
+    )
+    .await;
+    // A body of 512 hex digits a row beside a vector of 16 bytes.
+    let body: Vec<String> = (0..16)
+        .map(|i| format!("md5(CAST(value * 16 + {i} AS VARCHAR))"))
+        .collect();
+    rows(
+        &ctx,
+        &format!(
+            "INSERT INTO t SELECT value, [CAST(sin(value) AS FLOAT), CAST(cos(value) AS FLOAT), \
+             CAST(value % 7 AS FLOAT), 1.0], concat({}) FROM generate_series(0, 19999)",
+            body.join(", ")
+        ),
+    )
+    .await;
+    let mut answers = Vec::new();
+    let mut read = Vec::new();
+    let searches = [
+        "SELECT id, body FROM t ORDER BY l2_distance(e, [0.5, 0.5, 3.0, 1.0]) LIMIT 5",
+        "SELECT id, l2_distance(e, [0.5, 0.5, 3.0, 1.0]) AS d, body FROM t WHERE id % 2 = 0 \
+         ORDER BY d LIMIT 5",
+        "SELECT id, body FROM t ORDER BY inner_product(e, [0.5, 0.5, 3.0, 1.0]) DESC NULLS LAST \
+         LIMIT 3",
+    ];
+    for use_index in [true, false] {
+        rows(&ctx, &format!("SET natal.use_index = {use_index}")).await;
+        for search in searches {
+            let shown = answer(&ctx, &format!("EXPLAIN {search}")).await.unwrap();
+            assert_eq!(shown.contains("exact metric="), use_index, "{shown}");
+            store.reset();
+            answers.push(answer(&ctx, search).await.unwrap());
+            read.push(store.tally().bytes_read);
+        }
+    }
+    assert_eq!(answers[..3], answers[3..]);
+    for (search, (exact, scanned)) in searches.iter().zip(read.iter().zip(&read[3..])) {
+        assert!(
+            exact * 3 < *scanned,
+            "{search}: {exact} bytes read, {scanned} by the scan"
+        );
+    }
+    // DESC puts NULL distances first: the sort's own answer. Nor does a search stand in for
+    // a scan of narrow rows (an id beside the vector): it would read as much, and take.
+    rows(&ctx, "SET natal.use_index = true").await;
+    for scan in [
+        "SELECT id, body FROM t ORDER BY inner_product(e, [1.0, 0.0, 0.0, 0.0]) DESC LIMIT 3",
+        "SELECT id FROM t ORDER BY l2_distance(e, [1.0, 0.0, 0.0, 0.0]) LIMIT 3",
+    ] {
+        let shown = answer(&ctx, &format!("EXPLAIN {scan}")).await.unwrap();
+        assert!(!shown.contains("NatalNearestExec"), "{shown}");
+    }
+
+    // Fewer rows with a vector than asked for: those, then rows without one.
+    rows(
+        &ctx,
+        "CREATE TABLE few (id BIGINT, e VECTOR(2), note VARCHAR)",
+    )
+    .await;
+    rows(
+        &ctx,
+        "INSERT INTO few VALUES (1, [0.0, 1.0], repeat(md5('1'), 3)), \
+         (2, NULL, repeat(md5('2'), 3)), (3, [2.0, 2.0], repeat(md5('3'), 3)), \
+         (4, NULL, repeat(md5('4'), 3)), (5, [0.0, 0.5], repeat(md5('5'), 3))",
+    )
+    .await;
+    let search = "SELECT id, l2_distance(e, [0.0, 0.0]) AS d, note FROM few ORDER BY d LIMIT 4";
+    let shown = answer(&ctx, &format!("EXPLAIN {search}")).await.unwrap();
+    assert!(shown.contains("exact metric=l2"), "{shown}");
+    let found = answer(&ctx, search).await.unwrap();
+    let cells: Vec<(String, String)> = (found.lines())
+        .filter(|l| l.starts_with("| "))
+        .skip(1)
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            (cells[1].to_string(), cells[2].chars().take(5).collect())
+        })
+        .collect();
+    let expected = [("5", "0.5"), ("1", "1.0"), ("3", "2.828")];
+    for (at, (id, d)) in expected.iter().enumerate() {
+        assert_eq!(
+            (cells[at].0.as_str(), cells[at].1.as_str()),
+            (*id, *d),
+            "{found}"
+        );
+    }
+    assert_eq!(cells.len(), 4, "{found}");
+    assert!(
+        ["2", "4"].contains(&cells[3].0.as_str()) && cells[3].1.is_empty(),
+        "{found}"
+    );
+}

@@ -1,12 +1,16 @@
 //! Nearest rows in SQL: the physical rule [`NearestRows`] finds a top-k sort by a vector
 //! distance over a natal scan — `ORDER BY l2_distance(e, [..]) LIMIT k` (or
 //! `cosine_distance`, or `inner_product(..) DESC`), through projections and operators that
-//! pass rows on as they are — and, when a vector index on `e` ranks by that metric, puts a
-//! [`NearestExec`] in the scan's place: it returns the `k` rows `Snapshot::nearest` finds,
-//! and the sort above orders them. The scan's own filter becomes the search's pre-filter (the
-//! `k` nearest of the rows that pass; `prefilter=` in `EXPLAIN`). A scan with a `_rowid`
-//! mask, a limit, row addresses or lineage columns is left as it is (the search is exact
-//! then), as is everything when `natal.use_index` is false.
+//! pass rows on as they are — and puts a [`NearestExec`] in the scan's place: it returns the
+//! `k` rows `Snapshot::nearest` finds, and the sort above orders them. With a vector index
+//! on `e` that ranks by that metric the search goes through it; without one it is exact, and
+//! reads only the vector column and the filter's before it takes the `k` rows whole (late
+//! materialization: a table of images and embeddings is not read image by image). The exact
+//! search stands in only where it answers as the sort would (one sort key, NULL distances
+//! last), and where fewer than `k` rows have a finite distance it hands the sort every row.
+//! The scan's own filter becomes the search's pre-filter (the `k` nearest of the rows that
+//! pass; `prefilter=` in `EXPLAIN`). A scan with a `_rowid` mask, a limit, row addresses or
+//! lineage columns is left as it is, as is everything when `natal.use_index` is false.
 //!
 //! ```text
 //! SortExec: TopK(fetch=10), expr=[d ASC]           SortExec: TopK(fetch=10), expr=[d ASC]
@@ -36,6 +40,8 @@ use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use datafusion::scalar::ScalarValue;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 
 use super::exec::NatalScanExec;
 use super::file_source::{planned_scan, ScanSource};
@@ -45,7 +51,8 @@ use crate::datafusion::cluster::sent::SentScan;
 use crate::datafusion::leaf::{leaf_exec_methods, leaf_properties};
 use crate::datafusion::options::NatalOptions;
 use crate::format::{Metric, WireNearest};
-use crate::table::{NearestOptions, RowPredicate, Snapshot};
+use crate::table::vector::vector_dimension;
+use crate::table::{NearestOptions, RowPredicate, ScanRequest, Snapshot, ROW_ID};
 
 /// The rule (registered by `natal::datafusion::register`).
 #[derive(Debug, Default)]
@@ -189,7 +196,13 @@ impl PhysicalOptimizerRule for NearestRows {
                 let Some(ranking) = ranking(&expr, first.options.descending) else {
                     return Ok(Transformed::no(node));
                 };
-                let Some(nearest) = NearestExec::try_new(&scan, schema, ranking, k, search) else {
+                // Without an index, natal's exact search stands in only where it answers as
+                // the sort would: one sort key (ties are the sort's to break) and NULL
+                // distances last.
+                let exact = sort.expr().len() == 1 && !first.options.nulls_first;
+                let Some(nearest) =
+                    NearestExec::try_new(&scan, schema, ranking, (k, exact), search)
+                else {
                     return Ok(Transformed::no(node));
                 };
                 let nearest: Arc<dyn ExecutionPlan> = Arc::new(nearest);
@@ -216,7 +229,8 @@ impl PhysicalOptimizerRule for NearestRows {
 pub struct NearestExec {
     /// The scan it stands in for: its snapshot, and its filter as the pre-filter.
     scan: ScanSource,
-    index: String,
+    /// The index searched; `None`: every row, exactly.
+    index: Option<String>,
     column: String,
     query: Vec<f32>,
     k: usize,
@@ -238,14 +252,15 @@ impl std::fmt::Debug for NearestExec {
 }
 
 impl NearestExec {
-    /// The search that can stand in for `scan`, if an index ranks its column by the metric
-    /// asked and the scan reads nothing a search cannot give (a mask, a limit, row
-    /// addresses or lineage).
+    /// The search that can stand in for `scan`, if the scan reads nothing a search cannot
+    /// give (a mask, a limit, row addresses or lineage): through the index that ranks its
+    /// column by the metric asked, or, with none and `exact` allowed, exactly over a vector
+    /// column of the query's length.
     fn try_new(
         plan: &ScanPlan,
         schema: SchemaRef,
         ranking: Ranking,
-        k: usize,
+        (k, exact): (usize, bool),
         search: NearestOptions,
     ) -> Option<Self> {
         if plan.row_ids.is_some()
@@ -259,9 +274,30 @@ impl NearestExec {
         }
         let index =
             plan.snapshot
-                .vector_index_for(&ranking.column, ranking.metric, ranking.query.len())?;
+                .vector_index_for(&ranking.column, ranking.metric, ranking.query.len());
+        if index.is_none() {
+            let field = plan.snapshot.schema().field_by_name(&ranking.column)?;
+            let fits = vector_dimension(&field.data_type) == Some(ranking.query.len())
+                && ranking.query.iter().all(|x| x.is_finite());
+            // Worth it only when the columns neither ranked by nor filtered on are wide:
+            // an exact search reads the vectors as the scan would, and takes the k rows.
+            let filtered = (plan.filter.as_ref()).map_or(&[][..], |f| f.columns());
+            let others: Vec<String> = (schema.fields().iter())
+                .map(|f| f.name().clone())
+                .filter(|name| *name != ranking.column && !filtered.contains(name))
+                .collect();
+            let worth = plan.snapshot.worth_taking_after_ranking(&others);
+            // Or when an index on the column ranks otherwise: EXPLAIN then says why the
+            // search is exact.
+            let indexed = (plan.snapshot.manifest().indexes.segments.iter())
+                .any(|s| s.field_id == field.id && s.vector.is_some());
+            if !(exact && fits && k > 0 && (worth || indexed)) {
+                return None;
+            }
+        }
         let options = NearestOptions {
             metric: ranking.metric,
+            use_index: index.is_some(),
             ..search
         };
         Some(Self {
@@ -279,15 +315,16 @@ impl NearestExec {
     /// The search `wire` describes over `scan`, sent by another process (its output
     /// columns `schema`).
     pub(crate) fn sent(scan: Arc<SentScan>, wire: WireNearest, schema: SchemaRef) -> Self {
+        let index = Some(wire.index).filter(|i| !i.is_empty());
         let options = NearestOptions {
             metric: wire.metric,
             nprobes: wire.nprobes,
-            use_index: true,
+            use_index: index.is_some(),
             refine_factor: wire.refine_factor,
         };
         Self {
             scan: ScanSource::Sent(scan),
-            index: wire.index,
+            index,
             column: wire.column,
             query: wire.query,
             k: wire.k,
@@ -305,7 +342,7 @@ impl NearestExec {
     /// The search, as the wire carries it.
     pub(crate) fn wire(&self) -> WireNearest {
         WireNearest {
-            index: self.index.clone(),
+            index: self.index.clone().unwrap_or_default(),
             column: self.column.clone(),
             query: self.query.clone(),
             k: self.k,
@@ -331,16 +368,25 @@ fn prefilter(plan: &ScanPlan) -> Result<Option<Arc<dyn RowPredicate>>> {
 
 impl DisplayAs for NearestExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        write!(
-            f,
-            "NatalNearestExec: version={}, column={}, index={} metric={} nprobes={}, k={}",
-            self.scan.version(),
-            self.column,
-            self.index,
-            self.options.metric.name(),
-            self.options.nprobes,
-            self.k
-        )?;
+        let (version, column, metric) = (self.scan.version(), &self.column, self.options.metric);
+        match &self.index {
+            Some(index) => write!(
+                f,
+                "NatalNearestExec: version={version}, column={column}, index={index} metric={} \
+                 nprobes={}, k={}",
+                metric.name(),
+                self.options.nprobes,
+                self.k
+            )?,
+            None => write!(
+                f,
+                "NatalNearestExec: version={version}, column={column}, exact metric={} (no \
+                 index on {column} ranks by it in {} components), k={}",
+                metric.name(),
+                self.query.len(),
+                self.k
+            )?,
+        }
         if let Some(refine) = self.options.refine_factor {
             write!(f, ", refine={refine}")?;
         }
@@ -386,14 +432,61 @@ impl ExecutionPlan for NearestExec {
             };
             let filter = prefilter(&plan)?;
             let snapshot = plan.snapshot.clone();
-            nearest_rows(snapshot, column, query, (k, options, filter), output).await
+            let search = (k, options, filter.clone());
+            let found = nearest_rows(snapshot.clone(), column, query, search, output.clone());
+            let found = found.await?;
+            if options.use_index || found.num_rows() >= k {
+                return Ok(futures::stream::once(async move { Ok(found) }).boxed());
+            }
+            // Fewer than k rows have a vector and a finite distance: the sort above ranks
+            // every row (NULL distances last).
+            every_row(snapshot, filter, output).await
         };
         let schema = self.schema.clone();
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             schema,
-            futures::stream::once(rows),
+            futures::stream::once(rows).try_flatten(),
         )))
     }
+}
+
+/// Every row of `snapshot` that passes `filter`, in the columns of `output` (by name).
+async fn every_row(
+    snapshot: Arc<Snapshot>,
+    filter: Option<Arc<dyn RowPredicate>>,
+    output: SchemaRef,
+) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    let request = ScanRequest {
+        columns: Some(user_columns(&output)),
+        with_row_id: output.field_with_name(ROW_ID).is_ok(),
+        filter,
+        ..Default::default()
+    };
+    let batches = snapshot.scan(request).await?;
+    Ok(batches
+        .map(move |batch| in_columns(&batch?, &output))
+        .boxed())
+}
+
+/// The user columns among `output`'s (those but `_rowid`: a search stands only for scans
+/// that read no other system column).
+fn user_columns(output: &SchemaRef) -> Vec<String> {
+    (output.fields().iter())
+        .map(|f| f.name().clone())
+        .filter(|name| name != ROW_ID)
+        .collect()
+}
+
+/// `batch`'s columns named as `output`'s, in its order.
+fn in_columns(batch: &RecordBatch, output: &SchemaRef) -> Result<RecordBatch> {
+    let mut columns = Vec::with_capacity(output.fields().len());
+    for field in output.fields() {
+        let column = batch.column_by_name(field.name()).cloned();
+        columns.push(column.ok_or_else(|| {
+            DataFusionError::Internal(format!("a nearest search lacks {}", field.name()))
+        })?);
+    }
+    Ok(RecordBatch::try_new(output.clone(), columns)?)
 }
 
 /// The `k` rows nearest `query` in `column`, in the columns of `output` (by name).
@@ -404,13 +497,8 @@ async fn nearest_rows(
     (k, options, filter): (usize, NearestOptions, Option<Arc<dyn RowPredicate>>),
     output: SchemaRef,
 ) -> Result<RecordBatch> {
-    let found = (snapshot.nearest_where(&column, &query, k, options, filter)).await?;
-    let mut columns = Vec::with_capacity(output.fields().len());
-    for field in output.fields() {
-        let column = found.column_by_name(field.name()).cloned();
-        columns.push(column.ok_or_else(|| {
-            DataFusionError::Internal(format!("a nearest search lacks {}", field.name()))
-        })?);
-    }
-    Ok(RecordBatch::try_new(output, columns)?)
+    let user = user_columns(&output);
+    let search = (column.as_str(), query.as_slice(), k, options);
+    let found = (snapshot.nearest_in_columns(search, filter, Some(user))).await?;
+    in_columns(&found, &output)
 }
