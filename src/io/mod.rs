@@ -47,5 +47,5 @@ pub(crate) use staged::{remove as remove_staged_upload, StagedUpload};
 pub use store::{TableStore, MANIFEST_SUFFIX, VERSIONS_DIR};
 pub use vector_index::{
     decode_vector_head, decode_vector_partition, encode_vector_segment, Codebooks, VectorHead,
-    VectorPartition,
+    VectorPartition, VectorRun,
 };

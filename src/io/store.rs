@@ -37,6 +37,9 @@ const CACHED_VECTOR_HEADS: usize = 256;
 /// every query (Lance keeps its index in memory too). An `ivf_pq` partition of 1M vectors
 /// in 256 is ~94 KB, an `ivf_flat` one ~2 MB: at most ~1 GB for the widest.
 const CACHED_VECTOR_PARTITIONS: usize = 512;
+/// Bytes of vectors of fragments no vector index covers a handle keeps (as 128-component
+/// vectors: 500K rows).
+const CACHED_VECTOR_RUN_BYTES: usize = 256 * 1024 * 1024;
 /// Decoded manifests kept per table handle: the latest, read again by every query's
 /// planning, and the one before it. A manifest holds the whole fragment list, so few.
 const CACHED_MANIFESTS: usize = 2;
@@ -91,6 +94,8 @@ pub struct TableStore {
     pub(crate) vector_heads: Arc<FileCache<Arc<super::VectorHead>>>,
     /// Vector index partitions, by file and partition (`<path>#<i>`).
     pub(crate) vector_partitions: Arc<FileCache<Arc<super::VectorPartition>>>,
+    /// The vectors of fragments no vector index segment covers, as searches read them.
+    pub(crate) vector_runs: Arc<super::vector_index::VectorRuns>,
     /// Each with the listing entry it was read under, to tell it from a file of the same
     /// name written later by a table created again in this place.
     pub(crate) manifests: Arc<FileCache<(ListedManifest, Arc<Manifest>)>>,
@@ -143,6 +148,7 @@ impl TableStore {
             segments: FileCache::new(CACHED_FILES),
             vector_heads: FileCache::new(CACHED_VECTOR_HEADS),
             vector_partitions: FileCache::new(CACHED_VECTOR_PARTITIONS),
+            vector_runs: super::vector_index::VectorRuns::new(CACHED_VECTOR_RUN_BYTES),
             manifests: FileCache::new(CACHED_MANIFESTS),
             incarnation: Arc::new(Mutex::new(None)),
             bytes_read: None,
@@ -213,6 +219,7 @@ impl TableStore {
             self.segments.clear();
             self.vector_heads.clear();
             self.vector_partitions.clear();
+            self.vector_runs.clear();
             self.manifests.clear();
         }
         *seen = Some(table_uuid.to_string());

@@ -19,6 +19,7 @@ use super::vector_train::{coding_space, DistanceTable};
 use super::{RowPredicate, ScanRequest, Snapshot, ROW_ID};
 use crate::error::{Error, Result};
 use crate::format::{IndexSegment, Metric, VectorIndexKind};
+use crate::io::VectorRun;
 use crate::rowid::{FragmentId, RowId};
 
 /// The column a nearest-rows search adds: each row's distance to the query.
@@ -120,12 +121,25 @@ impl Snapshot {
             .map(|f| f.id)
             .filter(|f| !covered.contains(*f))
             .collect();
-        // Exactly over what no segment covers, keeping the k best as it goes.
+        // Exactly over what no segment covers, keeping the k best as it goes. Beside an
+        // index, and unfiltered, from the vectors the handle kept.
         let mut exact = Kept::new(k);
-        self.for_each_vector(&vectors, uncovered, filter.clone(), |id, v| {
-            exact.offer(metric.distance(v, query), id, ());
-        })
-        .await?;
+        if segments.is_empty() || filter.is_some() {
+            self.for_each_vector(&vectors, uncovered, filter.clone(), |id, v| {
+                exact.offer(metric.distance(v, query), id, ());
+            })
+            .await?;
+        } else {
+            let mut runs = stream::iter(uncovered)
+                .map(|fragment| self.uncovered_run(&vectors, fragment))
+                .buffered(CONCURRENT_SEGMENTS);
+            while let Some(run) = runs.try_next().await? {
+                let rows = run.values.chunks_exact(vectors.dimension).zip(&run.ids);
+                for (v, id) in rows {
+                    exact.offer(metric.distance(v, query), *id, ());
+                }
+            }
+        }
         let mut best: Vec<(f32, u64)> = (exact.into_sorted().0.into_iter())
             .map(|(distance, id, ())| (distance, id))
             .collect();
@@ -254,6 +268,46 @@ impl Snapshot {
         }
         found.truncate(k);
         Ok((found, dropped))
+    }
+
+    /// The live rows of `fragment` with a finite vector in `vectors`, and those vectors:
+    /// kept by the handle while the fragment's rows and deletions stay as they are.
+    async fn uncovered_run(
+        &self,
+        vectors: &VectorColumn,
+        fragment: FragmentId,
+    ) -> Result<Arc<VectorRun>> {
+        let found = (self.manifest().fragments.iter()).find(|f| f.id == fragment);
+        let Some(found) = found else {
+            return Err(Error::internal(format!(
+                "fragment {fragment} is not in the version"
+            )));
+        };
+        // Its file holding the column, and its deletions: a write to the fragment is a new
+        // deletion file, a new key.
+        let file = (found.file_holding(vectors.field_id)).map(|i| found.files[i].path.as_str());
+        let deletions: Vec<&str> = (found.deletion.iter())
+            .flat_map(|d| d.files().map(|f| f.path.as_str()))
+            .collect();
+        let key = format!(
+            "{}#{}#{}",
+            file.unwrap_or("-"),
+            vectors.field_id,
+            deletions.join(",")
+        );
+        let runs = &self.store().vector_runs;
+        if let Some(run) = runs.get(&key) {
+            return Ok(run);
+        }
+        let mut run = VectorRun::default();
+        self.for_each_vector(vectors, vec![fragment], None, |id, v| {
+            run.ids.push(id);
+            run.values.extend_from_slice(v);
+        })
+        .await?;
+        let run = Arc::new(run);
+        runs.insert(key, run.clone());
+        Ok(run)
     }
 
     /// `rows` (distance, live row id) with the exact distances of their vectors in `vectors`

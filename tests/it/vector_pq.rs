@@ -286,3 +286,49 @@ async fn sql_search_reads_the_probed_partitions_not_every_vector() {
         }
     }
 }
+
+/// Rows no segment covers are searched exactly from the vectors the handle kept: with their
+/// data file gone, the handle that searched still answers; a new handle cannot; and a
+/// delete among them (a new deletion file) has them read again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_keeps_the_vectors_of_fragments_no_segment_covers() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    table_of_vectors(&ctx).await;
+    sql(
+        &ctx,
+        "SELECT * FROM natal_create_index('t', 'e', 'e_idx', 'ivf_flat', 'partitions=4')",
+    )
+    .await;
+    // Far from the indexed rows: never among the nearest of an indexed row's vector.
+    let values: Vec<String> = (300..320i64)
+        .map(|id| format!("({id}, [{}.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])", id * 10))
+        .collect();
+    sql(&ctx, &format!("INSERT INTO t VALUES {}", values.join(", "))).await;
+    let location = format!("{}/t", dir.path().display());
+    let open = || natal::datafusion::open_table(&ctx, &location).unwrap();
+    let table = open();
+    let snapshot = table.latest().await.unwrap();
+    let search = NearestOptions {
+        nprobes: 4,
+        ..Default::default()
+    };
+    let query: Vec<f32> = (0..8).map(|d| component(20, d)).collect();
+    let first = nearest(&snapshot, &query, search).await;
+    assert!(first.iter().all(|(id, _)| *id < 300), "{first:?}");
+    let uncovered = snapshot.manifest().fragments.last().unwrap();
+    let file = dir.path().join("t").join(uncovered.files[0].path.as_str());
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(nearest(&snapshot, &query, search).await, first);
+    let fresh = open().latest().await.unwrap();
+    assert!(fresh.nearest("e", &query, 7, search).await.is_err());
+    std::fs::write(&file, &bytes).unwrap();
+    sql(&ctx, "DELETE FROM t WHERE id = 310").await;
+    std::fs::remove_file(&file).unwrap();
+    let after = table.latest().await.unwrap();
+    assert!(after.nearest("e", &query, 7, search).await.is_err());
+    std::fs::write(&file, &bytes).unwrap();
+    assert_eq!(nearest(&after, &query, search).await, first);
+}
