@@ -234,7 +234,7 @@ impl Snapshot {
                 Ok::<_, Error>(kept.into_sorted())
             })
             .collect();
-        let probed: Vec<(Vec<(f32, u64, usize)>, bool)> = stream::iter(probes)
+        let probed: Vec<(Vec<Entry<usize>>, bool)> = stream::iter(probes)
             .buffered(CONCURRENT_SEGMENTS)
             .try_collect()
             .await?;
@@ -500,6 +500,9 @@ impl Snapshot {
         )?)
     }
 }
+
+/// A candidate: its distance, row id and a tag (the segment it came from).
+type Entry<T> = (f32, u64, T);
 
 /// The nearest entries offered, by (distance, row id): at most twice `limit` are held, cut
 /// to the `limit` nearest whenever full, so a search of many entries neither holds nor
