@@ -15,7 +15,7 @@ use arrow::datatypes::{DataType, Field, Float32Type, Schema, UInt64Type};
 use futures::{stream, StreamExt, TryStreamExt};
 
 use super::vector_index::{VectorColumn, CANDIDATES_CHECKED_AT_ONCE};
-use super::vector_train::{coding_space, DistanceTable};
+use super::vector_train::{coding_space, on_every_core, DistanceTable};
 use super::{RowPredicate, ScanRequest, Snapshot, ROW_ID};
 use crate::error::{Error, Result};
 use crate::format::{IndexSegment, Metric, VectorIndexKind};
@@ -134,9 +134,18 @@ impl Snapshot {
                 .map(|fragment| self.uncovered_run(&vectors, fragment))
                 .buffered(CONCURRENT_SEGMENTS);
             while let Some(run) = runs.try_next().await? {
-                let rows = run.values.chunks_exact(vectors.dimension).zip(&run.ids);
-                for (v, id) in rows {
-                    exact.offer(metric.distance(v, query), *id, ());
+                // The k nearest of each core's share, then of theirs.
+                let n = vectors.dimension;
+                let nearest = on_every_core(run.ids.len(), |rows| {
+                    let mut kept = Kept::new(k);
+                    for row in rows {
+                        let v = &run.values[row * n..(row + 1) * n];
+                        kept.offer(metric.distance(v, query), run.ids[row], ());
+                    }
+                    kept.into_sorted().0
+                });
+                for (distance, id, ()) in nearest {
+                    exact.offer(distance, id, ());
                 }
             }
         }

@@ -14,7 +14,10 @@ use crate::io::Codebooks;
 pub(super) const CODEWORDS: usize = 256;
 
 /// `work` over `0..items` cut into one range a core, the answers in order.
-fn on_every_core<T: Send>(items: usize, work: impl Fn(Range<usize>) -> Vec<T> + Sync) -> Vec<T> {
+pub(super) fn on_every_core<T: Send>(
+    items: usize,
+    work: impl Fn(Range<usize>) -> Vec<T> + Sync,
+) -> Vec<T> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores == 1 || items < 1024 {
         return work(0..items);
