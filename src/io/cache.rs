@@ -2,8 +2,8 @@
 //! Every file natal writes is never rewritten, and within one table it has a unique name, so
 //! an entry can only go stale if the table is dropped and created again in the same place,
 //! where derived names (manifests by version, deletions by fragment and version) repeat:
-//! `TableStore` then clears its caches. A cache is bounded by entry count and simply starts
-//! over when full.
+//! `TableStore` then clears its caches. A cache is bounded by entry count, or by the bytes
+//! of the values it holds ([`FileCache::by_bytes`]), and simply starts over when full.
 //!
 //! Loads are shared: partitions of one scan open the same fragment at once, and a file one of
 //! them is already reading is waited for, not fetched again (a cold scan's requests and bytes
@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::OnceCell;
@@ -21,7 +22,12 @@ type Entry<V> = Arc<OnceCell<V>>;
 #[derive(Debug)]
 pub(crate) struct FileCache<V> {
     entries: Mutex<HashMap<String, Entry<V>>>,
+    /// Entries, or bytes when `weigh` is set.
     capacity: usize,
+    /// A value's bytes, for a cache bounded by bytes; and the bytes of the values loaded
+    /// since it last started over (changed under the `entries` lock).
+    weigh: Option<fn(&V) -> usize>,
+    held: AtomicUsize,
 }
 
 impl<V: Clone> FileCache<V> {
@@ -29,6 +35,19 @@ impl<V: Clone> FileCache<V> {
         Arc::new(Self {
             entries: Mutex::new(HashMap::new()),
             capacity,
+            weigh: None,
+            held: AtomicUsize::new(0),
+        })
+    }
+
+    /// A cache of at most `capacity` bytes of values, as `weigh` counts them: a value larger
+    /// than that is not kept.
+    pub(crate) fn by_bytes(capacity: usize, weigh: fn(&V) -> usize) -> Arc<Self> {
+        Arc::new(Self {
+            entries: Mutex::new(HashMap::new()),
+            capacity,
+            weigh: Some(weigh),
+            held: AtomicUsize::new(0),
         })
     }
 
@@ -44,18 +63,41 @@ impl<V: Clone> FileCache<V> {
 
     pub(crate) fn clear(&self) {
         self.entries().clear();
+        self.held.store(0, Ordering::Relaxed);
     }
 
     pub(crate) fn insert(&self, path: &str, value: V) {
-        let entry = Arc::new(OnceCell::new_with(Some(value)));
+        let entry = Arc::new(OnceCell::new_with(Some(value.clone())));
         self.admit(&mut self.entries(), path, entry);
+        self.weigh_in(path, &value);
     }
 
     fn admit(&self, entries: &mut HashMap<String, Entry<V>>, path: &str, entry: Entry<V>) {
-        if entries.len() >= self.capacity {
+        if self.weigh.is_none() && entries.len() >= self.capacity {
             entries.clear();
         }
         entries.insert(path.to_string(), entry);
+    }
+
+    /// Counts `value`, just loaded at `path`, against a byte bound: the cache starts over
+    /// (keeping it) when it would pass the bound, and drops it when it alone would.
+    fn weigh_in(&self, path: &str, value: &V) {
+        let Some(weigh) = self.weigh else {
+            return;
+        };
+        let bytes = weigh(value);
+        let mut entries = self.entries();
+        if bytes > self.capacity {
+            entries.remove(path);
+            return;
+        }
+        if self.held.load(Ordering::Relaxed) + bytes > self.capacity {
+            let kept = entries.remove(path);
+            entries.clear();
+            entries.extend(kept.map(|entry| (path.to_string(), entry)));
+            self.held.store(0, Ordering::Relaxed);
+        }
+        self.held.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// The value at `path`, loaded by `load` unless cached or being loaded by another caller
@@ -99,7 +141,11 @@ impl<V: Clone> FileCache<V> {
             })
             .await?
             .clone();
-        if loaded_here || usable(&value) {
+        if loaded_here {
+            self.weigh_in(path, &value);
+            return Ok(value);
+        }
+        if usable(&value) {
             return Ok(value);
         }
         // Another caller's load, begun before ours, gave what it needed, not what we do.
@@ -112,7 +158,26 @@ impl<V: Clone> FileCache<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_cache_by_bytes_starts_over_keeping_the_newest_and_keeps_none_too_large() {
+        let cache = FileCache::<Vec<u8>>::by_bytes(10, Vec::len);
+        cache.insert("a", vec![0; 6]);
+        cache.insert("b", vec![0; 3]);
+        assert_eq!(
+            (
+                cache.get("a").map(|v| v.len()),
+                cache.get("b").map(|v| v.len())
+            ),
+            (Some(6), Some(3))
+        );
+        cache.insert("c", vec![0; 5]);
+        assert_eq!((cache.get("a"), cache.get("b")), (None, None));
+        assert_eq!(cache.get("c").map(|v| v.len()), Some(5));
+        cache.insert("d", vec![0; 11]);
+        assert_eq!(cache.get("d"), None);
+        assert_eq!(cache.get("c").map(|v| v.len()), Some(5));
+    }
 
     #[tokio::test]
     async fn concurrent_callers_share_one_load_and_a_failure_is_not_kept() {

@@ -94,8 +94,9 @@ pub struct TableStore {
     pub(crate) vector_heads: Arc<FileCache<Arc<super::VectorHead>>>,
     /// Vector index partitions, by file and partition (`<path>#<i>`).
     pub(crate) vector_partitions: Arc<FileCache<Arc<super::VectorPartition>>>,
-    /// The vectors of fragments no vector index segment covers, as searches read them.
-    pub(crate) vector_runs: Arc<super::vector_index::VectorRuns>,
+    /// The vectors of fragments no vector index segment covers, as searches read them, by
+    /// the fragment's file and deletion files.
+    pub(crate) vector_runs: Arc<FileCache<Arc<super::VectorRun>>>,
     /// Each with the listing entry it was read under, to tell it from a file of the same
     /// name written later by a table created again in this place.
     pub(crate) manifests: Arc<FileCache<(ListedManifest, Arc<Manifest>)>>,
@@ -148,7 +149,7 @@ impl TableStore {
             segments: FileCache::new(CACHED_FILES),
             vector_heads: FileCache::new(CACHED_VECTOR_HEADS),
             vector_partitions: FileCache::new(CACHED_VECTOR_PARTITIONS),
-            vector_runs: super::vector_index::VectorRuns::new(CACHED_VECTOR_RUN_BYTES),
+            vector_runs: FileCache::by_bytes(CACHED_VECTOR_RUN_BYTES, super::VectorRun::bytes),
             manifests: FileCache::new(CACHED_MANIFESTS),
             incarnation: Arc::new(Mutex::new(None)),
             bytes_read: None,

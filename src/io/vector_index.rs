@@ -456,57 +456,9 @@ pub struct VectorRun {
 }
 
 impl VectorRun {
-    fn bytes(&self) -> usize {
-        self.ids.len() * 8 + self.values.len() * 4
-    }
-}
-
-/// [`VectorRun`]s by key, at most `limit` bytes of them: starts over when full, and keeps
-/// none larger than the limit. Appended rows stay outside every segment until the index is
-/// optimized, and each search would otherwise read and decode them all again.
-#[derive(Debug)]
-pub(crate) struct VectorRuns {
-    held: std::sync::Mutex<(std::collections::HashMap<String, Arc<VectorRun>>, usize)>,
-    limit: usize,
-}
-
-impl VectorRuns {
-    pub(crate) fn new(limit: usize) -> Arc<Self> {
-        Arc::new(Self {
-            held: Default::default(),
-            limit,
-        })
-    }
-
-    fn held(
-        &self,
-    ) -> std::sync::MutexGuard<'_, (std::collections::HashMap<String, Arc<VectorRun>>, usize)> {
-        self.held
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    pub(crate) fn get(&self, key: &str) -> Option<Arc<VectorRun>> {
-        self.held().0.get(key).cloned()
-    }
-
-    pub(crate) fn insert(&self, key: String, run: Arc<VectorRun>) {
-        let bytes = run.bytes();
-        if bytes > self.limit {
-            return;
-        }
-        let mut held = self.held();
-        if held.1 + bytes > self.limit {
-            *held = Default::default();
-        }
-        if let Some(before) = held.0.insert(key, run) {
-            held.1 -= before.bytes();
-        }
-        held.1 += bytes;
-    }
-
-    pub(crate) fn clear(&self) {
-        *self.held() = Default::default();
+    /// The bytes it holds (what bounds the handle's cache of runs).
+    pub(crate) fn bytes(run: &Arc<VectorRun>) -> usize {
+        run.ids.len() * 8 + run.values.len() * 4
     }
 }
 

@@ -18,7 +18,7 @@ use super::vector_index::{VectorColumn, CANDIDATES_CHECKED_AT_ONCE};
 use super::vector_train::{coding_space, on_every_core, DistanceTable};
 use super::{RowPredicate, ScanRequest, Snapshot, ROW_ID};
 use crate::error::{Error, Result};
-use crate::format::{IndexSegment, Metric, VectorIndexKind};
+use crate::format::{Fragment, IndexSegment, Metric, VectorIndexKind};
 use crate::io::VectorRun;
 use crate::rowid::{FragmentId, RowId};
 
@@ -130,9 +130,11 @@ impl Snapshot {
             })
             .await?;
         } else {
-            let mut runs = stream::iter(uncovered)
+            let loads: Vec<_> = (self.manifest().fragments.iter())
+                .filter(|f| !covered.contains(f.id))
                 .map(|fragment| self.uncovered_run(&vectors, fragment))
-                .buffered(CONCURRENT_SEGMENTS);
+                .collect();
+            let mut runs = stream::iter(loads).buffered(CONCURRENT_SEGMENTS);
             while let Some(run) = runs.try_next().await? {
                 // The k nearest of each core's share, then of theirs.
                 let n = vectors.dimension;
@@ -250,7 +252,7 @@ impl Snapshot {
         let dropped = probed.iter().any(|(_, dropped)| *dropped);
         let mut candidates: Vec<(f32, u64, usize)> =
             probed.into_iter().flat_map(|(kept, _)| kept).collect();
-        candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        candidates.sort_by(by_distance);
         let mut seen = HashSet::new();
         let mut found = Vec::new();
         for chunk in candidates.chunks(CANDIDATES_CHECKED_AT_ONCE.max(k.saturating_mul(2))) {
@@ -284,18 +286,13 @@ impl Snapshot {
     async fn uncovered_run(
         &self,
         vectors: &VectorColumn,
-        fragment: FragmentId,
+        fragment: &Fragment,
     ) -> Result<Arc<VectorRun>> {
-        let found = (self.manifest().fragments.iter()).find(|f| f.id == fragment);
-        let Some(found) = found else {
-            return Err(Error::internal(format!(
-                "fragment {fragment} is not in the version"
-            )));
-        };
         // Its file holding the column, and its deletions: a write to the fragment is a new
         // deletion file, a new key.
-        let file = (found.file_holding(vectors.field_id)).map(|i| found.files[i].path.as_str());
-        let deletions: Vec<&str> = (found.deletion.iter())
+        let file =
+            (fragment.file_holding(vectors.field_id)).map(|i| fragment.files[i].path.as_str());
+        let deletions: Vec<&str> = (fragment.deletion.iter())
             .flat_map(|d| d.files().map(|f| f.path.as_str()))
             .collect();
         let key = format!(
@@ -304,19 +301,16 @@ impl Snapshot {
             vectors.field_id,
             deletions.join(",")
         );
-        let runs = &self.store().vector_runs;
-        if let Some(run) = runs.get(&key) {
-            return Ok(run);
-        }
-        let mut run = VectorRun::default();
-        self.for_each_vector(vectors, vec![fragment], None, |id, v| {
-            run.ids.push(id);
-            run.values.extend_from_slice(v);
-        })
-        .await?;
-        let run = Arc::new(run);
-        runs.insert(key, run.clone());
-        Ok(run)
+        let load = async {
+            let mut run = VectorRun::default();
+            self.for_each_vector(vectors, vec![fragment.id], None, |id, v| {
+                run.ids.push(id);
+                run.values.extend_from_slice(v);
+            })
+            .await?;
+            Ok::<_, Error>(Arc::new(run))
+        };
+        self.store().vector_runs.get_or_load(&key, load).await
     }
 
     /// `rows` (distance, live row id) with the exact distances of their vectors in `vectors`

@@ -237,9 +237,6 @@ fn natal_settings_travel_with_a_clients_session() {
 /// executors fetch none of the payloads, and the answers are the local ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blob_sizes_on_the_cluster_fetch_no_payload() {
-    use natal::internals::io::InstrumentedStore;
-    use std::sync::Arc;
-
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_str().unwrap();
     let local = SessionContext::new();
@@ -253,18 +250,7 @@ async fn blob_sizes_on_the_cluster_fetch_no_payload() {
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
-    let store = Arc::new(InstrumentedStore::new(Arc::new(
-        object_store::local::LocalFileSystem::new(),
-    )));
-    let stores = {
-        let store = store.clone();
-        move || {
-            let runtime = datafusion::execution::runtime_env::RuntimeEnv::default();
-            let files = url::Url::parse("file://").unwrap();
-            runtime.register_object_store(&files, store.clone());
-            Arc::new(runtime)
-        }
-    };
+    let (store, stores) = counted_stores();
     let cluster = Cluster::start_with(2, 1, stores);
     let remote = cluster.client(root).await;
     let payload: u64 = 80_000 + 5_200_000;
@@ -289,9 +275,6 @@ async fn blob_sizes_on_the_cluster_fetch_no_payload() {
 /// vector column, and the answer is the local session's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_indexed_search_on_the_cluster_reads_the_index_not_every_vector() {
-    use natal::internals::io::InstrumentedStore;
-    use std::sync::Arc;
-
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_str().unwrap();
     let local = SessionContext::new();
@@ -313,18 +296,7 @@ async fn an_indexed_search_on_the_cluster_reads_the_index_not_every_vector() {
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
-    let store = Arc::new(InstrumentedStore::new(Arc::new(
-        object_store::local::LocalFileSystem::new(),
-    )));
-    let stores = {
-        let store = store.clone();
-        move || {
-            let runtime = datafusion::execution::runtime_env::RuntimeEnv::default();
-            let files = url::Url::parse("file://").unwrap();
-            runtime.register_object_store(&files, store.clone());
-            Arc::new(runtime)
-        }
-    };
+    let (store, stores) = counted_stores();
     let cluster = Cluster::start_with(2, 1, stores);
     let remote = cluster.client(root).await;
     natal::datafusion::sql(&remote, "SET natal.nprobes = 2")
@@ -359,4 +331,16 @@ async fn an_indexed_search_on_the_cluster_reads_the_index_not_every_vector() {
             "{search}: {read:?} bytes, indexed and exact"
         );
     }
+}
+
+/// Runtimes for the cluster's processes whose local files are all read through one
+/// counting store, and that store.
+fn counted_stores() -> (
+    std::sync::Arc<natal::internals::io::InstrumentedStore>,
+    impl Fn() -> std::sync::Arc<datafusion::execution::runtime_env::RuntimeEnv> + Clone + Send + 'static,
+) {
+    let store = crate::common::counted_local_store();
+    let shared = store.clone();
+    let stores = move || crate::common::runtime_reading_through(shared.clone());
+    (store, stores)
 }

@@ -374,3 +374,31 @@ pub async fn first_file_footer(
             .unwrap();
     parquet::file::reader::FileReader::metadata(&reader).clone()
 }
+
+/// A store over the local file system that counts what is read through it.
+pub fn counted_local_store() -> Arc<natal::internals::io::InstrumentedStore> {
+    Arc::new(natal::internals::io::InstrumentedStore::new(Arc::new(
+        object_store::local::LocalFileSystem::new(),
+    )))
+}
+
+/// A runtime whose local files (`file://`) are read through `store`.
+pub fn runtime_reading_through(
+    store: Arc<natal::internals::io::InstrumentedStore>,
+) -> Arc<datafusion::execution::runtime_env::RuntimeEnv> {
+    let runtime = datafusion::execution::runtime_env::RuntimeEnv::default();
+    runtime.register_object_store(&url::Url::parse("file://").unwrap(), store);
+    Arc::new(runtime)
+}
+
+/// A session with natal registered over the directory `root`, its files read through the
+/// counting store it returns.
+pub fn counted_session(
+    root: &std::path::Path,
+) -> (SessionContext, Arc<natal::internals::io::InstrumentedStore>) {
+    let store = counted_local_store();
+    let config = datafusion::prelude::SessionConfig::new();
+    let ctx = SessionContext::new_with_config_rt(config, runtime_reading_through(store.clone()));
+    natal::datafusion::register(&ctx, root.to_str().unwrap()).unwrap();
+    (ctx, store)
+}

@@ -236,19 +236,8 @@ async fn a_handle_keeps_the_index_partitions_it_probed() {
 /// the search's pre-filter (as one, they had every vector read at each query).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sql_search_reads_the_probed_partitions_not_every_vector() {
-    use datafusion::execution::runtime_env::RuntimeEnv;
-    use datafusion::prelude::SessionConfig;
-    use natal::internals::io::InstrumentedStore;
-    use std::sync::Arc;
-
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(InstrumentedStore::new(Arc::new(
-        object_store::local::LocalFileSystem::new(),
-    )));
-    let runtime = RuntimeEnv::default();
-    runtime.register_object_store(&url::Url::parse("file://").unwrap(), store.clone());
-    let ctx = SessionContext::new_with_config_rt(SessionConfig::new(), Arc::new(runtime));
-    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    let (ctx, store) = crate::common::counted_session(dir.path());
     sql(&ctx, "CREATE TABLE t (id BIGINT, e VECTOR(32))").await;
     let components: Vec<String> = (0..32)
         .map(|d| format!("CAST(sin(value * 0.37 + {d}) AS FLOAT)"))

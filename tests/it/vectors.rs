@@ -239,19 +239,8 @@ async fn exact_search_matches_brute_force_through_updates_deletes_and_compaction
 /// (`natal.use_index = false`) — rows without a vector last when fewer than `k` have one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exact_search_reads_the_other_columns_of_the_rows_it_returns_only() {
-    use datafusion::execution::runtime_env::RuntimeEnv;
-    use datafusion::prelude::SessionConfig;
-    use natal::internals::io::InstrumentedStore;
-    use std::sync::Arc;
-
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(InstrumentedStore::new(Arc::new(
-        object_store::local::LocalFileSystem::new(),
-    )));
-    let runtime = RuntimeEnv::default();
-    runtime.register_object_store(&url::Url::parse("file://").unwrap(), store.clone());
-    let ctx = SessionContext::new_with_config_rt(SessionConfig::new(), Arc::new(runtime));
-    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    let (ctx, store) = crate::common::counted_session(dir.path());
     rows(
         &ctx,
         "CREATE TABLE t (id BIGINT, e VECTOR(4), body VARCHAR)",
