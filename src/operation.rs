@@ -32,6 +32,9 @@ pub enum Operation {
     /// The first version of a clone: another table's version, its files referenced in
     /// place (shallow) or copied (deep).
     Clone,
+    /// Some columns of some rows were given new values in row patches; the rows stayed
+    /// where they were.
+    Patch,
 }
 
 impl std::fmt::Display for Operation {
@@ -49,6 +52,7 @@ impl std::fmt::Display for Operation {
             Operation::DropIndex => "drop index",
             Operation::AlterSchema => "schema change",
             Operation::Clone => "clone",
+            Operation::Patch => "patch",
         })
     }
 }

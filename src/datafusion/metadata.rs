@@ -116,6 +116,9 @@ pub(crate) fn fragments(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
             Field::new("data_files", DataType::UInt64, false),
             Field::new("data_bytes", DataType::UInt64, false),
             Field::new("deletion_file", DataType::Utf8, true),
+            Field::new("patches", DataType::UInt64, false),
+            Field::new("patched_rows", DataType::UInt64, false),
+            Field::new("patch_bytes", DataType::UInt64, false),
         ],
         vec![
             Arc::new(UInt32Array::from_iter_values(
@@ -148,6 +151,22 @@ pub(crate) fn fragments(snapshot: &Snapshot) -> Result<Arc<dyn TableProvider>> {
                     .iter()
                     .map(|f| f.deletion.as_ref().map(deletion_paths)),
             )),
+            Arc::new(UInt64Array::from_iter_values(
+                fragments.iter().map(|f| f.patches.len() as u64),
+            )),
+            Arc::new(UInt64Array::from_iter_values(fragments.iter().map(|f| {
+                let mut patched = roaring::RoaringBitmap::new();
+                for patch in &f.patches {
+                    patched |= patch.offsets.as_ref();
+                }
+                patched.len()
+            }))),
+            Arc::new(UInt64Array::from_iter_values(fragments.iter().map(|f| {
+                f.patches
+                    .iter()
+                    .map(|p| p.file.file_size_bytes)
+                    .sum::<u64>()
+            }))),
         ],
     )
 }

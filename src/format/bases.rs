@@ -62,6 +62,7 @@ impl Manifest {
             );
             paths.extend(fragment.row_ids.file().map(|f| &f.path));
             paths.extend(fragment.lineage.updated_file.as_ref().map(|f| &f.path));
+            paths.extend(fragment.patches.iter().map(|p| &p.file.path));
         }
         paths.extend(self.relocation_checkpoint.iter().map(|c| &c.path));
         paths.extend(self.indexes.segments.iter().map(|s| &s.path));
@@ -87,6 +88,9 @@ impl Manifest {
             }
             if let Some(file) = &mut fragment.lineage.updated_file {
                 moved(&mut file.path);
+            }
+            for patch in &mut fragment.patches {
+                moved(&mut patch.file.path);
             }
         }
         if let Some(checkpoint) = &mut self.relocation_checkpoint {

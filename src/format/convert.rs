@@ -141,6 +141,7 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> R
         Ok(proto::transaction::Operation::DropIndex) => Operation::DropIndex,
         Ok(proto::transaction::Operation::AlterSchema) => Operation::AlterSchema,
         Ok(proto::transaction::Operation::Clone) => Operation::Clone,
+        Ok(proto::transaction::Operation::Patch) => Operation::Patch,
         _ => return Err(corrupt("unknown transaction operation")),
     };
     Ok(Manifest {
@@ -238,23 +239,11 @@ pub(super) fn fragment_from_proto(
 ) -> Result<Fragment> {
     let corrupt = |reason: String| Error::corrupt(path, reason);
     let physical_rows = physical_rows_of(&raw, path)?;
-    let files = raw
-        .files
-        .into_iter()
-        .map(|f| {
-            Ok(DataFile {
-                path: TablePath::in_base(f.base, TablePath::parse(&f.path)?),
-                field_ids: f.field_ids,
-                row_count: f.row_count,
-                file_size_bytes: f.file_size_bytes,
-                column_stats: f.column_stats.into_iter().map(stats_from_proto).collect(),
-                blob_reuse_index: f
-                    .blob_reuse_index
-                    .map(|index| super::blob_reuse::from_proto(index, &f.path))
-                    .transpose()?,
-            })
-        })
+    let files = (raw.files.into_iter())
+        .map(data_file_from_proto)
         .collect::<Result<_>>()?;
+    let patches =
+        super::row_patch::row_patches_from_proto(raw.row_patches, (raw.id, physical_rows), path)?;
     let deletion = match raw.deletion_file {
         None if !raw.deletion_deltas.is_empty() => {
             return Err(corrupt(format!(
@@ -331,7 +320,48 @@ pub(super) fn fragment_from_proto(
         physical_rows,
         row_ids,
         lineage,
+        patches,
     })
+}
+
+/// A data file from its protobuf.
+pub(super) fn data_file_from_proto(f: proto::DataFile) -> Result<DataFile> {
+    Ok(DataFile {
+        path: TablePath::in_base(f.base, TablePath::parse(&f.path)?),
+        field_ids: f.field_ids,
+        row_count: f.row_count,
+        file_size_bytes: f.file_size_bytes,
+        column_stats: f.column_stats.into_iter().map(stats_from_proto).collect(),
+        blob_reuse_index: f
+            .blob_reuse_index
+            .map(|index| super::blob_reuse::from_proto(index, &f.path))
+            .transpose()?,
+    })
+}
+
+/// A data file's protobuf.
+pub(super) fn data_file_to_proto(d: &DataFile) -> proto::DataFile {
+    proto::DataFile {
+        path: d.path.split_base().1.to_string(),
+        base: d.path.split_base().0,
+        field_ids: d.field_ids.clone(),
+        row_count: d.row_count,
+        file_size_bytes: d.file_size_bytes,
+        column_stats: d
+            .column_stats
+            .iter()
+            .map(|s| proto::ColumnStats {
+                field_id: s.field_id,
+                min: s.min.as_ref().map(stat_to_proto),
+                max: s.max.as_ref().map(stat_to_proto),
+                null_count: s.null_count,
+                nan_count: s.nan_count,
+                bounds_only: s.bounds_only,
+                uncompressed_bytes: s.uncompressed_bytes,
+            })
+            .collect(),
+        blob_reuse_index: d.blob_reuse_index.as_ref().map(super::blob_reuse::to_proto),
+    }
 }
 
 fn stats_from_proto(raw: proto::ColumnStats) -> ColumnStats {
@@ -365,30 +395,9 @@ pub(super) fn fragment_to_proto(f: &Fragment) -> proto::Fragment {
         row_updated_versions,
         lineage_file: (f.lineage.updated_file.as_ref()).map(super::lineage::lineage_file_to_proto),
         id: f.id,
-        files: f
-            .files
-            .iter()
-            .map(|d| proto::DataFile {
-                path: d.path.split_base().1.to_string(),
-                base: d.path.split_base().0,
-                field_ids: d.field_ids.clone(),
-                row_count: d.row_count,
-                file_size_bytes: d.file_size_bytes,
-                column_stats: d
-                    .column_stats
-                    .iter()
-                    .map(|s| proto::ColumnStats {
-                        field_id: s.field_id,
-                        min: s.min.as_ref().map(stat_to_proto),
-                        max: s.max.as_ref().map(stat_to_proto),
-                        null_count: s.null_count,
-                        nan_count: s.nan_count,
-                        bounds_only: s.bounds_only,
-                        uncompressed_bytes: s.uncompressed_bytes,
-                    })
-                    .collect(),
-                blob_reuse_index: d.blob_reuse_index.as_ref().map(super::blob_reuse::to_proto),
-            })
+        files: f.files.iter().map(data_file_to_proto).collect(),
+        row_patches: (f.patches.iter())
+            .map(super::row_patch::row_patch_to_proto)
             .collect(),
         deletion_file: f
             .deletion
@@ -624,6 +633,7 @@ impl From<&Manifest> for proto::Manifest {
                     Operation::DropIndex => Op::DropIndex,
                     Operation::AlterSchema => Op::AlterSchema,
                     Operation::Clone => Op::Clone,
+                    Operation::Patch => Op::Patch,
                 } as i32,
                 read_version: m.transaction.read_version,
                 rows_added: m.transaction.rows_added,

@@ -111,6 +111,10 @@ pub mod flags {
     /// their validity (`stored_as`; older files hold the list): readers must give the
     /// vectors back.
     pub const VECTOR_BYTES: u64 = 1 << 25;
+    /// Some fragment carries row patches: new values of some of its cells in files of their
+    /// own, which readers must merge over its files by offset (a reader that did not would
+    /// return the old values), and writers carry, fold and clean up.
+    pub const ROW_PATCHES: u64 = 1 << 26;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -131,7 +135,8 @@ pub mod flags {
         | STORED_SHAPES
         | VECTOR_INDEXES
         | QUANTIZED_VECTORS
-        | VECTOR_BYTES;
+        | VECTOR_BYTES
+        | ROW_PATCHES;
     /// Every writer flag this client implements.
     pub const KNOWN_WRITER: u64 = KNOWN_READER
         | INDEX_SEGMENT_SEQ
@@ -326,6 +331,9 @@ impl Manifest {
         if self.fragments.iter().any(|f| f.files.len() > 1) {
             used |= flags::COLUMN_FILES;
         }
+        if self.fragments.iter().any(|f| !f.patches.is_empty()) {
+            used |= flags::ROW_PATCHES;
+        }
         if self.schema.fields.iter().any(|f| !f.nested_ids.is_empty()) {
             used |= flags::NESTED_FIELD_IDS;
         }
@@ -400,6 +408,8 @@ pub struct Fragment {
     pub row_ids: FragmentRowIds,
     /// When its rows were written and last changed.
     pub lineage: super::Lineage,
+    /// New values of some of its cells, oldest first (reader flag [`flags::ROW_PATCHES`]).
+    pub patches: Vec<super::RowPatch>,
 }
 
 /// Where a fragment's row ids are: its addresses, a sequence in the manifest, or a sequence
@@ -523,6 +533,7 @@ impl Fragment {
             && self.physical_rows == other.physical_rows
             && self.row_ids.stored_eq(&other.row_ids)
             && self.lineage == other.lineage
+            && self.patches == other.patches
     }
 
     /// The file field `field_id` is read from: the newest of this fragment's files that
@@ -533,17 +544,31 @@ impl Fragment {
             .rposition(|f| f.field_ids.contains(&field_id))
     }
 
-    /// The statistics of field `field_id`, from the file it is read from.
+    /// The statistics of field `field_id`, from the file it is read from; `None` when a
+    /// row patch changed some of its values (the file's bounds no longer hold them).
     pub fn column_stats(&self, field_id: FieldId) -> Option<&ColumnStats> {
+        if self.is_patched(field_id) {
+            return None;
+        }
+        self.file_column_stats(field_id)
+    }
+
+    /// The statistics of field `field_id` in the file it is read from, patched or not.
+    fn file_column_stats(&self, field_id: FieldId) -> Option<&ColumnStats> {
         let file = &self.files[self.file_holding(field_id)?];
         file.column_stats.iter().find(|s| s.field_id == field_id)
+    }
+
+    /// Whether a row patch holds new values of field `field_id`.
+    pub fn is_patched(&self, field_id: FieldId) -> bool {
+        self.patches.iter().any(|p| p.holds(field_id))
     }
 
     /// The bytes, before compression, of the fields `field_ids` across this fragment's rows,
     /// by its files' statistics; a field no file sizes counts as none.
     pub fn uncompressed_bytes(&self, field_ids: &[FieldId]) -> u64 {
         (field_ids.iter())
-            .filter_map(|id| self.column_stats(*id)?.uncompressed_bytes)
+            .filter_map(|id| self.file_column_stats(*id)?.uncompressed_bytes)
             .sum()
     }
 

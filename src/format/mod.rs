@@ -18,6 +18,7 @@ mod lineage;
 mod manifest;
 pub(crate) mod nested;
 mod path;
+mod row_patch;
 mod schema;
 mod schema_change;
 mod schema_edit;
@@ -53,6 +54,7 @@ pub use manifest::{
 };
 
 pub use path::{DerivedName, TablePath, BASES_DIR, OWN_ROOT, TABLE_FILE_DIRS};
+pub use row_patch::RowPatch;
 pub use schema::{
     field_id_of, Constraint, ConstraintKind, Field, FieldId, NestedField, Schema,
     PARQUET_FIELD_ID_META_KEY, RESERVED_COLUMNS,

@@ -145,6 +145,7 @@ fn fragment(id: u32, rows: u32) -> impl Strategy<Value = Fragment> {
             physical_rows: rows,
             row_ids,
             lineage,
+            patches: Vec::new(),
         }
     })
 }
@@ -399,6 +400,7 @@ fn fragment_row_ids_are_one_of_three() {
         physical_rows: 3,
         row_ids,
         lineage: Lineage::native(2),
+        patches: Vec::new(),
     };
     let stored = fragment(FragmentRowIds::Stored {
         file: file.clone(),
@@ -465,6 +467,7 @@ fn change_data_reads_back_and_what_is_not_captured_rows_is_refused() {
         physical_rows: 3,
         row_ids,
         lineage: Lineage::native(2),
+        patches: Vec::new(),
     };
     let inline = FragmentRowIds::Inline(Arc::new(RowIdSequence::from_ids(&[9, 4, 7])));
     let read_back = |manifest: &Manifest| {
@@ -509,6 +512,7 @@ fn captures_share_the_ids_of_the_fragment_their_update_added() {
         physical_rows: 300,
         row_ids,
         lineage: Lineage::native(2),
+        patches: Vec::new(),
     };
     manifest.max_fragment_id = Some(first + 1);
     manifest
@@ -546,5 +550,62 @@ fn captures_share_the_ids_of_the_fragment_their_update_added() {
     assert!(
         matches!(back, Err(crate::Error::Corrupt { .. })),
         "{back:?}"
+    );
+}
+
+/// A fragment's row patches read back as written; one naming a row past the fragment's
+/// end, holding another number of rows than it names, no column, or out of version order
+/// is refused as corrupt.
+#[test]
+fn row_patches_read_back_and_damaged_ones_are_refused() {
+    let patch = |version: u64, offsets: &[u32], rows: u64, field_ids: Vec<u32>| super::RowPatch {
+        file: DataFile {
+            path: TablePath::parse(&format!("data/p{version}.parquet")).expect("a path"),
+            field_ids,
+            row_count: rows,
+            file_size_bytes: 64,
+            column_stats: Vec::new(),
+            blob_reuse_index: None,
+        },
+        offsets: Arc::new(offsets.iter().copied().collect()),
+        version,
+    };
+    let fragment = |patches| Fragment {
+        id: 4,
+        files: Vec::new(),
+        deletion: None,
+        physical_rows: 10,
+        row_ids: FragmentRowIds::Native,
+        lineage: Lineage::native(2),
+        patches,
+    };
+    let read = RowIdsRead::new();
+    let round = |f: &Fragment| {
+        super::convert::fragment_from_proto(super::convert::fragment_to_proto(f), "m", &read)
+    };
+    let written = fragment(vec![
+        patch(3, &[1, 9], 2, vec![1]),
+        patch(5, &[1], 1, vec![1, 2]),
+    ]);
+    assert_eq!(round(&written).expect("decodes"), written);
+    for damaged in [
+        vec![patch(3, &[1, 10], 2, vec![1])],
+        vec![patch(3, &[1, 2], 3, vec![1])],
+        vec![patch(3, &[1], 1, vec![])],
+        vec![patch(3, &[1], 1, vec![2, 2])],
+        vec![patch(5, &[1], 1, vec![1]), patch(3, &[2], 1, vec![1])],
+    ] {
+        let refused = round(&fragment(damaged));
+        assert!(
+            matches!(refused, Err(crate::Error::Corrupt { .. })),
+            "{refused:?}"
+        );
+    }
+    let mut garbled = super::convert::fragment_to_proto(&written);
+    garbled.row_patches[0].offsets = vec![0xff; 7];
+    let refused = super::convert::fragment_from_proto(garbled, "m", &read);
+    assert!(
+        matches!(refused, Err(crate::Error::Corrupt { .. })),
+        "{refused:?}"
     );
 }

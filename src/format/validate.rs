@@ -77,6 +77,16 @@ impl Manifest {
                 ));
             }
         }
+        for patch in &fragment.patches {
+            let next_id = self.schema.next_field_id;
+            if patch.version > self.version || patch.file.field_ids.iter().any(|&id| id >= next_id)
+            {
+                return corrupt(format!(
+                    "fragment {} has a row patch ({}) of a later version or an unknown field",
+                    fragment.id, patch.file.path
+                ));
+            }
+        }
         if let Some(seq) = fragment.row_ids.sequence() {
             if seq.len() != fragment.physical_rows as usize {
                 return corrupt(format!(

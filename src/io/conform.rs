@@ -110,6 +110,22 @@ impl FileColumns {
         self.blob_ids.iter().filter(deferred).copied().collect()
     }
 
+    /// Those of them at `positions` (ascending), as they are read here.
+    pub(super) fn at(&self, positions: &[usize]) -> Self {
+        let ids: Vec<FieldId> = positions.iter().map(|&p| self.ids[p]).collect();
+        let kept = |list: &[FieldId]| -> Vec<FieldId> {
+            list.iter().copied().filter(|id| ids.contains(id)).collect()
+        };
+        Self {
+            nested: positions.iter().map(|&p| self.nested[p].clone()).collect(),
+            blob_ids: kept(&self.blob_ids),
+            deferred: kept(&self.deferred),
+            lean: kept(&self.lean),
+            views: kept(&self.views),
+            ids,
+        }
+    }
+
     /// How many there are.
     pub fn len(&self) -> usize {
         self.ids.len()

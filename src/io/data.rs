@@ -28,7 +28,7 @@ use super::panics::{panicked, parquet_read};
 use super::reader::{page_ranges, selection_policy, ObjectFileReader, SKIP_ROW_BYTES};
 use super::TableStore;
 use crate::error::{Error, Result};
-use crate::format::{blob_descriptor, field_id_of, DataFile, FieldId, Fragment};
+use crate::format::{blob_descriptor, field_id_of, DataFile, FieldId, Fragment, RowPatch};
 
 /// The most bytes a read of selected rows fetches ahead in one request.
 const PREFETCH_LIMIT_BYTES: u64 = 16 * 1024 * 1024;
@@ -87,6 +87,13 @@ impl TableStore {
             }))
             .boxed();
         }
+        // Patches of the columns read: their cells' page bounds are the old values'.
+        let patches: Vec<RowPatch> = (fragment.patches.iter())
+            .filter(|p| p.holds_any(columns.ids()))
+            .cloned()
+            .collect();
+        let pages = pages.filter(|p| !patches.iter().any(|q| q.holds_any(&p.field_ids)));
+        let merge = (!patches.is_empty()).then(|| (patches, columns.clone(), output.clone()));
         let this = self.clone();
         let fragment = fragment.clone();
         let columns = columns.clone();
@@ -119,7 +126,13 @@ impl TableStore {
                 .await?;
             Ok::<_, Error>(attach_offsets(batches, selected))
         };
-        stream::once(stream).try_flatten().boxed()
+        let read = stream::once(stream).try_flatten().boxed();
+        match merge {
+            Some((patches, columns, output)) => {
+                self.merging_patches(read, patches, columns, output)
+            }
+            None => read,
+        }
     }
 
     /// `selected` without the rows whose pages cannot hold a row `pages` wants, judged by
@@ -236,7 +249,7 @@ impl TableStore {
         )
     }
 
-    async fn read_columns(
+    pub(super) async fn read_columns(
         &self,
         fragment: &Fragment,
         columns: &FileColumns,

@@ -22,6 +22,7 @@ mod pages;
 mod panics;
 mod reader;
 mod recent_latest;
+mod row_patches;
 mod rowids;
 mod segments;
 mod staged;

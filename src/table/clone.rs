@@ -203,7 +203,8 @@ async fn files_to_copy(store: &TableStore, manifest: &Manifest) -> Result<Vec<(T
     let sizes = store.files_with_sizes(&bases).await?;
     let mut wanted: Vec<TablePath> = Vec::new();
     for fragment in &manifest.fragments {
-        for file in &fragment.files {
+        let patches = fragment.patches.iter().map(|p| &p.file);
+        for file in fragment.files.iter().chain(patches) {
             wanted.push(file.path.clone());
             let stem = format!("{}/", TablePath::sidecar_dir(&file.path).as_str());
             let reused = file.blob_reuse_index.iter().flat_map(|i| i.sources());

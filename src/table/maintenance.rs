@@ -185,6 +185,9 @@ pub(super) fn referenced_files(manifest: &Manifest, into: &mut HashSet<String>) 
         if let Some(lineage) = &fragment.lineage.updated_file {
             into.insert(lineage.path.as_str().to_string());
         }
+        for patch in &fragment.patches {
+            into.insert(patch.file.path.as_str().to_string());
+        }
     }
     for segment in &manifest.fragment_segments {
         into.insert(segment.path.as_str().to_string());
@@ -522,13 +525,14 @@ fn plan_compaction(
         let heavy = f.physical_rows > 0
             && deleted / f.physical_rows as f64 >= max_deleted_fraction
             && deleted > 0.0;
-        (f.physical_rows as u64) < target / 2 || heavy || f.live_rows() == 0
+        (f.physical_rows as u64) < target / 2 || heavy || f.live_rows() == 0 || heavily_patched(f)
     };
     let mut groups: Vec<Vec<Fragment>> = Vec::new();
     let mut current: Vec<Fragment> = Vec::new();
     let mut current_rows = 0u64;
     let close = |current: &mut Vec<Fragment>, groups: &mut Vec<Vec<Fragment>>| {
-        let worth = current.len() > 1 || current.iter().any(|f| f.deletion.is_some());
+        let worth = current.len() > 1
+            || (current.iter()).any(|f| f.deletion.is_some() || !f.patches.is_empty());
         if worth {
             groups.push(std::mem::take(current));
         } else {
@@ -553,6 +557,20 @@ fn plan_compaction(
     }
     close(&mut current, &mut groups);
     groups
+}
+
+/// Row patches a fragment carries past which compaction folds them: a read of a patched
+/// column merges each one.
+const FOLD_PATCH_FILES: usize = 8;
+/// The share of a fragment's rows patched past which compaction folds its patches.
+const FOLD_PATCHED_SHARE: f64 = 0.1;
+
+/// Whether `fragment`'s patches are many or cover much of it: compaction rewrites it then,
+/// however large it is, so that reads stop merging them.
+fn heavily_patched(fragment: &Fragment) -> bool {
+    let patched: u64 = fragment.patches.iter().map(|p| p.offsets.len()).sum();
+    fragment.patches.len() >= FOLD_PATCH_FILES
+        || (patched > 0 && patched as f64 >= fragment.physical_rows as f64 * FOLD_PATCHED_SHARE)
 }
 
 /// Which of the table's indexes cover a fragment, one flag per index name: fragments that

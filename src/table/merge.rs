@@ -174,6 +174,7 @@ mod tests {
             deletion: None,
             row_ids: crate::format::FragmentRowIds::Native,
             lineage: Default::default(),
+            patches: Vec::new(),
         }
     }
 

@@ -34,6 +34,7 @@ mod index;
 mod late_read;
 mod maintenance;
 mod merge;
+mod patch;
 mod progress;
 mod recovery;
 mod rows_with_ids;

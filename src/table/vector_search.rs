@@ -292,8 +292,13 @@ impl Snapshot {
         // deletion file, a new key.
         let file =
             (fragment.file_holding(vectors.field_id)).map(|i| fragment.files[i].path.as_str());
+        // And its patches of the column: a patch is a new key too.
+        let patched = (fragment.patches.iter())
+            .filter(|p| p.holds(vectors.field_id))
+            .map(|p| p.file.path.as_str());
         let deletions: Vec<&str> = (fragment.deletion.iter())
             .flat_map(|d| d.files().map(|f| f.path.as_str()))
+            .chain(patched)
             .collect();
         let key = format!(
             "{}#{}#{}",

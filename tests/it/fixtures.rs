@@ -28,7 +28,8 @@
 //! id order, and their rows' last-change versions are in `_lineage/` files; since
 //! 2026-12-06-shapes, a table `s` of unions and dictionaries of nested values; since
 //! 2026-12-06-vectors, a table `v` with a vector column and an `ivf_flat` index; since
-//! 2026-12-07-quantized, a table `q` as `v` with an `ivf_pq` index.
+//! 2026-12-07-quantized, a table `q` as `v` with an `ivf_pq` index; since
+//! 2026-12-07-patches, a table `p` with row patches at several depths of its history.
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -71,6 +72,7 @@ const FIXTURES: &[&str] = &[
     "2026-12-06-shapes",
     "2026-12-06-vectors",
     "2026-12-07-quantized",
+    "2026-12-07-patches",
 ];
 
 /// Where the fixtures live.
@@ -331,6 +333,10 @@ async fn write_fixture(dir: &Path) {
     crate::vector_index::write_quantized_fixture_table(dir).await;
     let expected = crate::vector_index::describe_fixture_table(dir, "q").await;
     std::fs::write(dir.join("expected-q.txt"), expected).expect("expected-q.txt");
+    // Row patches (since 2026-12-07-patches).
+    crate::row_patch::write_fixture_table(dir).await;
+    let expected = crate::row_patch::describe_fixture_table(dir).await;
+    std::fs::write(dir.join("expected-p.txt"), expected).expect("expected-p.txt");
 }
 
 /// Table `e` of the fixture at `dir`, reading its external values from the fixture's stores.
@@ -632,6 +638,18 @@ async fn tables_written_by_earlier_natal_open_read_and_take_writes() {
                 let exact = line.replace(" all: ", " exact: ");
                 assert!(found.contains(&exact), "{found}");
             }
+        }
+
+        // Row patches, where the fixture has them: every version reads as it did; today's
+        // natal patches the table again and folds every patch.
+        if let Ok(expected) = std::fs::read_to_string(fixture.join("expected-p.txt")) {
+            let found = crate::row_patch::describe_fixture_table(scratch.path()).await;
+            assert!(
+                found == expected,
+                "{fixture:?} reads p differently:\n{}",
+                first_difference(&expected, &found)
+            );
+            crate::row_patch::write_to_fixture_table(scratch.path()).await;
         }
     }
 }

@@ -190,6 +190,14 @@ impl Seeds {
             let matches = crate::common::key_matches(move |k| k % modulus == 3);
             table.delete_where(matches).await.expect("delete");
         }
+        // Row patches ride in the manifests and segments too.
+        let patched = [crate::common::addr(0, 2), crate::common::addr(5, 0)];
+        let vals: arrow::array::ArrayRef = Arc::new(arrow::array::Int64Array::from(vec![7, 8]));
+        let values = arrow::array::RecordBatch::try_from_iter([("val", vals)]).expect("values");
+        table
+            .patch_rows(&patched.map(natal::RowId::from_u64), values)
+            .await
+            .expect("patch");
         let latest = table.latest().await.expect("latest");
         let manifest = latest.manifest();
         let get = |path: &TablePath| {

@@ -45,6 +45,7 @@ mod parity;
 mod processes;
 mod pushed;
 mod recovery;
+mod row_patch;
 mod rowid;
 mod s3;
 mod s3_server;

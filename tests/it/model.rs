@@ -44,6 +44,8 @@ pub(crate) enum Op {
         filtered: bool,
     },
     UpdateIds(Vec<Index>, i64),
+    /// Give `val` of some rows new values in row patches (`Table::patch_rows`).
+    PatchIds(Vec<Index>, i64),
     Upsert {
         existing: Vec<Index>,
         new_rows: u8,
@@ -100,6 +102,8 @@ fn row_op() -> impl Strategy<Value = Op> {
         }),
         (prop::collection::vec(any::<Index>(), 1..4), 1i64..50)
             .prop_map(|(ids, delta)| Op::UpdateIds(ids, delta)),
+        (prop::collection::vec(any::<Index>(), 1..4), 1i64..50)
+            .prop_map(|(ids, delta)| Op::PatchIds(ids, delta)),
         (
             prop::collection::vec(any::<Index>(), 0..4),
             0u8..4,
@@ -277,6 +281,27 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
             (
                 Action::UpdateIds(ids, *delta),
                 change(vec![], changed, vec![]),
+            )
+        }
+        Op::PatchIds(indexes, delta) => {
+            let ids = pick(indexes);
+            let values = (ids.iter())
+                .map(|id| (*id, (read[id].0, read[id].1 + delta)))
+                .collect();
+            let changed = ids
+                .iter()
+                .map(|id| (*id, (read[id].0, read[id].1 + delta)))
+                .collect();
+            // A patch leaves the row's other columns (the extras) as they were.
+            (
+                Action::PatchIds(values, *delta),
+                Expect::Change {
+                    added: vec![],
+                    changed,
+                    removed: vec![],
+                    replace_all: false,
+                    keeps_extras: true,
+                },
             )
         }
         Op::Upsert {
@@ -576,6 +601,7 @@ pub(crate) async fn step(op: &Op, model: &mut Model, table: &Table) {
                             action_a,
                             Action::Update(..)
                                 | Action::UpdateIds(..)
+                                | Action::PatchIds(..)
                                 | Action::Upsert(_)
                                 | Action::Changes { .. }
                                 | Action::Compact(..)
@@ -584,7 +610,18 @@ pub(crate) async fn step(op: &Op, model: &mut Model, table: &Table) {
                     // compaction that rewrote all of them.
                     let indexed_meanwhile = matches!(action_b, Action::Index)
                         && (merged_after_a
-                            || matches!(action_a, Action::Index | Action::Compact(..)));
+                            || matches!(
+                                action_a,
+                                Action::Index | Action::Compact(..) | Action::PatchIds(..)
+                            ));
+                    // A patch does not follow rows a compaction moved, gives way to an index
+                    // of its column and to change data recorded meanwhile.
+                    let patch_gives_way = matches!(action_b, Action::PatchIds(..))
+                        && (merged_after_a
+                            || matches!(
+                                action_a,
+                                Action::Compact(..) | Action::Index | Action::ChangeDataFeed(true)
+                            ));
                     // Values computed for a column give way to rows written meanwhile, and
                     // rows rewritten give way to values computed meanwhile.
                     let rewrites = |a: &Action| {
@@ -600,8 +637,15 @@ pub(crate) async fn step(op: &Op, model: &mut Model, table: &Table) {
                     let valued_meanwhile = (matches!(action_b, Action::AddValued(..))
                         && (merged_after_a
                             || rewrites(&action_a)
-                            || matches!(action_a, Action::Append(_) | Action::Overwrite(_))))
-                        || (matches!(action_a, Action::AddValued(..)) && rewrites(&action_b));
+                            || matches!(
+                                action_a,
+                                Action::Append(_) | Action::Overwrite(_) | Action::PatchIds(..)
+                            )))
+                        || (matches!(action_a, Action::AddValued(..)) && rewrites(&action_b))
+                        // A patch the table refused runs as an update (`model_actions::run`).
+                        || (matches!(action_a, Action::AddValued(..))
+                            && matches!(action_b, Action::PatchIds(..))
+                            && e.to_string().contains("update planned"));
                     // An update keeping blob values where they are gives way to a
                     // compaction that repacked their sidecars meanwhile.
                     let repacked_meanwhile = matches!(action_b, Action::Update(.., true))
@@ -610,6 +654,7 @@ pub(crate) async fn step(op: &Op, model: &mut Model, table: &Table) {
                     let allowed = conflicts
                         || (matches!(action_b, Action::Compact(..)) && rewrote)
                         || indexed_meanwhile
+                        || patch_gives_way
                         || valued_meanwhile
                         || repacked_meanwhile;
                     assert!(

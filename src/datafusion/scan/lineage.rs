@@ -127,6 +127,7 @@ mod tests {
             physical_rows: 3,
             row_ids: FragmentRowIds::Native,
             lineage,
+            patches: Vec::new(),
         }
     }
 

@@ -111,6 +111,7 @@ mod tests {
             physical_rows: rows,
             row_ids: crate::format::FragmentRowIds::Native,
             lineage: Default::default(),
+            patches: Vec::new(),
         }
     }
 

@@ -139,6 +139,7 @@ mod tests {
             physical_rows: ids.len() as u32,
             row_ids: FragmentRowIds::of(Some(Arc::new(RowIdSequence::from_ids(ids)))),
             lineage: Lineage::native(1),
+            patches: Vec::new(),
         }
     }
 

@@ -108,8 +108,18 @@ impl NewFragment {
             physical_rows: self.rows,
             row_ids: FragmentRowIds::of(row_ids),
             lineage,
+            patches: Vec::new(),
         }
     }
+}
+
+/// A row patch written for a fragment: its file (the new values of the patched rows, in
+/// offset order) and the offsets it patches.
+#[derive(Debug, Clone)]
+pub(crate) struct NewPatch {
+    pub fragment: FragmentId,
+    pub file: DataFile,
+    pub offsets: Arc<roaring::RoaringBitmap>,
 }
 
 /// What a transaction does, in terms that can be re-applied to a newer version.
@@ -160,6 +170,11 @@ pub(crate) enum Action {
         to: Box<Schema>,
         column_files: Vec<(FragmentId, DataFile)>,
     },
+    /// Give some columns of some rows new values in place: one row patch per fragment
+    /// holding some of them (reader flag `ROW_PATCHES`).
+    Patch {
+        patches: Vec<NewPatch>,
+    },
     /// Start or stop recording change data (a table property; recorded as a schema
     /// change: it changes no row).
     SetChangeDataFeed {
@@ -191,6 +206,7 @@ impl Action {
             Action::AlterSchema { column_files, .. } => {
                 column_files.iter().map(|(_, file)| file.clone()).collect()
             }
+            Action::Patch { patches } => patches.iter().map(|p| p.file.clone()).collect(),
             _ => Vec::new(),
         }
     }
@@ -201,6 +217,7 @@ impl Action {
         match self {
             Action::Append { fragments } => fragments.is_empty(),
             Action::Delete { rows } => rows.is_empty(),
+            Action::Patch { patches } => patches.is_empty(),
             Action::Update { rows, fragments } => rows.is_empty() && fragments.is_empty(),
             Action::Compact { inputs, .. } => inputs.is_empty(),
             Action::CreateIndex { segments, replaces } => {
@@ -226,6 +243,7 @@ impl Action {
             Action::Restore { .. } => Operation::Restore,
             Action::CreateIndex { .. } => Operation::CreateIndex,
             Action::DropIndex { .. } => Operation::DropIndex,
+            Action::Patch { .. } => Operation::Patch,
             Action::AlterSchema { .. } | Action::SetChangeDataFeed { .. } => Operation::AlterSchema,
         }
     }

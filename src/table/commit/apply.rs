@@ -2,12 +2,16 @@
 //! writes.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use roaring::RoaringBitmap;
 
 use super::action::{Action, NewFragment};
 use crate::error::{Error, Result};
-use crate::format::{DeletionVector, Fragment, Manifest, TransactionSummary};
+
+use crate::format::{
+    DeletionVector, Fragment, Lineage, Manifest, TransactionSummary, VersionRuns, UNKNOWN_VERSION,
+};
 use crate::io::TableStore;
 use crate::rowid::{FragmentId, RowAddress, RowId};
 
@@ -143,6 +147,16 @@ pub(super) async fn apply(
             super::schema::attach_column_files(&mut m, column_files)?;
         }
         Action::SetChangeDataFeed { enabled } => m.change_data_feed = *enabled,
+        Action::Patch { patches } => {
+            let refused = add_patches(store, &mut m, patches).await?;
+            refused.map_err(|reason| Error::Conflict {
+                operation: action.operation(),
+                read_version,
+                other: Some(base.transaction.operation),
+                other_version: base.version,
+                reason,
+            })?;
+        }
     }
     m.fragments.sort_by_key(|f| f.id);
     // Coverage never names a fragment the version does not have.
@@ -236,6 +250,72 @@ async fn delete_rows(
         );
     }
     Ok(removed)
+}
+
+/// Adds each of `patches` to its fragment as `m`'s: `Ok(Err(reason))` when the version it
+/// applies to no longer lets it (its fragment rewritten, a patched row deleted, an index
+/// made of a patched column).
+async fn add_patches(
+    store: &TableStore,
+    m: &mut Manifest,
+    patches: &[super::action::NewPatch],
+) -> Result<std::result::Result<(), String>> {
+    let version = m.version;
+    if m.change_data_feed {
+        return Ok(Err("the table began recording change data".into()));
+    }
+    for patch in patches {
+        let Some(fragment) = m.fragments.iter_mut().find(|f| f.id == patch.fragment) else {
+            return Ok(Err(format!("fragment {} was rewritten", patch.fragment)));
+        };
+        let fields = &patch.file.field_ids;
+        let indexed = (m.indexes.segments.iter())
+            .find(|s| fields.contains(&s.field_id) && s.fragments.contains(fragment.id));
+        if let Some(segment) = indexed {
+            return Ok(Err(format!(
+                "index {} covers a patched column",
+                segment.name
+            )));
+        }
+        if let Some(deleted) = store.fragment_deletions(fragment).await? {
+            if !deleted.is_disjoint(&patch.offsets) {
+                return Ok(Err(format!(
+                    "a patched row of fragment {} was deleted or updated",
+                    fragment.id
+                )));
+            }
+        }
+        if fragment.lineage.is_recorded() {
+            let lineage = store
+                .lineage_of(&fragment.lineage, fragment.physical_rows)
+                .await?;
+            let rows = fragment.physical_rows;
+            fragment.lineage = patched_lineage(&lineage, rows, &patch.offsets, version);
+        }
+        fragment.patches.push(crate::format::RowPatch {
+            file: patch.file.clone(),
+            offsets: patch.offsets.clone(),
+            version,
+        });
+    }
+    Ok(Ok(()))
+}
+
+/// `lineage` (its rows at hand) with the rows at `offsets` last changed in `version`.
+fn patched_lineage(lineage: &Lineage, rows: u32, offsets: &RoaringBitmap, version: u64) -> Lineage {
+    let written_in = lineage.written_in.unwrap_or(UNKNOWN_VERSION);
+    let versions: Vec<u64> = (0..rows)
+        .map(|offset| match offsets.contains(offset) {
+            true => version,
+            false => lineage.updated_at(offset).unwrap_or(UNKNOWN_VERSION),
+        })
+        .collect();
+    let all_written_in = versions.iter().all(|&v| v == written_in);
+    Lineage {
+        row_updated: (!all_written_in).then(|| Arc::new(VersionRuns::from_values(&versions))),
+        updated_file: None,
+        ..lineage.clone()
+    }
 }
 
 /// A carried fragment whose row-id sequence has fewer ids than it has rows.

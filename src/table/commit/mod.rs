@@ -11,7 +11,11 @@
 //! - overwrite and restore rebase over anything; everything else conflicts with them;
 //! - a schema change conflicts with another; other actions rebase over it (their new
 //!   fragments' statistics converted to widened types), but for an index build on a column
-//!   it widened or dropped, and rows lacking a NOT NULL column it added.
+//!   it widened or dropped, and rows lacking a NOT NULL column it added;
+//! - a row patch conflicts with a delete or update of a row it patches, a compaction of its
+//!   fragment (it does not follow moved rows yet), a patch of the same cell and an index
+//!   made of a patched column; an update of a patched row, a compaction of a patched
+//!   fragment and an index build over a patched column conflict with it.
 
 mod action;
 mod apply;
@@ -25,7 +29,7 @@ use crate::format::Manifest;
 use crate::io::TableStore;
 use crate::table::TableOptions;
 
-pub(crate) use action::{Action, CarriedRow, NewFragment, THIS_COMMIT};
+pub(crate) use action::{Action, CarriedRow, NewFragment, NewPatch, THIS_COMMIT};
 use apply::{add_fragments, apply};
 use rebase::rebase;
 

@@ -50,6 +50,11 @@ pub(super) async fn rebase(
     if next.transaction.operation == Operation::AlterSchema {
         return rebase_over_schema_change(action, prev, next, read_version);
     }
+    if next.transaction.operation == Operation::Patch && !replaces_all {
+        if let Some(reason) = patched_under(action, prev, next) {
+            return Err(conflict(action, read_version, next, reason));
+        }
+    }
     match action {
         Action::Overwrite { .. } | Action::Restore { .. } => Ok(()),
         _ if replaces_all => Err(conflict(
@@ -59,6 +64,9 @@ pub(super) async fn rebase(
             "the table was replaced",
         )),
         Action::Append { .. } | Action::Checkpoint { .. } => Ok(()),
+        // Its fragments and rows are checked as it applies (`apply::add_patches`); a patch
+        // does not follow rows a compaction moved.
+        Action::Patch { .. } => Ok(()),
         Action::Delete { rows } | Action::Update { rows, .. } if other_rewrote => {
             match follow_rows(store, rows, prev, next).await? {
                 Followed::Every => Ok(()),
@@ -109,6 +117,13 @@ fn rebase_over_schema_change(
             return Err(conflict(action, read_version, next, reason));
         }
     }
+    if let Action::Patch { patches } = &*action {
+        let mut fields = patches.iter().flat_map(|p| &p.file.field_ids);
+        if fields.any(|&id| retyped_or_dropped(id)) {
+            let reason = "a patched column was dropped or widened meanwhile";
+            return Err(conflict(action, read_version, next, reason));
+        }
+    }
     // Rows carried into new fragments would lose the values computed for them.
     let rewrites_rows = match &*action {
         Action::Update { fragments, .. } => !fragments.is_empty(),
@@ -133,6 +148,58 @@ fn rebase_over_schema_change(
         super::schema::widen_file_stats(std::slice::from_mut(&mut fragment.file), from, to);
     }
     Ok(())
+}
+
+/// Why `action` cannot follow `next`, a version that patched rows `prev` did not: an update
+/// would write a patched row again with its old values (and a delete remove one: the
+/// later of the two is refused, as for two updates), a compaction would drop a patch,
+/// an index would hold a patched row's old value, a patch would be hidden under another of
+/// the same cell. `None`: it can.
+fn patched_under(action: &Action, prev: &Manifest, next: &Manifest) -> Option<String> {
+    // The patches `next` added to fragment `id`.
+    let added = |id: FragmentId| {
+        let before = prev.fragment(id).map_or(0, |f| f.patches.len());
+        let now = next.fragment(id).map_or(&[][..], |f| f.patches.as_slice());
+        now.get(before..).unwrap_or_default()
+    };
+    match action {
+        Action::Update { rows, .. } | Action::Delete { rows } => rows
+            .iter()
+            .find(|(_, addr)| {
+                let offset = addr.offset();
+                added(addr.fragment_id())
+                    .iter()
+                    .any(|p| p.offsets.contains(offset))
+            })
+            .map(|(id, _)| format!("row {id} was patched concurrently")),
+        Action::Compact { inputs, .. } => inputs
+            .iter()
+            .find(|input| !added(input.id).is_empty())
+            .map(|input| format!("rows of fragment {} were patched", input.id)),
+        Action::CreateIndex { segments, .. } => segments
+            .iter()
+            .find(|s| {
+                s.fragments
+                    .iter()
+                    .any(|f| added(f).iter().any(|p| p.holds(s.field_id)))
+            })
+            .map(|s| format!("a column of index {} was patched", s.name)),
+        Action::Patch { patches } => patches
+            .iter()
+            .find(|mine| {
+                added(mine.fragment).iter().any(|theirs| {
+                    theirs.holds_any(&mine.file.field_ids)
+                        && !theirs.offsets.is_disjoint(&mine.offsets)
+                })
+            })
+            .map(|mine| {
+                format!(
+                    "cells of fragment {} were patched concurrently",
+                    mine.fragment
+                )
+            }),
+        _ => None,
+    }
 }
 
 /// Whether the rows a delete or update names could all be followed to a newer version.

@@ -91,7 +91,7 @@ pub(super) fn added_with_values<'a>(prev: &Manifest, next: &'a Manifest) -> Opti
 /// value file is gone. Deletions alone leave every computed value in place.
 pub(super) fn rows_changed_under_values(prev: &Manifest, next: &Manifest) -> Option<String> {
     let same_rows = |a: &crate::format::Fragment, b: &crate::format::Fragment| {
-        a.files == b.files && a.physical_rows == b.physical_rows
+        a.files == b.files && a.physical_rows == b.physical_rows && a.patches == b.patches
     };
     if let Some(new) = next
         .fragments
@@ -99,7 +99,7 @@ pub(super) fn rows_changed_under_values(prev: &Manifest, next: &Manifest) -> Opt
         .find(|f| prev.fragment(f.id).is_none_or(|p| !same_rows(p, f)))
     {
         return Some(format!(
-            "fragment {} was written meanwhile: its rows have no value computed",
+            "fragment {} was written or patched meanwhile: its rows have no value computed",
             new.id
         ));
     }

@@ -1,0 +1,167 @@
+//! Row patches written ([`Table::patch_rows`], seed 004's `patch_rows`): some columns of
+//! some rows get new values and the rows stay where they are. Per fragment holding some of
+//! the rows, one patch file holds only the changed columns of only those rows, in offset
+//! order; reads merge it (`io::row_patches`). A patched row keeps its address, so nothing
+//! is added to the relocation view and no index keyed by id needs an entry for it.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
+use roaring::RoaringBitmap;
+
+use super::commit::{Action, NewPatch};
+use super::write::delete_files;
+use super::{Committed, Table};
+use crate::error::{Error, Result};
+use crate::format::{Field, Schema};
+use crate::rowid::{FragmentId, RowId};
+
+impl Table {
+    /// Gives the rows `ids` the values of `values`' columns, row `i` of `values` to
+    /// `ids[i]`; each column of `values` is named as a column of the table (and cast to its
+    /// type), and the row's other columns keep their values. The rows keep their ids and
+    /// their addresses: what is written is one row patch per fragment holding some of them,
+    /// with only these columns of only these rows, which reads merge until compaction folds
+    /// it into new data files.
+    ///
+    /// # Errors
+    /// [`Error::RowNotFound`] if an id names no live row; [`Error::InvalidInput`] for an id
+    /// given twice, a row count other than the ids', an unknown column or one given twice, a
+    /// value its column cannot hold (a null in a non-null column, a type that does not cast),
+    /// and for what row patches do not cover yet: blob columns, columns an index covers, and
+    /// tables that record change data. Nothing is written then.
+    pub async fn patch_rows(&self, ids: &[RowId], values: RecordBatch) -> Result<Committed> {
+        let read = self.read_snapshot().await?;
+        let schema = read.schema().clone();
+        if values.num_rows() != ids.len() {
+            return Err(Error::invalid(format!(
+                "{} rows of values for {} row ids",
+                values.num_rows(),
+                ids.len()
+            )));
+        }
+        let mut seen = HashSet::with_capacity(ids.len());
+        if let Some(twice) = ids.iter().find(|id| !seen.insert(**id)) {
+            return Err(Error::invalid(format!("row id {twice} is given twice")));
+        }
+        if read.manifest().change_data_feed {
+            return Err(Error::invalid(
+                "the table records change data, which row patches do not capture yet: \
+                 update the rows instead",
+            ));
+        }
+        let (patched, columns) = patched_columns(&schema, &values)?;
+        if let Some(segment) = (read.manifest().indexes.segments.iter())
+            .find(|s| patched.fields.iter().any(|f| f.id == s.field_id))
+        {
+            return Err(Error::invalid(format!(
+                "column {} is indexed (index {}), which row patches do not keep current yet: \
+                 update the rows instead",
+                patched
+                    .field_by_id(segment.field_id)
+                    .map_or("?", |f| f.name.as_str()),
+                segment.name
+            )));
+        }
+        // The rows of `values` per fragment, with their offsets.
+        let mut by_fragment: BTreeMap<FragmentId, Vec<(u32, u32)>> = BTreeMap::new();
+        for (position, &id) in ids.iter().enumerate() {
+            let addr = read.resolve(id).await?.ok_or(Error::RowNotFound(id))?;
+            (by_fragment.entry(addr.fragment_id()).or_default())
+                .push((addr.offset(), position as u32));
+        }
+        let mut patches: Vec<NewPatch> = Vec::with_capacity(by_fragment.len());
+        let written = async {
+            for (fragment, mut at) in by_fragment {
+                at.sort_unstable();
+                let positions = UInt32Array::from_iter_values(at.iter().map(|&(_, p)| p));
+                let taken: Vec<ArrayRef> = (columns.iter())
+                    .map(|c| arrow::compute::take(c.as_ref(), &positions, None))
+                    .collect::<std::result::Result<_, _>>()?;
+                let batch = RecordBatch::try_new(patched.to_arrow(), taken)?;
+                let file = self.store.write_data_file(&patched, &[batch]).await?;
+                let offsets: RoaringBitmap = at.iter().map(|&(offset, _)| offset).collect();
+                patches.push(NewPatch {
+                    fragment,
+                    file,
+                    offsets: Arc::new(offsets),
+                });
+            }
+            Ok::<_, Error>(())
+        }
+        .await;
+        if let Err(e) = written {
+            delete_files(&self.store, &patched, patches.iter().map(|p| &p.file)).await;
+            return Err(e);
+        }
+        self.commit(&read, Action::Patch { patches }).await
+    }
+}
+
+/// The table's columns `values` names (in table order, with their ids: the patch files'
+/// schema) and `values`' columns cast to their types, in that order.
+fn patched_columns(schema: &Schema, values: &RecordBatch) -> Result<(Schema, Vec<ArrayRef>)> {
+    let given = values.schema();
+    let mut named: Vec<(usize, &Field, ArrayRef)> = Vec::new();
+    for (column, field) in values.columns().iter().zip(given.fields()) {
+        let name = field.name();
+        let Some((position, target)) =
+            (schema.fields.iter().enumerate()).find(|(_, f)| &f.name == name)
+        else {
+            return Err(Error::invalid(format!("no column named {name} to patch")));
+        };
+        if named.iter().any(|(p, _, _)| *p == position) {
+            return Err(Error::invalid(format!("column {name} is given twice")));
+        }
+        if target.blob.is_some() {
+            return Err(Error::invalid(format!(
+                "column {name} is a blob column, which row patches do not hold yet: update \
+                 the rows instead"
+            )));
+        }
+        let cast = cast_to(column, target)?;
+        named.push((position, target, cast));
+    }
+    if named.is_empty() {
+        return Err(Error::invalid("no column to patch"));
+    }
+    named.sort_by_key(|(position, _, _)| *position);
+    let patched = Schema {
+        fields: named.iter().map(|(_, f, _)| (*f).clone()).collect(),
+        ..schema.clone()
+    };
+    // The constraints name columns the patch may not hold: a patch file has no need of them.
+    let patched = Schema {
+        constraints: Vec::new(),
+        ..patched
+    };
+    Ok((patched, named.into_iter().map(|(_, _, c)| c).collect()))
+}
+
+/// `column` as `target`'s type, its values checked against `target`'s nullability.
+fn cast_to(column: &ArrayRef, target: &Field) -> Result<ArrayRef> {
+    let name = &target.name;
+    let cast = match column.data_type() == &target.data_type {
+        true => column.clone(),
+        false => {
+            let options = arrow::compute::CastOptions {
+                safe: false,
+                ..Default::default()
+            };
+            arrow::compute::cast_with_options(column, &target.data_type, &options).map_err(|e| {
+                Error::invalid(format!(
+                    "column {name} is {}; values of type {} do not cast to it: {e}",
+                    target.data_type,
+                    column.data_type()
+                ))
+            })?
+        }
+    };
+    if !target.nullable && cast.null_count() > 0 {
+        return Err(Error::invalid(format!(
+            "column {name} is NOT NULL; a patch gives it a null"
+        )));
+    }
+    Ok(cast)
+}
