@@ -25,6 +25,10 @@ datafusion::common::config_namespace! {
         /// For an `ivf_pq` index: re-rank this many times k candidates by their rows' exact
         /// vectors (read by take); unset: rank by the codes' estimates.
         pub refine_factor: Option<usize>, default = None
+        /// An UPDATE writes row patches, only its assigned columns of the rows it changes,
+        /// when those columns hold at most this share of the table's bytes (by its files'
+        /// statistics), and rewrites the rows otherwise; 0: always rewrite.
+        pub patch_max_share: f64, default = 0.0
     }
 }
 
@@ -97,6 +101,12 @@ pub(crate) fn session_merge(
         )),
         fan_in => Ok(Some(Some(crate::table::TieredMerge { fan_in }))),
     }
+}
+
+/// The largest share of a table's bytes an UPDATE's assigned columns may hold for it to
+/// write row patches (0 where the session has no natal options: rows are rewritten).
+pub(crate) fn session_patch_max_share(options: &ConfigOptions) -> f64 {
+    (options.extensions.get::<NatalOptions>()).map_or(0.0, |natal| natal.patch_max_share)
 }
 
 /// Whether the session lets filtered scans of wide rows read in two steps (`true` where it

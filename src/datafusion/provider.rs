@@ -369,12 +369,20 @@ impl TableProvider for NatalTableProvider {
             })?;
             values.push((index, state.create_physical_expr(expr, &df_schema)?));
         }
+        // Row patches when the assigned columns are a small share of the rows' bytes.
+        let assigned: Vec<u32> = (values.iter())
+            .filter_map(|(index, _)| schema.fields.get(*index).map(|f| f.id))
+            .collect();
+        let most = super::options::session_patch_max_share(state.config_options());
+        let patch =
+            most > 0.0 && (self.snapshot.patch_share(&assigned)).is_some_and(|share| share <= most);
         Ok(Arc::new(DmlExec::new(
             self.writer(state)?,
             DmlKind::Update {
                 rows,
                 values,
                 schema: user,
+                patch,
             },
         )))
     }

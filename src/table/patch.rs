@@ -8,14 +8,16 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
+use futures::TryStreamExt;
 use roaring::RoaringBitmap;
 
 use super::commit::{Action, NewPatch};
-use super::write::delete_files;
-use super::{Committed, Table};
+use super::progress::ScanProgress;
+use super::write::{delete_files, system_columns, updated_rows, BatchUpdate, RowMatch};
+use super::{Committed, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::{Field, Schema};
-use crate::rowid::{FragmentId, RowId};
+use crate::rowid::{FragmentId, RowAddress, RowId};
 
 impl Table {
     /// Gives the rows `ids` the values of `values`' columns, row `i` of `values` to
@@ -45,29 +47,88 @@ impl Table {
         if let Some(twice) = ids.iter().find(|id| !seen.insert(**id)) {
             return Err(Error::invalid(format!("row id {twice} is given twice")));
         }
-        if read.manifest().change_data_feed {
-            return Err(Error::invalid(
-                "the table records change data, which row patches do not capture yet: \
-                 update the rows instead",
-            ));
-        }
         let (patched, columns) = patched_columns(&schema, &values)?;
-        if let Some(segment) = (read.manifest().indexes.segments.iter())
-            .find(|s| patched.fields.iter().any(|f| f.id == s.field_id))
-        {
-            return Err(Error::invalid(format!(
-                "column {} is indexed (index {}), which row patches do not keep current yet: \
-                 update the rows instead",
-                patched
-                    .field_by_id(segment.field_id)
-                    .map_or("?", |f| f.name.as_str()),
-                segment.name
-            )));
+        refused(&read, &patched)?;
+        let mut addrs = Vec::with_capacity(ids.len());
+        for &id in ids {
+            addrs.push(read.resolve(id).await?.ok_or(Error::RowNotFound(id))?);
         }
-        // The rows of `values` per fragment, with their offsets.
+        self.commit_patches(&read, &patched, &addrs, &columns).await
+    }
+
+    /// Updates the rows `rows` names as row patches: `update` computes their new values (as
+    /// for [`Self::update_matching`]), of which only the columns at `assigned` (positions in
+    /// the table's schema) are written. The committed version, and the rows it patched.
+    ///
+    /// # Errors
+    /// As [`Self::patch_rows`] for what patches do not cover yet, and for values the
+    /// columns cannot hold.
+    pub async fn patch_matching(
+        &self,
+        rows: RowMatch,
+        assigned: &[usize],
+        update: BatchUpdate<'_>,
+    ) -> Result<(Committed, u64)> {
+        let read = self.read_snapshot().await?;
+        let schema = read.schema().clone();
+        let mut positions = assigned.to_vec();
+        positions.sort_unstable();
+        positions.dedup();
+        let fields = (positions.iter())
+            .map(|&p| schema.fields.get(p).cloned())
+            .collect::<Option<Vec<Field>>>()
+            .filter(|f| !f.is_empty())
+            .ok_or_else(|| Error::invalid("no column of the table to patch"))?;
+        let patched = patch_schema(&schema, fields);
+        refused(&read, &patched)?;
+        if let Some(blob) = patched.fields.iter().find(|f| f.blob.is_some()) {
+            return Err(blob_refused(&blob.name));
+        }
+        let mut progress = ScanProgress::new(&self.options.progress, "updating", &read);
+        let mut scan = read.scan(progress.counting(rows.scan(None))).await?;
+        let mut addrs = Vec::new();
+        let mut pieces: Vec<Vec<ArrayRef>> = Vec::new();
+        while let Some(matched) = scan.try_next().await? {
+            if matched.num_rows() == 0 {
+                continue;
+            }
+            let (_, at) = system_columns(&matched)?;
+            let updated = updated_rows(update, &matched)?;
+            let columns = (positions.iter().zip(&patched.fields))
+                .map(|(&p, field)| cast_to(updated.column(p), field))
+                .collect::<Result<Vec<_>>>()?;
+            pieces.push(columns);
+            addrs.extend(at);
+            progress.matched(matched.num_rows());
+        }
+        drop(progress);
+        let columns = (0..patched.fields.len())
+            .map(|c| {
+                let parts: Vec<&dyn Array> = pieces.iter().map(|p| p[c].as_ref()).collect();
+                match parts.is_empty() {
+                    true => Ok(arrow::array::new_empty_array(&patched.fields[c].data_type)),
+                    false => Ok(arrow::compute::concat(&parts)?),
+                }
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let committed = self
+            .commit_patches(&read, &patched, &addrs, &columns)
+            .await?;
+        Ok((committed, addrs.len() as u64))
+    }
+
+    /// Writes `columns` (of `patched`'s fields; row `i` the new values of the row at
+    /// `addrs[i]`, each named once) as one patch per fragment, and commits them on `read`.
+    async fn commit_patches(
+        &self,
+        read: &Snapshot,
+        patched: &Schema,
+        addrs: &[RowAddress],
+        columns: &[ArrayRef],
+    ) -> Result<Committed> {
+        // The rows of `columns` per fragment, with their offsets.
         let mut by_fragment: BTreeMap<FragmentId, Vec<(u32, u32)>> = BTreeMap::new();
-        for (position, &id) in ids.iter().enumerate() {
-            let addr = read.resolve(id).await?.ok_or(Error::RowNotFound(id))?;
+        for (position, addr) in addrs.iter().enumerate() {
             (by_fragment.entry(addr.fragment_id()).or_default())
                 .push((addr.offset(), position as u32));
         }
@@ -80,7 +141,7 @@ impl Table {
                     .map(|c| arrow::compute::take(c.as_ref(), &positions, None))
                     .collect::<std::result::Result<_, _>>()?;
                 let batch = RecordBatch::try_new(patched.to_arrow(), taken)?;
-                let file = self.store.write_data_file(&patched, &[batch]).await?;
+                let file = self.store.write_data_file(patched, &[batch]).await?;
                 let offsets: RoaringBitmap = at.iter().map(|&(offset, _)| offset).collect();
                 patches.push(NewPatch {
                     fragment,
@@ -92,10 +153,78 @@ impl Table {
         }
         .await;
         if let Err(e) = written {
-            delete_files(&self.store, &patched, patches.iter().map(|p| &p.file)).await;
+            delete_files(&self.store, patched, patches.iter().map(|p| &p.file)).await;
             return Err(e);
         }
-        self.commit(&read, Action::Patch { patches }).await
+        self.commit(read, Action::Patch { patches }).await
+    }
+}
+
+impl Snapshot {
+    /// The share of this version's bytes (before compression, by its files' statistics)
+    /// the columns `field_ids` hold: what a patch of them writes of what a rewrite of the
+    /// rows writes. `None` when patches cannot hold them yet (a blob column, an indexed
+    /// column, a table recording change data) or the files do not say.
+    pub fn patch_share(&self, field_ids: &[u32]) -> Option<f64> {
+        let schema = self.schema();
+        let fields = (field_ids.iter())
+            .map(|&id| schema.field_by_id(id).cloned())
+            .collect::<Option<Vec<Field>>>()?;
+        let patched = patch_schema(schema, fields);
+        if refused(self, &patched).is_err() || patched.fields.iter().any(|f| f.blob.is_some()) {
+            return None;
+        }
+        let every = schema.field_ids();
+        let fragments = &self.manifest().fragments;
+        let bytes = |ids: &[u32]| {
+            fragments
+                .iter()
+                .map(|f| f.uncompressed_bytes(ids))
+                .sum::<u64>()
+        };
+        let total = bytes(&every);
+        (total > 0).then(|| bytes(field_ids) as f64 / total as f64)
+    }
+}
+
+/// Why `read` cannot take patches of `patched`'s columns yet, if it cannot: it records
+/// change data, or an index covers one of them.
+fn refused(read: &Snapshot, patched: &Schema) -> Result<()> {
+    if read.manifest().change_data_feed {
+        return Err(Error::invalid(
+            "the table records change data, which row patches do not capture yet: \
+             update the rows instead",
+        ));
+    }
+    if let Some(segment) = (read.manifest().indexes.segments.iter())
+        .find(|s| patched.fields.iter().any(|f| f.id == s.field_id))
+    {
+        return Err(Error::invalid(format!(
+            "column {} is indexed (index {}), which row patches do not keep current yet: \
+             update the rows instead",
+            patched
+                .field_by_id(segment.field_id)
+                .map_or("?", |f| f.name.as_str()),
+            segment.name
+        )));
+    }
+    Ok(())
+}
+
+fn blob_refused(name: &str) -> Error {
+    Error::invalid(format!(
+        "column {name} is a blob column, which row patches do not hold yet: update the rows \
+         instead"
+    ))
+}
+
+/// The schema of patch files holding `fields` (of `schema`, in its order).
+fn patch_schema(schema: &Schema, fields: Vec<Field>) -> Schema {
+    // The constraints name columns a patch may not hold: its files have no need of them.
+    Schema {
+        fields,
+        constraints: Vec::new(),
+        ..schema.clone()
     }
 }
 
@@ -115,10 +244,7 @@ fn patched_columns(schema: &Schema, values: &RecordBatch) -> Result<(Schema, Vec
             return Err(Error::invalid(format!("column {name} is given twice")));
         }
         if target.blob.is_some() {
-            return Err(Error::invalid(format!(
-                "column {name} is a blob column, which row patches do not hold yet: update \
-                 the rows instead"
-            )));
+            return Err(blob_refused(name));
         }
         let cast = cast_to(column, target)?;
         named.push((position, target, cast));
@@ -127,15 +253,7 @@ fn patched_columns(schema: &Schema, values: &RecordBatch) -> Result<(Schema, Vec
         return Err(Error::invalid("no column to patch"));
     }
     named.sort_by_key(|(position, _, _)| *position);
-    let patched = Schema {
-        fields: named.iter().map(|(_, f, _)| (*f).clone()).collect(),
-        ..schema.clone()
-    };
-    // The constraints name columns the patch may not hold: a patch file has no need of them.
-    let patched = Schema {
-        constraints: Vec::new(),
-        ..patched
-    };
+    let patched = patch_schema(schema, named.iter().map(|(_, f, _)| (*f).clone()).collect());
     Ok((patched, named.into_iter().map(|(_, _, c)| c).collect()))
 }
 

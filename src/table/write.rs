@@ -48,7 +48,7 @@ pub struct RowMatch {
 impl RowMatch {
     /// The scan that finds the rows: `columns` (`None`: every user column) and both system
     /// columns.
-    fn scan(self, columns: Option<Vec<String>>) -> ScanRequest {
+    pub(super) fn scan(self, columns: Option<Vec<String>>) -> ScanRequest {
         ScanRequest {
             columns,
             with_row_id: true,
@@ -345,7 +345,20 @@ pub(crate) async fn write_native_fragments(
     writer.finish().await
 }
 
-fn system_columns(batch: &RecordBatch) -> Result<(Vec<RowId>, Vec<RowAddress>)> {
+/// `update`'s new values of the `matched` rows, as many as they are.
+pub(super) fn updated_rows(update: BatchUpdate<'_>, matched: &RecordBatch) -> Result<RecordBatch> {
+    let updated = update(matched)?;
+    if updated.num_rows() != matched.num_rows() {
+        return Err(Error::invalid(format!(
+            "update returned {} rows for {} matched rows",
+            updated.num_rows(),
+            matched.num_rows()
+        )));
+    }
+    Ok(updated)
+}
+
+pub(super) fn system_columns(batch: &RecordBatch) -> Result<(Vec<RowId>, Vec<RowAddress>)> {
     let column = |name: &str| {
         batch
             .column_by_name(name)
@@ -512,14 +525,7 @@ impl Table {
                     continue;
                 }
                 let (ids, addrs) = system_columns(&matched)?;
-                let updated = update(&matched)?;
-                if updated.num_rows() != matched.num_rows() {
-                    return Err(Error::invalid(format!(
-                        "update returned {} rows for {} matched rows",
-                        updated.num_rows(),
-                        matched.num_rows()
-                    )));
-                }
+                let updated = updated_rows(update, &matched)?;
                 let carried = (ids.iter().zip(&addrs))
                     .map(|(&id, &addr)| Some(CarriedRow::updated_at(read.manifest(), id, addr)))
                     .collect();

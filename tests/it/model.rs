@@ -606,17 +606,21 @@ pub(crate) async fn step(op: &Op, model: &mut Model, table: &Table) {
                                 | Action::Changes { .. }
                                 | Action::Compact(..)
                         );
-                    // An index segment gives way to one covering the same fragments, or to a
-                    // compaction that rewrote all of them.
+                    // What writes row patches (an update with an even delta does:
+                    // `model_actions::run`).
+                    let writes_patches = |a: &Action| {
+                        matches!(a, Action::PatchIds(..))
+                            || matches!(a, Action::Update(_, _, d, true) if d % 2 == 0)
+                    };
+                    // An index segment gives way to one covering the same fragments, to a
+                    // compaction that rewrote all of them, or to patches of its column.
                     let indexed_meanwhile = matches!(action_b, Action::Index)
                         && (merged_after_a
-                            || matches!(
-                                action_a,
-                                Action::Index | Action::Compact(..) | Action::PatchIds(..)
-                            ));
+                            || writes_patches(&action_a)
+                            || matches!(action_a, Action::Index | Action::Compact(..)));
                     // A patch does not follow rows a compaction moved, gives way to an index
                     // of its column and to change data recorded meanwhile.
-                    let patch_gives_way = matches!(action_b, Action::PatchIds(..))
+                    let patch_gives_way = writes_patches(&action_b)
                         && (merged_after_a
                             || matches!(
                                 action_a,

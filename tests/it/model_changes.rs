@@ -87,23 +87,10 @@ async fn check_pair(model: &Model, table: &Table, i: usize, j: usize) {
     let (from, before) = &model.versions[i];
     let (to, after) = &model.versions[j];
     let states: HashMap<u64, &State> = model.versions.iter().map(|(v, s)| (*v, s)).collect();
-    let read = match table.changes(*from, *to).await {
-        // Row patches are not in change reads yet: refused, for a range that holds one.
-        Err(natal::Error::InvalidInput(m)) if m.contains("row patches") => {
-            let mut patched = false;
-            for version in *from..=*to {
-                let snapshot = table.at_version(version).await.unwrap();
-                patched |= snapshot
-                    .manifest()
-                    .fragments
-                    .iter()
-                    .any(|f| !f.patches.is_empty());
-            }
-            assert!(patched, "changes({from}, {to}) refused: {m}");
-            return;
-        }
-        read => read.unwrap_or_else(|e| panic!("changes({from}, {to}): {e}")),
-    };
+    let read = table
+        .changes(*from, *to)
+        .await
+        .unwrap_or_else(|e| panic!("changes({from}, {to}): {e}"));
     let changes = changes_of(&read.batches);
     // Report order: by row id (a row's preimage just before its postimage).
     assert!(

@@ -182,6 +182,46 @@ async fn patched_cells_are_read_everywhere_and_folded_by_compaction() {
     );
     assert_eq!(updated_versions(&table, &[three]).await, [again.version]);
 
+    // Change reads report patched rows as updates, from the ends and version by version
+    // (a restore taking a patch back too).
+    let changes = format!(
+        "SELECT k, val, name, _change_type, _commit_version FROM natal_changes('t', {before}) \
+         ORDER BY k, _change_type"
+    );
+    let (v1, v2) = (patched.version, again.version);
+    assert_eq!(
+        lines(&ctx, &changes).await,
+        [
+            format!("| 3 | 3000 | x3 | update_postimage | {v2} |"),
+            format!("| 3 | 3 | n3 | update_preimage | {v2} |"),
+            format!("| 150 | 2000 | x150 | update_postimage | {v1} |"),
+            format!("| 150 | 150 | n150 | update_preimage | {v1} |"),
+        ]
+    );
+    let last = format!(
+        "SELECT k, val, _change_type FROM natal_changes('t', {v1}, {v2}) ORDER BY k, _change_type"
+    );
+    assert_eq!(
+        lines(&ctx, &last).await,
+        [
+            "| 3 | 3000 | update_postimage |",
+            "| 3 | 1000 | update_preimage |"
+        ]
+    );
+    table.restore(v1).await.unwrap();
+    let restored = table.latest().await.unwrap().version();
+    let back = format!(
+        "SELECT k, val, _change_type FROM natal_changes('t', {v2}, {restored}) ORDER BY k, _change_type"
+    );
+    assert_eq!(
+        lines(&ctx, &back).await,
+        [
+            "| 3 | 1000 | update_postimage |",
+            "| 3 | 3000 | update_preimage |"
+        ]
+    );
+    table.restore(v2).await.unwrap();
+
     // Compaction writes the patched values into its files and drops the patches; the rows
     // keep their ids.
     let compacted = table
@@ -351,6 +391,80 @@ async fn concurrent_writers_of_the_same_cells_or_rows_conflict() {
         lines(&ctx, "SELECT k, val, name FROM t WHERE k < 4 ORDER BY k").await,
         ["| 0 | 0 | n0 |", "| 1 | 100 | one |", "| 2 | 300 | n2 |"]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_of_a_small_share_of_the_row_writes_patches() {
+    let (_dir, ctx, table) = table().await;
+    for sql in [
+        "ALTER TABLE t ADD COLUMN doc VARCHAR",
+        "UPDATE t SET doc = repeat(md5(CAST(k AS VARCHAR)), 7) WHERE k >= 0",
+    ] {
+        answer(&ctx, sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let rows = "SELECT k, val, name, _rowaddr FROM \"t$rows\" WHERE k IN (1, 2, 150) ORDER BY k";
+    let before = lines(&ctx, rows).await;
+    let addrs_before: Vec<String> = before
+        .iter()
+        .map(|l| l.split(' ').nth(7).unwrap().into())
+        .collect();
+    let explain = |sql: &str| format!("EXPLAIN {sql}");
+    let update = "UPDATE t SET val = val + 1000, name = 'p' WHERE k % 2 = 0";
+    // Off by default: the rows are rewritten.
+    let plan = lines(&ctx, &explain(update)).await.join("\n");
+    assert!(plan.contains("assignments as rewrite"), "{plan}");
+    lines(&ctx, "SET natal.patch_max_share = 0.5").await;
+    let plan = lines(&ctx, &explain(update)).await.join("\n");
+    assert!(plan.contains("2 assignments as row patches"), "{plan}");
+    // The wide column is most of the row's bytes: rewritten.
+    let wide = "UPDATE t SET doc = 'short' WHERE k = 1";
+    let plan = lines(&ctx, &explain(wide)).await.join("\n");
+    assert!(plan.contains("as rewrite"), "{plan}");
+
+    let relocations = "SELECT count(*) FROM \"t$relocations\"";
+    let entries = lines(&ctx, relocations).await;
+    assert_eq!(lines(&ctx, update).await, ["| 100 |"]);
+    let after = lines(&ctx, rows).await;
+    let addrs_after: Vec<String> = after
+        .iter()
+        .map(|l| l.split(' ').nth(7).unwrap().into())
+        .collect();
+    assert_eq!(
+        addrs_after, addrs_before,
+        "patched rows stay where they are"
+    );
+    assert_eq!(
+        after[0].split(' ').take(6).collect::<Vec<_>>().join(" "),
+        "| 1 | 1 | n1"
+    );
+    assert_eq!(
+        after[1].split(' ').take(6).collect::<Vec<_>>().join(" "),
+        "| 2 | 1002 | p"
+    );
+    assert_eq!(
+        after[2].split(' ').take(6).collect::<Vec<_>>().join(" "),
+        "| 150 | 1150 | p"
+    );
+    let latest = table.latest().await.unwrap();
+    assert!(latest
+        .manifest()
+        .fragments
+        .iter()
+        .any(|f| !f.patches.is_empty()));
+    assert_eq!(
+        lines(&ctx, relocations).await,
+        entries,
+        "no relocation entry"
+    );
+    // A NOT NULL column given a null: refused, nothing written.
+    let version = latest.version();
+    let error = answer(&ctx, "UPDATE t SET k = NULL WHERE k = 4")
+        .await
+        .unwrap_err();
+    assert!(error.to_string().to_lowercase().contains("null"), "{error}");
+    assert_eq!(table.latest().await.unwrap().version(), version);
 }
 
 /// Table `p` of the fixtures (since 2026-12-07-patches): three fragments of 50 rows, then

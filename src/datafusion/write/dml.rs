@@ -155,6 +155,9 @@ pub enum DmlKind {
         values: Vec<(usize, Arc<dyn PhysicalExpr>)>,
         /// The table's user columns, which `values` are evaluated over.
         schema: SchemaRef,
+        /// Write only the assigned columns, as row patches (`natal.patch_max_share`),
+        /// rather than rewrite the rows.
+        patch: bool,
     },
 }
 
@@ -213,10 +216,16 @@ impl DisplayAs for DmlExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         match &self.kind {
             DmlKind::Delete { rows } => write!(f, "NatalDeleteExec: {}", describe(rows)),
-            DmlKind::Update { rows, values, .. } => {
+            DmlKind::Update {
+                rows,
+                values,
+                patch,
+                ..
+            } => {
+                let how = if *patch { "row patches" } else { "rewrite" };
                 write!(
                     f,
-                    "NatalUpdateExec: {} assignments, {}",
+                    "NatalUpdateExec: {} assignments as {how}, {}",
                     values.len(),
                     describe(rows)
                 )
@@ -232,7 +241,9 @@ async fn run(table: Table, kind: DmlKind) -> crate::Result<u64> {
             rows,
             values,
             schema,
+            patch,
         } => {
+            let assigned: Vec<usize> = values.iter().map(|(index, _)| *index).collect();
             let update = move |batch: &RecordBatch| -> crate::Result<RecordBatch> {
                 // Assignments see the row as it was, system columns included; the new row
                 // is its user columns with the assigned ones replaced.
@@ -252,6 +263,10 @@ async fn run(table: Table, kind: DmlKind) -> crate::Result<u64> {
                 }
                 crate::io::table_batch(&schema, columns)
             };
+            if patch {
+                let (_, patched) = table.patch_matching(rows, &assigned, &update).await?;
+                return Ok(patched);
+            }
             Ok(table
                 .update_matching(rows, &update)
                 .await?

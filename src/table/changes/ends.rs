@@ -1,11 +1,12 @@
 //! The net change between two versions read from the two ends alone, by row lineage.
 //!
-//! A row's values never change in place: an update writes the row into a fragment the
-//! update adds, with the update's version as the row's last change. So between `from` and
-//! `to`:
+//! A row's values change in place only by a row patch: an update writes the row into a
+//! fragment the update adds, with the update's version as the row's last change. So between
+//! `from` and `to`:
 //! - every row of `to` whose values changed in the range sits in a fragment added in the
-//!   range, with a last change after `from`; rows there with an older one were only moved
-//!   (by a compaction or a merge);
+//!   range, with a last change after `from`, or is one a patch added in the range holds;
+//!   rows of added fragments with an older last change were only moved (by a compaction or
+//!   a merge);
 //! - every row of `from` that is not where it was at `to` was deleted from its fragment
 //!   (its deletion vector grew) or its fragment was dropped;
 //! - of those, the ones found again at `to` were updated (changed) or moved (not), the rest
@@ -32,7 +33,7 @@ const CONCURRENT_FRAGMENT_READS: usize = 8;
 
 /// One fragment's part of a change between two versions.
 pub(in crate::table) enum Part<'a> {
-    /// Held by both, its deletions changed (before, after).
+    /// Held by both, its deletions or its row patches changed (before, after).
     Deletions(&'a Fragment, &'a Fragment),
     /// Held by the first only: its live rows left.
     Dropped(&'a Fragment),
@@ -107,7 +108,7 @@ pub(in crate::table) fn fragment_parts<'a>(
                 new.next();
             }
             (Some(o), Some(n)) => {
-                if o.deletion != n.deletion {
+                if o.deletion != n.deletion || o.patches != n.patches {
                     parts.push(Part::Deletions(o, n));
                 }
                 old.next();
@@ -128,6 +129,19 @@ async fn read_part(store: &TableStore, part: Part<'_>, from: u64) -> Result<Foun
                 .await?;
             found.undeleted = !undeleted.is_empty();
             found.left = ids_at(o, &deleted)?;
+            // Rows patched in the range stay where they were: they left their values there
+            // and arrived with new ones (an update), unless deleted since.
+            let (mut patched, versions) = patched_between(o, n);
+            // Patches taken back (a restore): the ends cannot tell which values returned.
+            found.undeleted |= o.patches.len() > n.patches.len() - versions.len();
+            patched -= &deleted;
+            for (id, at) in ids_at(n, &patched)? {
+                let version = (versions.iter().rev())
+                    .find(|(offsets, _)| offsets.contains(at.offset()))
+                    .map_or(from, |(_, version)| *version);
+                found.left.push((id, at));
+                found.changed.push((id, at, version));
+            }
         }
         Part::Dropped(o) => found.left = ids_at(o, &live_offsets(store, o).await?)?,
         Part::Added(n) => {
@@ -149,6 +163,27 @@ async fn read_part(store: &TableStore, part: Part<'_>, from: u64) -> Result<Foun
         }
     }
     Ok(found)
+}
+
+/// The offsets of the rows whose values differ between two versions of a fragment, `o` and
+/// then `n`, by their patches: those the patches either holds and the other does not hold.
+/// With them, the offsets and version of each patch `n` added (oldest first).
+pub(in crate::table) fn patched_between<'a>(
+    o: &'a Fragment,
+    n: &'a Fragment,
+) -> (RoaringBitmap, Vec<(&'a RoaringBitmap, u64)>) {
+    let shared = (o.patches.iter().zip(&n.patches))
+        .take_while(|(a, b)| a == b)
+        .count();
+    let (taken_back, added) = (&o.patches[shared..], &n.patches[shared..]);
+    let mut offsets = RoaringBitmap::new();
+    for patch in taken_back.iter().chain(added) {
+        offsets |= patch.offsets.as_ref();
+    }
+    let versions = (added.iter())
+        .map(|p| (p.offsets.as_ref(), p.version))
+        .collect();
+    (offsets, versions)
 }
 
 /// The offsets of a fragment's live rows.

@@ -34,7 +34,7 @@ use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringTreemap;
 
 use super::captured::{captured_old_side, changes_rows};
-use super::ends::{fragment_parts, ids_at, live_offsets, Part};
+use super::ends::{fragment_parts, ids_at, live_offsets, patched_between, Part};
 use super::values::{
     change_schema, columns_in_both, drop_equal_pairs, equal_rows, pair_chunks, read_chunk, Change,
     ChangeType, Counts, OldValues, Rows, CHANGE_COLUMNS, CHANGE_TYPE,
@@ -331,17 +331,6 @@ impl Table {
             )));
         }
         let manifests = self.manifests_between(from, (to, last)).await?;
-        // A patch changes values where rows stay, which a diff of rows' places does not see.
-        let patched = |m: &Arc<Manifest>| m.fragments.iter().any(|f| !f.patches.is_empty());
-        let unseen = (manifests.iter().skip(1)).any(|m| {
-            m.transaction.operation == Operation::Patch
-                || (m.transaction.operation == Operation::Restore && manifests.iter().any(patched))
-        });
-        if unseen {
-            return Err(Error::invalid(format!(
-                "versions {from} to {to} hold row patches, which change reads do not report yet"
-            )));
-        }
         let pairs: Vec<(&Arc<Manifest>, &Arc<Manifest>)> = manifests
             .windows(2)
             .map(|pair| (&pair[0], &pair[1]))
@@ -659,6 +648,17 @@ impl Table {
                     .await?;
                 left.extend(ids_at(o, &deleted)?.into_iter().map(|(id, _)| id));
                 arrived.extend(ids_at(n, &undeleted)?.into_iter().map(|(id, _)| id));
+                // Rows whose values a patch changed (or a restore took back) left their
+                // values and arrived with others where they are: those live at both.
+                let (mut patched, _) = patched_between(o, n);
+                for version in [o, n] {
+                    if let Some(gone) = self.store.fragment_deletions(version).await? {
+                        patched -= gone.as_ref();
+                    }
+                }
+                let ids: Vec<u64> = ids_at(n, &patched)?.into_iter().map(|(id, _)| id).collect();
+                left.extend(ids.iter().copied());
+                arrived.extend(ids);
             }
         }
         Ok((left, arrived))

@@ -1,0 +1,291 @@
+//! Row patches (issue 63's figures): a table of `NATAL_BENCH_ROWS` rows (default 100,000;
+//! fragments of 25,000) of `id`, a short `label`, `score` and a `NATAL_BENCH_DIM`-float
+//! embedding `emb` (default 768: about 300 MB at the default rows; the issue's 1M rows and
+//! 4 KiB thumbnails are scaled down to fit a 2-core run), on a local directory. Then:
+//! - relabelling 1%, 10% and 50% of the rows (`label = 'x'`), scattered (`id % 100 < p`) or
+//!   clustered (`id < n·p`), each on its own shallow clone of the table: the bytes written
+//!   and the time of `Table::patch_rows` beside natal's SQL `UPDATE` (which rewrites the
+//!   rows), and the relocation view's entries after each; Lance 14.0.2's `update` on the
+//!   same rows (`benches/lance_patches.py`, interpreter `NATAL_BENCH_PYTHON`), each on its
+//!   own copy;
+//! - reads with 0, 1 (10% scattered) and 10 (that, then 9 of 1%) patch generations and after the
+//!   compaction that folds them: a full scan of `label` and `score`, a filtered scan
+//!   (`label = 'x'`), and a take of 1,000 ids through a cold handle (each the median of 3);
+//!   the compaction's time.
+//!
+//! ```text
+//! NATAL_BENCH_PYTHON=/path/to/venv/bin/python cargo bench --bench patches
+//! ```
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{ArrayRef, FixedSizeListArray, Float32Array, Float64Array, Int64Array};
+use arrow::array::{RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use common::{bytes_under, env, json_number, median, ms, python_json, Rng};
+use datafusion::prelude::SessionContext;
+use natal::{RowAddress, RowId, ScanRequest, Table};
+
+const FRAGMENT_ROWS: u64 = 25_000;
+const RUNS: usize = 3;
+
+fn schema(dim: i32) -> Arc<Schema> {
+    let item = Arc::new(Field::new_list_field(DataType::Float32, true));
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("label", DataType::Utf8, true),
+        Field::new("score", DataType::Float64, true),
+        Field::new("emb", DataType::FixedSizeList(item, dim), true),
+    ]))
+}
+
+fn rows(start: u64, len: u64, dim: i32, rng: &mut Rng) -> RecordBatch {
+    let ids = start..start + len;
+    let floats: Float32Array = (0..len * dim as u64)
+        .map(|_| Some(rng.below(1 << 20) as f32 / (1 << 20) as f32))
+        .collect();
+    let item = Arc::new(Field::new_list_field(DataType::Float32, true));
+    let emb = FixedSizeListArray::new(item, dim, Arc::new(floats), None);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(ids.clone().map(|i| i as i64))),
+        Arc::new(StringArray::from_iter_values(
+            ids.clone().map(|i| format!("l{}", i % 97)),
+        )),
+        Arc::new(Float64Array::from_iter_values(ids.map(|i| i as f64 * 0.5))),
+        Arc::new(emb),
+    ];
+    RecordBatch::try_new(schema(dim), columns).expect("rows")
+}
+
+/// The rows `pattern` picks at `percent`%: scattered `id % 100 < p`, or clustered `id < n·p`.
+fn picked(pattern: &str, percent: u64, total: u64) -> (Vec<u64>, String) {
+    match pattern {
+        "scattered" => (
+            (0..total).filter(|i| i % 100 < percent).collect(),
+            format!("id % 100 < {percent}"),
+        ),
+        _ => {
+            let end = total * percent / 100;
+            ((0..end).collect(), format!("id < {end}"))
+        }
+    }
+}
+
+fn id_of(row: u64) -> RowId {
+    RowAddress::new((row / FRAGMENT_ROWS) as u32, (row % FRAGMENT_ROWS) as u32).as_native_id()
+}
+
+async fn sql(ctx: &SessionContext, query: &str) -> Vec<RecordBatch> {
+    natal::datafusion::sql(ctx, query)
+        .await
+        .unwrap_or_else(|e| panic!("{query}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{query}: {e}"))
+}
+
+/// Gives `label` of `rows` the value `label` in one patch.
+async fn patch(table: &Table, rows: &[u64], label: &str) -> natal::Result<()> {
+    let ids: Vec<RowId> = rows.iter().map(|&r| id_of(r)).collect();
+    let labels: ArrayRef = Arc::new(StringArray::from_iter_values(rows.iter().map(|_| label)));
+    let values = RecordBatch::try_from_iter([("label", labels)])?;
+    table.patch_rows(&ids, values).await?;
+    Ok(())
+}
+
+async fn relocation_entries(table: &Table) -> usize {
+    let latest = table.latest().await.expect("latest");
+    latest
+        .relocation_view()
+        .await
+        .expect("view")
+        .entries()
+        .len()
+}
+
+/// The median time of `RUNS` runs of `query`.
+async fn timed(ctx: &SessionContext, query: &str) -> f64 {
+    let mut times = Vec::new();
+    for _ in 0..RUNS {
+        let start = Instant::now();
+        sql(ctx, query).await;
+        times.push(ms(start));
+    }
+    median(times)
+}
+
+/// The median time of a take of 1,000 ids (the same each run) through a fresh handle.
+async fn cold_take(ctx: &SessionContext, location: &str, total: u64) -> f64 {
+    let mut rng = Rng(11);
+    let mut ids: Vec<RowId> = (0..1000).map(|_| id_of(rng.below(total))).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut times = Vec::new();
+    for _ in 0..RUNS {
+        let table = natal::datafusion::open_table(ctx, location).expect("open");
+        let start = Instant::now();
+        let request = ScanRequest {
+            columns: Some(vec!["id".into(), "label".into(), "score".into()]),
+            ..Default::default()
+        };
+        table
+            .latest()
+            .await
+            .expect("latest")
+            .take(&ids, request)
+            .await
+            .expect("take");
+        times.push(ms(start));
+    }
+    median(times)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let total = env("NATAL_BENCH_ROWS", 100_000);
+    let dim = env("NATAL_BENCH_DIM", 768) as i32;
+    let dir = tempfile::tempdir_in(std::env::current_dir()?)?;
+    let root = dir.path().to_string_lossy().to_string();
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, &root)?;
+    let options = natal::TableOptions {
+        max_rows_per_fragment: FRAGMENT_ROWS,
+        ..Default::default()
+    };
+    let location = format!("{root}/t");
+    let (store, path) = natal::datafusion::resolve_location(ctx.runtime_env().as_ref(), &location)?;
+    let table = Table::create(store, path, &schema(dim), options).await?;
+    let mut rng = Rng(7);
+    let batches: Vec<natal::Result<RecordBatch>> = (0..total)
+        .step_by(10_000)
+        .map(|start| Ok(rows(start, 10_000.min(total - start), dim, &mut rng)))
+        .collect();
+    table
+        .append_stream(Box::pin(futures::stream::iter(batches)))
+        .await?;
+    let table_bytes = bytes_under(&dir.path().join("t"));
+    let python = std::env::var("NATAL_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let lance_dir = dir.path().join("lance");
+    let lance_dir = lance_dir.to_string_lossy().to_string();
+    let (rows_arg, dim_arg) = (total.to_string(), dim.to_string());
+    let lance_written = python_json(
+        &python,
+        "lance_patches.py",
+        &[
+            "write", "--dir", &lance_dir, "--rows", &rows_arg, "--dim", &dim_arg,
+        ],
+    );
+    println!(
+        "table: {total} rows, {dim}-float embeddings, {:.1} MB; Lance's {:.1} MB",
+        table_bytes as f64 / 1e6,
+        json_number(&lance_written, "bytes").unwrap_or(f64::NAN) / 1e6
+    );
+    println!();
+    println!("| rows relabelled | natal patch: bytes, ms | natal UPDATE (rewrite): bytes, ms | Lance update: bytes, ms | changed cells | view entries: patch / rewrite |");
+    println!("|---|---|---|---|---|---|");
+    for (percent, pattern) in [
+        (1, "scattered"),
+        (1, "clustered"),
+        (10, "scattered"),
+        (10, "clustered"),
+        (50, "scattered"),
+        (50, "clustered"),
+    ] {
+        let (rows, predicate) = picked(pattern, percent, total);
+        let mut figures = Vec::new();
+        for (kind, how) in [("p", "patch"), ("u", "update")] {
+            let clone = format!("{kind}{percent}{pattern}");
+            sql(
+                &ctx,
+                &format!("SELECT * FROM natal_clone('t', '{clone}', 2, 'shallow')"),
+            )
+            .await;
+            let clone_dir = dir.path().join(&clone);
+            let before = bytes_under(&clone_dir);
+            let start = Instant::now();
+            let handle = natal::datafusion::open_table(&ctx, &format!("{root}/{clone}"))?;
+            match how {
+                "patch" => patch(&handle, &rows, "x").await?,
+                _ => {
+                    sql(
+                        &ctx,
+                        &format!("UPDATE {clone} SET label = 'x' WHERE {predicate}"),
+                    )
+                    .await;
+                }
+            }
+            let took = ms(start);
+            let written = bytes_under(&clone_dir) - before;
+            figures.push((written, took, relocation_entries(&handle).await));
+        }
+        let lance = python_json(
+            &python,
+            "lance_patches.py",
+            &["update", "--dir", &lance_dir, "--where", &predicate],
+        );
+        // The new values' bytes (one byte each) and their offsets (4 bytes each).
+        let cells = rows.len() as u64 * 5;
+        println!(
+            "| {percent}% {pattern} | {:.2} MB, {:.0} | {:.2} MB, {:.0} | {:.2} MB, {:.0} | {:.2} MB | {} / {} |",
+            figures[0].0 as f64 / 1e6,
+            figures[0].1,
+            figures[1].0 as f64 / 1e6,
+            figures[1].1,
+            json_number(&lance, "bytes").unwrap_or(f64::NAN) / 1e6,
+            json_number(&lance, "seconds").unwrap_or(f64::NAN) * 1e3,
+            cells as f64 / 1e6,
+            figures[0].2,
+            figures[1].2,
+        );
+    }
+
+    // Reads through 0, 1 and 10 patch generations, then after the compaction folding them.
+    sql(&ctx, "SELECT * FROM natal_clone('t', 'r', 2, 'shallow')").await;
+    let reads = natal::datafusion::open_table(&ctx, &format!("{root}/r"))?;
+    let location = format!("{root}/r");
+    println!();
+    println!("| patch generations | full scan (label, score) ms | filtered scan ms | cold take of 1,000 ms |");
+    println!("|---|---|---|---|");
+    let full = "SELECT count(label), sum(score) FROM r";
+    let filtered = "SELECT count(*) FROM r WHERE label = 'x'";
+    let mut generation = 0;
+    for (label, generations) in [("0", 0), ("1 (10%)", 1), ("10 (that, then 9 of 1%)", 10)] {
+        while generation < generations {
+            let (rows, _) = match generations {
+                1 => picked("scattered", 10, total),
+                _ => (
+                    (0..total).filter(|i| i % 100 == 50 + generation).collect(),
+                    String::new(),
+                ),
+            };
+            patch(&reads, &rows, "x").await?;
+            generation += 1;
+        }
+        println!(
+            "| {label} | {:.1} | {:.1} | {:.1} |",
+            timed(&ctx, full).await,
+            timed(&ctx, filtered).await,
+            cold_take(&ctx, &location, total).await
+        );
+    }
+    let start = Instant::now();
+    let options = natal::CompactOptions {
+        target_rows_per_fragment: Some(FRAGMENT_ROWS),
+        ..Default::default()
+    };
+    reads.compact(options).await?;
+    let compaction = ms(start);
+    println!(
+        "| compacted | {:.1} | {:.1} | {:.1} |",
+        timed(&ctx, full).await,
+        timed(&ctx, filtered).await,
+        cold_take(&ctx, &location, total).await
+    );
+    println!();
+    println!("compaction folding the patches: {compaction:.0} ms");
+    Ok(())
+}
