@@ -358,6 +358,10 @@ impl TableProvider for NatalTableProvider {
         // then `_rowid` and `_rowaddr`.
         let df_schema = DFSchema::try_from(self.predicate_schema().as_ref().clone())?;
         let mut values = Vec::new();
+        let reads: Vec<usize> = (assignments.iter())
+            .flat_map(|(_, expr)| expr.column_refs())
+            .filter_map(|c| user.index_of(&c.name).ok())
+            .collect();
         for (column, expr) in assignments {
             if column == ROW_ID || column == ROW_ADDR {
                 return Err(DataFusionError::Plan(format!(
@@ -383,6 +387,7 @@ impl TableProvider for NatalTableProvider {
                 values,
                 schema: user,
                 patch,
+                reads,
             },
         )))
     }

@@ -72,18 +72,27 @@ impl TableStore {
                 .map(|(position, _)| position)
                 .collect();
             let output = Arc::new(output.project(&held)?);
-            let batches: Vec<RecordBatch> = self
-                .read_columns(&as_fragment, &columns.at(&held), output.clone(), None)
-                .await?
-                .try_collect()
-                .await?;
-            let values = arrow::compute::concat_batches(&output, &batches)?;
-            if values.num_rows() != rows as usize {
-                return Err(Error::corrupt(
-                    &path,
-                    "a row patch holds fewer rows than it names",
-                ));
-            }
+            // Files are immutable: a patch's values of some columns, read as these types,
+            // are the same for every read.
+            let types: Vec<String> = (output.fields().iter())
+                .map(|f| format!("{}:{}", f.name(), f.data_type()))
+                .collect();
+            let ids: Vec<u32> = held.iter().map(|&p| columns.ids()[p]).collect();
+            let key = format!("{path}#{ids:?}#{}", types.join(","));
+            let load = async {
+                let batches: Vec<RecordBatch> = self
+                    .read_columns(&as_fragment, &columns.at(&held), output.clone(), None)
+                    .await?
+                    .try_collect()
+                    .await?;
+                let values = arrow::compute::concat_batches(&output, &batches)?;
+                if values.num_rows() != rows as usize {
+                    let reason = "a row patch holds fewer rows than it names";
+                    return Err(Error::corrupt(&path, reason));
+                }
+                Ok(values)
+            };
+            let values = self.patch_values.get_or_load(&key, load).await?;
             let holds = (0..columns.len())
                 .map(|position| held.iter().position(|&p| p == position))
                 .collect();

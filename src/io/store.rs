@@ -4,6 +4,7 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
+use arrow::array::RecordBatch;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path;
@@ -40,6 +41,9 @@ const CACHED_VECTOR_PARTITIONS: usize = 512;
 /// Bytes of vectors of fragments no vector index covers a handle keeps (as 128-component
 /// vectors: 500K rows).
 const CACHED_VECTOR_RUN_BYTES: usize = 256 * 1024 * 1024;
+/// Bytes of row patches' decoded values a handle keeps: every read of a patched column
+/// merges them, and patches are small (compaction folds the large ones).
+const CACHED_PATCH_BYTES: usize = 64 * 1024 * 1024;
 /// Decoded manifests kept per table handle: the latest, read again by every query's
 /// planning, and the one before it. A manifest holds the whole fragment list, so few.
 const CACHED_MANIFESTS: usize = 2;
@@ -97,6 +101,8 @@ pub struct TableStore {
     /// The vectors of fragments no vector index segment covers, as searches read them, by
     /// the fragment's file and deletion files.
     pub(crate) vector_runs: Arc<FileCache<Arc<super::VectorRun>>>,
+    /// Row patches' values as reads merge them, by patch file and the columns read.
+    pub(crate) patch_values: Arc<FileCache<RecordBatch>>,
     /// Each with the listing entry it was read under, to tell it from a file of the same
     /// name written later by a table created again in this place.
     pub(crate) manifests: Arc<FileCache<(ListedManifest, Arc<Manifest>)>>,
@@ -150,6 +156,10 @@ impl TableStore {
             vector_heads: FileCache::new(CACHED_VECTOR_HEADS),
             vector_partitions: FileCache::new(CACHED_VECTOR_PARTITIONS),
             vector_runs: FileCache::by_bytes(CACHED_VECTOR_RUN_BYTES, super::VectorRun::bytes),
+            patch_values: FileCache::by_bytes(
+                CACHED_PATCH_BYTES,
+                RecordBatch::get_array_memory_size,
+            ),
             manifests: FileCache::new(CACHED_MANIFESTS),
             incarnation: Arc::new(Mutex::new(None)),
             bytes_read: None,
@@ -221,6 +231,7 @@ impl TableStore {
             self.vector_heads.clear();
             self.vector_partitions.clear();
             self.vector_runs.clear();
+            self.patch_values.clear();
             self.manifests.clear();
         }
         *seen = Some(table_uuid.to_string());

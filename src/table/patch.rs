@@ -58,7 +58,9 @@ impl Table {
 
     /// Updates the rows `rows` names as row patches: `update` computes their new values (as
     /// for [`Self::update_matching`]), of which only the columns at `assigned` (positions in
-    /// the table's schema) are written. The committed version, and the rows it patched.
+    /// the table's schema) are written. Of the matched rows, only the columns at `reads`
+    /// (what `update` reads) are read; the others reach `update` as nulls. The committed
+    /// version, and the rows it patched.
     ///
     /// # Errors
     /// As [`Self::patch_rows`] for what patches do not cover yet, and for values the
@@ -66,7 +68,7 @@ impl Table {
     pub async fn patch_matching(
         &self,
         rows: RowMatch,
-        assigned: &[usize],
+        (assigned, reads): (&[usize], &[usize]),
         update: BatchUpdate<'_>,
     ) -> Result<(Committed, u64)> {
         let read = self.read_snapshot().await?;
@@ -85,7 +87,14 @@ impl Table {
             return Err(blob_refused(&blob.name));
         }
         let mut progress = ScanProgress::new(&self.options.progress, "updating", &read);
-        let mut scan = read.scan(progress.counting(rows.scan(None))).await?;
+        let read_names: Vec<String> = (schema.fields.iter().enumerate())
+            .filter(|(p, _)| reads.contains(p))
+            .map(|(_, f)| f.name.clone())
+            .collect();
+        let user = schema.to_arrow();
+        let mut scan = read
+            .scan(progress.counting(rows.scan(Some(read_names))))
+            .await?;
         let mut addrs = Vec::new();
         let mut pieces: Vec<Vec<ArrayRef>> = Vec::new();
         while let Some(matched) = scan.try_next().await? {
@@ -93,6 +102,7 @@ impl Table {
                 continue;
             }
             let (_, at) = system_columns(&matched)?;
+            let matched = full_width(&user, &matched)?;
             let updated = updated_rows(update, &matched)?;
             let columns = (positions.iter().zip(&patched.fields))
                 .map(|(&p, field)| cast_to(updated.column(p), field))
@@ -185,6 +195,34 @@ impl Snapshot {
         let total = bytes(&every);
         (total > 0).then(|| bytes(field_ids) as f64 / total as f64)
     }
+}
+
+/// `read` (some of the table's user columns, then `_rowid` and `_rowaddr`) as every user
+/// column of `user`, those not read as nulls, then the system columns.
+fn full_width(user: &arrow::datatypes::SchemaRef, read: &RecordBatch) -> Result<RecordBatch> {
+    let rows = read.num_rows();
+    let mut fields: Vec<arrow::datatypes::FieldRef> = Vec::new();
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    for field in user.fields() {
+        match read.column_by_name(field.name()) {
+            Some(column) => {
+                fields.push(read.schema().field_with_name(field.name())?.clone().into());
+                columns.push(column.clone());
+            }
+            None => {
+                fields.push(Arc::new(field.as_ref().clone().with_nullable(true)));
+                columns.push(arrow::array::new_null_array(field.data_type(), rows));
+            }
+        }
+    }
+    let schema = read.schema();
+    for name in [super::scan_request::ROW_ID, super::scan_request::ROW_ADDR] {
+        let index = schema.index_of(name)?;
+        fields.push(schema.fields()[index].clone());
+        columns.push(read.column(index).clone());
+    }
+    let schema = arrow::datatypes::Schema::new_with_metadata(fields, schema.metadata().clone());
+    Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
 }
 
 /// Why `read` cannot take patches of `patched`'s columns yet, if it cannot: it records

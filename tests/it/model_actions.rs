@@ -89,7 +89,9 @@ pub async fn run(table: &Table, action: &Action, schema: &Arc<Schema>) -> natal:
             // `natal.patch_max_share`), where the table takes them.
             if d % 2 == 0 {
                 // Boxed: the model's future stays small enough for a test thread's stack.
-                let patched = Box::pin(table.patch_matching(rows.clone(), &[1, 2], &update));
+                let every: Vec<usize> = (0..schema.fields.len()).collect();
+                let patched = table.patch_matching(rows.clone(), (&[1, 2], &every), &update);
+                let patched = Box::pin(patched);
                 match patched.await {
                     Err(natal::Error::InvalidInput(m)) if m.contains("update the rows instead") => {
                     }

@@ -158,6 +158,8 @@ pub enum DmlKind {
         /// Write only the assigned columns, as row patches (`natal.patch_max_share`),
         /// rather than rewrite the rows.
         patch: bool,
+        /// The columns `values` read (indexes of `schema`): all a patch reads of the rows.
+        reads: Vec<usize>,
     },
 }
 
@@ -242,8 +244,19 @@ async fn run(table: Table, kind: DmlKind) -> crate::Result<u64> {
             values,
             schema,
             patch,
+            reads,
         } => {
             let assigned: Vec<usize> = values.iter().map(|(index, _)| *index).collect();
+            // A patch reads only what the assignments read: the other columns reach the
+            // row it computes as nulls, which only a column it does not write holds.
+            let schema = match patch {
+                true => Arc::new(Schema::new(
+                    (schema.fields().iter())
+                        .map(|f| f.as_ref().clone().with_nullable(true))
+                        .collect::<Vec<_>>(),
+                )),
+                false => schema,
+            };
             let update = move |batch: &RecordBatch| -> crate::Result<RecordBatch> {
                 // Assignments see the row as it was, system columns included; the new row
                 // is its user columns with the assigned ones replaced.
@@ -264,7 +277,8 @@ async fn run(table: Table, kind: DmlKind) -> crate::Result<u64> {
                 crate::io::table_batch(&schema, columns)
             };
             if patch {
-                let (_, patched) = table.patch_matching(rows, &assigned, &update).await?;
+                let (_, patched) =
+                    (table.patch_matching(rows, (&assigned, &reads), &update)).await?;
                 return Ok(patched);
             }
             Ok(table
