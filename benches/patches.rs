@@ -8,10 +8,10 @@
 //!   rows), and the relocation view's entries after each; Lance 14.0.2's `update` on the
 //!   same rows (`benches/lance_patches.py`, interpreter `NATAL_BENCH_PYTHON`), each on its
 //!   own copy;
-//! - reads with 0, 1 (10% scattered) and 10 (that, then 9 of 1%) patch generations and after the
-//!   compaction that folds them: a full scan of `label` and `score`, a filtered scan
-//!   (`label = 'x'`), and a take of 1,000 ids through a cold handle (each the median of 3);
-//!   the compaction's time.
+//! - reads with 0, 1 (10% scattered) and 10 (that, then 9 of 1%) patch generations, each
+//!   beside the same values compacted (a shallow clone of that version, compacted): a full
+//!   scan of `label` and `score`, a filtered scan (`label = 'x'`), and a take of 1,000 ids
+//!   through a cold handle (each the median of 3); the compaction's time.
 //!
 //! ```text
 //! NATAL_BENCH_PYTHON=/path/to/venv/bin/python cargo bench --bench patches
@@ -243,49 +243,51 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
 
-    // Reads through 0, 1 and 10 patch generations, then after the compaction folding them.
+    // Reads through 0, 1 and 10 patch generations, each beside the same values compacted
+    // (a clone of that version whose compaction folds the patches).
     sql(&ctx, "SELECT * FROM natal_clone('t', 'r', 2, 'shallow')").await;
     let reads = natal::datafusion::open_table(&ctx, &format!("{root}/r"))?;
-    let location = format!("{root}/r");
     println!();
-    println!("| patch generations | full scan (label, score) ms | filtered scan ms | cold take of 1,000 ms |");
-    println!("|---|---|---|---|");
-    let full = "SELECT count(label), sum(score) FROM r";
-    let filtered = "SELECT count(*) FROM r WHERE label = 'x'";
+    println!("| patch generations | full scan (label, score) ms: patched / folded | filtered scan ms | cold take of 1,000 ms | compaction folding them ms |");
+    println!("|---|---|---|---|---|");
+    let full = |t: &str| format!("SELECT count(label), sum(score) FROM {t}");
+    let filtered = |t: &str| format!("SELECT count(*) FROM {t} WHERE label = 'x'");
     let mut generation = 0;
     for (label, generations) in [("0", 0), ("1 (10%)", 1), ("10 (that, then 9 of 1%)", 10)] {
         while generation < generations {
-            let (rows, _) = match generations {
-                1 => picked("scattered", 10, total),
-                _ => (
-                    (0..total).filter(|i| i % 100 == 50 + generation).collect(),
-                    String::new(),
-                ),
+            let rows: Vec<u64> = match generations {
+                1 => picked("scattered", 10, total).0,
+                _ => (0..total).filter(|i| i % 100 == 50 + generation).collect(),
             };
             patch(&reads, &rows, "x").await?;
             generation += 1;
         }
-        println!(
-            "| {label} | {:.1} | {:.1} | {:.1} |",
-            timed(&ctx, full).await,
-            timed(&ctx, filtered).await,
-            cold_take(&ctx, &location, total).await
-        );
+        let version = reads.latest().await?.version();
+        let folded = format!("f{generations}");
+        let clone = format!("SELECT * FROM natal_clone('r', '{folded}', {version}, 'shallow')");
+        sql(&ctx, &clone).await;
+        let compacting = natal::datafusion::open_table(&ctx, &format!("{root}/{folded}"))?;
+        let start = Instant::now();
+        let options = natal::CompactOptions {
+            target_rows_per_fragment: Some(FRAGMENT_ROWS),
+            ..Default::default()
+        };
+        compacting.compact(options).await?;
+        let compaction = ms(start);
+        let mut cells = Vec::new();
+        for query in [full, filtered] {
+            cells.push(format!(
+                "{:.1} / {:.1}",
+                timed(&ctx, &query("r")).await,
+                timed(&ctx, &query(&folded)).await
+            ));
+        }
+        cells.push(format!(
+            "{:.1} / {:.1}",
+            cold_take(&ctx, &format!("{root}/r"), total).await,
+            cold_take(&ctx, &format!("{root}/{folded}"), total).await
+        ));
+        println!("| {label} | {} | {compaction:.0} |", cells.join(" | "));
     }
-    let start = Instant::now();
-    let options = natal::CompactOptions {
-        target_rows_per_fragment: Some(FRAGMENT_ROWS),
-        ..Default::default()
-    };
-    reads.compact(options).await?;
-    let compaction = ms(start);
-    println!(
-        "| compacted | {:.1} | {:.1} | {:.1} |",
-        timed(&ctx, full).await,
-        timed(&ctx, filtered).await,
-        cold_take(&ctx, &location, total).await
-    );
-    println!();
-    println!("compaction folding the patches: {compaction:.0} ms");
     Ok(())
 }
