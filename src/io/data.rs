@@ -51,6 +51,15 @@ impl TableStore {
         pages: Option<PagePruning>,
     ) -> BoxStream<'static, Result<(RecordBatch, Vec<u32>)>> {
         let rows = rows.start.min(fragment.physical_rows)..rows.end.min(fragment.physical_rows);
+        // Patches of the columns read that hold a row read: their cells' page bounds are the
+        // old values'.
+        let patches: Vec<RowPatch> = (fragment.patches.iter())
+            .filter(|p| p.holds_any(columns.ids()) && p.offsets.range_cardinality(rows.clone()) > 0)
+            .filter(|p| (offsets.as_ref()).is_none_or(|o| !o.is_disjoint(&p.offsets)))
+            .cloned()
+            .collect();
+        let pages = pages.filter(|p| !patches.iter().any(|q| q.holds_any(&p.field_ids)));
+        let merge = (!patches.is_empty()).then(|| (patches, columns.clone(), output.clone()));
         // A range of rows is a range, not a list: no per-scan offset vector. Most of a
         // range (a fragment with some deletions) is the range minus what is left out, a
         // block-list: walking a dense bitmap row by row was most of a bulk DELETE's time.
@@ -87,13 +96,6 @@ impl TableStore {
             }))
             .boxed();
         }
-        // Patches of the columns read: their cells' page bounds are the old values'.
-        let patches: Vec<RowPatch> = (fragment.patches.iter())
-            .filter(|p| p.holds_any(columns.ids()))
-            .cloned()
-            .collect();
-        let pages = pages.filter(|p| !patches.iter().any(|q| q.holds_any(&p.field_ids)));
-        let merge = (!patches.is_empty()).then(|| (patches, columns.clone(), output.clone()));
         let this = self.clone();
         let fragment = fragment.clone();
         let columns = columns.clone();

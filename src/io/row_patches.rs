@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, RecordBatch};
+use arrow::array::{make_array, Array, ArrayData, ArrayRef, MutableArrayData, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use futures::stream::{self, BoxStream};
 use futures::{StreamExt, TryStreamExt};
@@ -153,9 +153,30 @@ impl PatchValues {
                 }
             }
             if let Some(indices) = indices {
-                *column = arrow::compute::interleave(&sources, &indices)?;
+                *column = by_runs(&sources, &indices)?;
             }
         }
         Ok(RecordBatch::try_new(batch.schema(), columns)?)
     }
+}
+
+/// The array whose row `i` is row `indices[i].1` of `sources[indices[i].0]`, copied run by
+/// run: patched rows come in runs (and the rows between them in longer ones), which a
+/// row-by-row interleave would copy one value at a time.
+fn by_runs(sources: &[&dyn Array], indices: &[(usize, usize)]) -> Result<ArrayRef> {
+    let data: Vec<ArrayData> = sources.iter().map(|s| s.to_data()).collect();
+    let mut merged = MutableArrayData::new(data.iter().collect(), false, indices.len());
+    let mut at = 0;
+    while let Some(&(source, start)) = indices.get(at) {
+        let mut end = at + 1;
+        while indices
+            .get(end)
+            .is_some_and(|&(s, row)| s == source && row == start + (end - at))
+        {
+            end += 1;
+        }
+        merged.try_extend(source, start, start + (end - at))?;
+        at = end;
+    }
+    Ok(make_array(merged.freeze()))
 }
