@@ -467,6 +467,40 @@ async fn an_update_of_a_small_share_of_the_row_writes_patches() {
     assert_eq!(table.latest().await.unwrap().version(), version);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_patch_file_is_an_error_that_names_it() {
+    let (dir, ctx, table) = table().await;
+    let val = only("val", Arc::new(Int64Array::from(vec![7])));
+    table.patch_rows(&ids(&[addr(0, 1)]), val).await.unwrap();
+    let latest = table.latest().await.unwrap();
+    let patch = (latest.manifest().fragments.iter())
+        .flat_map(|f| &f.patches)
+        .next()
+        .expect("a patch")
+        .file
+        .path
+        .to_string();
+    let on_disk = dir.path().join("t").join(&patch);
+    let bytes = std::fs::read(&on_disk).unwrap();
+    std::fs::write(&on_disk, &bytes[..bytes.len() / 2]).unwrap();
+    // A fresh session: no footer or value of the patch kept.
+    let fresh = SessionContext::new();
+    natal::datafusion::register(&fresh, dir.path().to_str().unwrap()).unwrap();
+    let error = answer(&fresh, "SELECT val FROM t WHERE k = 1")
+        .await
+        .unwrap_err()
+        .to_string();
+    // A file shorter than its entry is refused by the store's ranged read, which names it
+    // (as for any data file; not yet a `Corrupt`).
+    assert!(error.contains(&patch), "{error}");
+    // Reads of the columns it does not hold never open it.
+    assert_eq!(
+        lines(&fresh, "SELECT name FROM t WHERE k = 1").await,
+        ["| n1 |"]
+    );
+    drop(ctx);
+}
+
 /// Table `p` of the fixtures (since 2026-12-07-patches): three fragments of 50 rows, then
 /// patches at several depths (two columns, one cell patched again, a patch of a fragment
 /// added later), a delete between them, and a compaction that folds one fragment's
