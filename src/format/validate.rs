@@ -67,8 +67,15 @@ impl Manifest {
                     fragment.id, fragment.physical_rows, file.path, file.row_count
                 ));
             }
-            // A dropped column's id stays in its files until they are rewritten.
-            let next_id = self.schema.next_field_id;
+        }
+        // A dropped column's id stays in its files (and its patches') until they are
+        // rewritten.
+        let next_id = self.schema.next_field_id;
+        for file in fragment
+            .files
+            .iter()
+            .chain(fragment.patches.iter().map(|p| &p.file))
+        {
             if let Some(id) = file.field_ids.iter().find(|id| **id >= next_id) {
                 return corrupt(format!(
                     "file {} names field id {id}, which the schema never assigned (its \
@@ -77,15 +84,11 @@ impl Manifest {
                 ));
             }
         }
-        for patch in &fragment.patches {
-            let next_id = self.schema.next_field_id;
-            if patch.version > self.version || patch.file.field_ids.iter().any(|&id| id >= next_id)
-            {
-                return corrupt(format!(
-                    "fragment {} has a row patch ({}) of a later version or an unknown field",
-                    fragment.id, patch.file.path
-                ));
-            }
+        if let Some(patch) = fragment.patches.iter().find(|p| p.version > self.version) {
+            return corrupt(format!(
+                "fragment {} has a row patch ({}) of a later version",
+                fragment.id, patch.file.path
+            ));
         }
         if let Some(seq) = fragment.row_ids.sequence() {
             if seq.len() != fragment.physical_rows as usize {

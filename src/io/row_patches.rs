@@ -57,16 +57,6 @@ impl TableStore {
             let path = patch.file.path.to_string();
             let rows = u32::try_from(patch.file.row_count)
                 .map_err(|_| Error::corrupt(&path, "more rows than a patch holds"))?;
-            // The patch's file read as a fragment of its own: its rows are the patched ones.
-            let as_fragment = Fragment {
-                id: 0,
-                files: vec![patch.file.clone()],
-                deletion: None,
-                physical_rows: rows,
-                row_ids: FragmentRowIds::Native,
-                lineage: Default::default(),
-                patches: Vec::new(),
-            };
             let held: Vec<usize> = (columns.ids().iter().enumerate())
                 .filter(|(_, id)| patch.holds(**id))
                 .map(|(position, _)| position)
@@ -80,6 +70,16 @@ impl TableStore {
             let ids: Vec<u32> = held.iter().map(|&p| columns.ids()[p]).collect();
             let key = format!("{path}#{ids:?}#{}", types.join(","));
             let load = async {
+                // The patch's file read as a fragment of its own: its rows are the patched ones.
+                let as_fragment = Fragment {
+                    id: 0,
+                    files: vec![patch.file.clone()],
+                    deletion: None,
+                    physical_rows: rows,
+                    row_ids: FragmentRowIds::Native,
+                    lineage: Default::default(),
+                    patches: Vec::new(),
+                };
                 let batches: Vec<RecordBatch> = self
                     .read_columns(&as_fragment, &columns.at(&held), output.clone(), None)
                     .await?

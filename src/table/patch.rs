@@ -4,7 +4,7 @@
 //! order; reads merge it (`io::row_patches`). A patched row keeps its address, so nothing
 //! is added to the relocation view and no index keyed by id needs an entry for it.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
@@ -13,6 +13,7 @@ use roaring::RoaringBitmap;
 
 use super::commit::{Action, NewPatch};
 use super::progress::ScanProgress;
+use super::scan_request::ScanRequest;
 use super::write::{delete_files, system_columns, updated_rows, BatchUpdate, RowMatch};
 use super::{Committed, Snapshot, Table};
 use crate::error::{Error, Result};
@@ -49,10 +50,21 @@ impl Table {
         }
         let (patched, columns) = patched_columns(&schema, &values)?;
         refused(&read, &patched)?;
-        let mut addrs = Vec::with_capacity(ids.len());
-        for &id in ids {
-            addrs.push(read.resolve(id).await?.ok_or(Error::RowNotFound(id))?);
-        }
+        // Every row's address from one take of no column, as `update_rows` finds its rows,
+        // rather than a lookup in the relocation view per id.
+        let mut sorted = ids.to_vec();
+        sorted.sort_unstable();
+        let request = ScanRequest {
+            columns: Some(Vec::new()),
+            with_row_id: true,
+            with_row_addr: true,
+            ..Default::default()
+        };
+        let (found, places) = system_columns(&read.take(&sorted, request).await?)?;
+        let place: HashMap<RowId, RowAddress> = found.into_iter().zip(places).collect();
+        let addrs = (ids.iter())
+            .map(|id| place.get(id).copied().ok_or(Error::RowNotFound(*id)))
+            .collect::<Result<Vec<_>>>()?;
         self.commit_patches(&read, &patched, &addrs, &columns).await
     }
 
@@ -83,9 +95,6 @@ impl Table {
             .ok_or_else(|| Error::invalid("no column of the table to patch"))?;
         let patched = patch_schema(&schema, fields);
         refused(&read, &patched)?;
-        if let Some(blob) = patched.fields.iter().find(|f| f.blob.is_some()) {
-            return Err(blob_refused(&blob.name));
-        }
         let mut progress = ScanProgress::new(&self.options.progress, "updating", &read);
         let read_names: Vec<String> = (schema.fields.iter().enumerate())
             .filter(|(p, _)| reads.contains(p))
@@ -95,8 +104,9 @@ impl Table {
         let mut scan = read
             .scan(progress.counting(rows.scan(Some(read_names))))
             .await?;
+        let patch_schema = patched.to_arrow();
         let mut addrs = Vec::new();
-        let mut pieces: Vec<Vec<ArrayRef>> = Vec::new();
+        let mut pieces: Vec<RecordBatch> = Vec::new();
         while let Some(matched) = scan.try_next().await? {
             if matched.num_rows() == 0 {
                 continue;
@@ -107,22 +117,14 @@ impl Table {
             let columns = (positions.iter().zip(&patched.fields))
                 .map(|(&p, field)| cast_to(updated.column(p), field))
                 .collect::<Result<Vec<_>>>()?;
-            pieces.push(columns);
+            pieces.push(RecordBatch::try_new(patch_schema.clone(), columns)?);
             addrs.extend(at);
             progress.matched(matched.num_rows());
         }
         drop(progress);
-        let columns = (0..patched.fields.len())
-            .map(|c| {
-                let parts: Vec<&dyn Array> = pieces.iter().map(|p| p[c].as_ref()).collect();
-                match parts.is_empty() {
-                    true => Ok(arrow::array::new_empty_array(&patched.fields[c].data_type)),
-                    false => Ok(arrow::compute::concat(&parts)?),
-                }
-            })
-            .collect::<Result<Vec<ArrayRef>>>()?;
+        let values = arrow::compute::concat_batches(&patch_schema, &pieces)?;
         let committed = self
-            .commit_patches(&read, &patched, &addrs, &columns)
+            .commit_patches(&read, &patched, &addrs, values.columns())
             .await?;
         Ok((committed, addrs.len() as u64))
     }
@@ -180,8 +182,7 @@ impl Snapshot {
         let fields = (field_ids.iter())
             .map(|&id| schema.field_by_id(id).cloned())
             .collect::<Option<Vec<Field>>>()?;
-        let patched = patch_schema(schema, fields);
-        if refused(self, &patched).is_err() || patched.fields.iter().any(|f| f.blob.is_some()) {
+        if refused(self, &patch_schema(schema, fields)).is_err() {
             return None;
         }
         let every = schema.field_ids();
@@ -225,9 +226,16 @@ fn full_width(user: &arrow::datatypes::SchemaRef, read: &RecordBatch) -> Result<
     Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
 }
 
-/// Why `read` cannot take patches of `patched`'s columns yet, if it cannot: it records
-/// change data, or an index covers one of them.
+/// Why `read` cannot take patches of `patched`'s columns yet, if it cannot: one is a blob
+/// column or indexed, or the table records change data.
 fn refused(read: &Snapshot, patched: &Schema) -> Result<()> {
+    if let Some(blob) = patched.fields.iter().find(|f| f.blob.is_some()) {
+        return Err(Error::invalid(format!(
+            "column {} is a blob column, which row patches do not hold yet: update the rows \
+             instead",
+            blob.name
+        )));
+    }
     if read.manifest().change_data_feed {
         return Err(Error::invalid(
             "the table records change data, which row patches do not capture yet: \
@@ -247,13 +255,6 @@ fn refused(read: &Snapshot, patched: &Schema) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-fn blob_refused(name: &str) -> Error {
-    Error::invalid(format!(
-        "column {name} is a blob column, which row patches do not hold yet: update the rows \
-         instead"
-    ))
 }
 
 /// The schema of patch files holding `fields` (of `schema`, in its order).
@@ -280,9 +281,6 @@ fn patched_columns(schema: &Schema, values: &RecordBatch) -> Result<(Schema, Vec
         };
         if named.iter().any(|(p, _, _)| *p == position) {
             return Err(Error::invalid(format!("column {name} is given twice")));
-        }
-        if target.blob.is_some() {
-            return Err(blob_refused(name));
         }
         let cast = cast_to(column, target)?;
         named.push((position, target, cast));

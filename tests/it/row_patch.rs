@@ -198,11 +198,14 @@ async fn patched_cells_are_read_everywhere_and_folded_by_compaction() {
             format!("| 150 | 150 | n150 | update_preimage | {v1} |"),
         ]
     );
-    let last = format!(
-        "SELECT k, val, _change_type FROM natal_changes('t', {v1}, {v2}) ORDER BY k, _change_type"
-    );
+    let between = |from: u64, to: u64| {
+        format!(
+            "SELECT k, val, _change_type FROM natal_changes('t', {from}, {to}) \
+             ORDER BY k, _change_type"
+        )
+    };
     assert_eq!(
-        lines(&ctx, &last).await,
+        lines(&ctx, &between(v1, v2)).await,
         [
             "| 3 | 3000 | update_postimage |",
             "| 3 | 1000 | update_preimage |"
@@ -210,11 +213,8 @@ async fn patched_cells_are_read_everywhere_and_folded_by_compaction() {
     );
     table.restore(v1).await.unwrap();
     let restored = table.latest().await.unwrap().version();
-    let back = format!(
-        "SELECT k, val, _change_type FROM natal_changes('t', {v2}, {restored}) ORDER BY k, _change_type"
-    );
     assert_eq!(
-        lines(&ctx, &back).await,
+        lines(&ctx, &between(v2, restored)).await,
         [
             "| 3 | 1000 | update_postimage |",
             "| 3 | 3000 | update_preimage |"

@@ -650,15 +650,18 @@ impl Table {
                 arrived.extend(ids_at(n, &undeleted)?.into_iter().map(|(id, _)| id));
                 // Rows whose values a patch changed (or a restore took back) left their
                 // values and arrived with others where they are: those live at both.
-                let (mut patched, _) = patched_between(o, n);
-                for version in [o, n] {
-                    if let Some(gone) = self.store.fragment_deletions(version).await? {
-                        patched -= gone.as_ref();
+                if o.patches != n.patches {
+                    let (mut patched, _) = patched_between(o, n);
+                    for version in [o, n] {
+                        if let Some(gone) = self.store.fragment_deletions(version).await? {
+                            patched -= gone.as_ref();
+                        }
                     }
+                    let ids = ids_at(n, &patched)?.into_iter().map(|(id, _)| id);
+                    let ids: Vec<u64> = ids.collect();
+                    left.extend(ids.iter().copied());
+                    arrived.extend(ids);
                 }
-                let ids: Vec<u64> = ids_at(n, &patched)?.into_iter().map(|(id, _)| id).collect();
-                left.extend(ids.iter().copied());
-                arrived.extend(ids);
             }
         }
         Ok((left, arrived))
