@@ -3,19 +3,26 @@
 //! [`TableStore::read_fragment`], which hands its batches here with their offsets. The
 //! patches' values of the read's columns are loaded once per read (patches are small: a few
 //! columns of a few rows), and each batch takes, cell by cell, the value of the newest patch
-//! that holds it; no join, no sort: both sides are in offset order.
+//! that holds it; no join: both sides are in offset order. The work is per patched cell, not
+//! per row read, beyond one copy of each patched column: a primitive column's values are
+//! copied and its patched cells overwritten, any other column is copied run by run.
 
 use std::sync::Arc;
 
-use arrow::array::{make_array, Array, ArrayData, ArrayRef, MutableArrayData, RecordBatch};
-use arrow::datatypes::SchemaRef;
+use arrow::array::{
+    downcast_primitive_array, make_array, Array, ArrayData, ArrayRef, ArrowPrimitiveType, AsArray,
+    BooleanBufferBuilder, MutableArrayData, PrimitiveArray, RecordBatch,
+};
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::{Schema as ArrowSchema, SchemaRef};
 use futures::stream::{self, BoxStream};
 use futures::{StreamExt, TryStreamExt};
+use roaring::RoaringBitmap;
 
 use super::conform::FileColumns;
 use super::TableStore;
 use crate::error::{Error, Result};
-use crate::format::{Fragment, FragmentRowIds, RowPatch};
+use crate::format::{DataFile, Field, Fragment, FragmentRowIds, RowPatch};
 
 /// The patches a read merges, each with its values of the read's columns it holds (its
 /// rows in offset order) and, per read column, which of those columns holds it.
@@ -54,9 +61,7 @@ impl TableStore {
     ) -> Result<PatchValues> {
         let mut loaded = Vec::with_capacity(patches.len());
         for patch in patches {
-            let path = patch.file.path.to_string();
-            let rows = u32::try_from(patch.file.row_count)
-                .map_err(|_| Error::corrupt(&path, "more rows than a patch holds"))?;
+            let path = &patch.file.path;
             let held: Vec<usize> = (columns.ids().iter().enumerate())
                 .filter(|(_, id)| patch.holds(**id))
                 .map(|(position, _)| position)
@@ -69,29 +74,7 @@ impl TableStore {
                 .collect();
             let ids: Vec<u32> = held.iter().map(|&p| columns.ids()[p]).collect();
             let key = format!("{path}#{ids:?}#{}", types.join(","));
-            let load = async {
-                // The patch's file read as a fragment of its own: its rows are the patched ones.
-                let as_fragment = Fragment {
-                    id: 0,
-                    files: vec![patch.file.clone()],
-                    deletion: None,
-                    physical_rows: rows,
-                    row_ids: FragmentRowIds::Native,
-                    lineage: Default::default(),
-                    patches: Vec::new(),
-                };
-                let batches: Vec<RecordBatch> = self
-                    .read_columns(&as_fragment, &columns.at(&held), output.clone(), None)
-                    .await?
-                    .try_collect()
-                    .await?;
-                let values = arrow::compute::concat_batches(&output, &batches)?;
-                if values.num_rows() != rows as usize {
-                    let reason = "a row patch holds fewer rows than it names";
-                    return Err(Error::corrupt(&path, reason));
-                }
-                Ok(values)
-            };
+            let load = self.read_patch_file(&patch.file, columns.at(&held), output);
             let values = self.patch_values.get_or_load(&key, load).await?;
             let holds = (0..columns.len())
                 .map(|position| held.iter().position(|&p| p == position))
@@ -100,83 +83,298 @@ impl TableStore {
         }
         Ok(PatchValues { patches: loaded })
     }
+
+    /// Every row of the patch file `file`, its columns `fields` (by id, in this order).
+    pub(crate) async fn read_patch(
+        &self,
+        file: &DataFile,
+        fields: &[Field],
+    ) -> Result<RecordBatch> {
+        let output = ArrowSchema::new(fields.iter().map(Field::to_arrow).collect::<Vec<_>>());
+        self.read_patch_file(file, FileColumns::of(fields), Arc::new(output))
+            .await
+    }
+
+    /// Every row of the patch file `file`, its `columns` read as `output`.
+    async fn read_patch_file(
+        &self,
+        file: &DataFile,
+        columns: FileColumns,
+        output: SchemaRef,
+    ) -> Result<RecordBatch> {
+        let path = file.path.to_string();
+        let rows = u32::try_from(file.row_count)
+            .map_err(|_| Error::corrupt(&path, "more rows than a patch holds"))?;
+        // The patch's file read as a fragment of its own: its rows are the patched ones.
+        let as_fragment = Fragment {
+            id: 0,
+            files: vec![file.clone()],
+            deletion: None,
+            physical_rows: rows,
+            row_ids: FragmentRowIds::Native,
+            lineage: Default::default(),
+            patches: Vec::new(),
+        };
+        let batches: Vec<RecordBatch> = self
+            .read_columns(&as_fragment, &columns, output.clone(), None)
+            .await?
+            .try_collect()
+            .await?;
+        let values = arrow::compute::concat_batches(&output, &batches)?;
+        if values.num_rows() != rows as usize {
+            let reason = "a row patch holds fewer rows than it names";
+            return Err(Error::corrupt(&path, reason));
+        }
+        Ok(values)
+    }
+}
+
+/// A patched cell of a batch: its row, the patch holding its newest value (among those
+/// holding the column) and that value's row in the patch.
+#[derive(Clone, Copy)]
+struct Cell {
+    row: usize,
+    source: usize,
+    patch_row: usize,
 }
 
 impl PatchValues {
     /// `batch` (rows at the ascending `offsets`) with each patched cell's newest value.
     fn merge(&self, batch: RecordBatch, offsets: &[u32]) -> Result<RecordBatch> {
-        let (Some(&first), Some(&last)) = (offsets.first(), offsets.last()) else {
-            return Ok(batch);
-        };
         // Per patch: (row of the batch, row of the patch) for each patched row in the batch.
-        let hits: Vec<Vec<(usize, usize)>> = (self.patches.iter())
-            .map(|(patch, _, _)| {
-                let bitmap = &patch.offsets;
-                // Patch rows are in offset order: the row of offset `o` is its rank - 1.
-                let skipped = match first {
-                    0 => 0,
-                    _ => bitmap.rank(first - 1) as usize,
-                };
-                let mut at = 0;
-                let mut hits = Vec::new();
-                for (patch_row, offset) in (skipped..).zip(bitmap.range(first..=last)) {
-                    // The batch holds only the rows read (not deleted, selected).
-                    while at < offsets.len() && offsets[at] < offset {
-                        at += 1;
-                    }
-                    if offsets.get(at) == Some(&offset) {
-                        hits.push((at, patch_row));
-                    }
-                }
-                hits
-            })
-            .collect();
+        let mut hits = Vec::with_capacity(self.patches.len());
+        for (patch, values, _) in &self.patches {
+            let found = hits_in(&patch.offsets, offsets);
+            if found.last().is_some_and(|&(_, at)| at >= values.num_rows()) {
+                let reason = "a row patch holds fewer rows than it names";
+                return Err(Error::corrupt(patch.file.path.to_string(), reason));
+            }
+            hits.push(found);
+        }
         if hits.iter().all(Vec::is_empty) {
             return Ok(batch);
         }
-        let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+        let (schema, mut columns, _) = batch.into_parts();
         for (position, column) in columns.iter_mut().enumerate() {
-            // (source, row) per batch row: source 0 is the batch, k + 1 the k-th patch
-            // holding the column; later patches are applied last and win.
-            let mut sources: Vec<&dyn Array> = vec![column.as_ref()];
-            let mut indices: Option<Vec<(usize, usize)>> = None;
-            for ((_, values, holds), hits) in self.patches.iter().zip(&hits) {
-                let Some(held) = holds[position].filter(|_| !hits.is_empty()) else {
-                    continue;
-                };
-                sources.push(values.column(held).as_ref());
-                let source = sources.len() - 1;
-                let indices =
-                    indices.get_or_insert_with(|| (0..batch.num_rows()).map(|i| (0, i)).collect());
-                for &(row, patch_row) in hits {
-                    indices[row] = (source, patch_row);
-                }
+            let holding: Vec<(&dyn Array, &[(usize, usize)])> = (self.patches.iter())
+                .zip(&hits)
+                .filter(|(_, hits)| !hits.is_empty())
+                .filter_map(|((_, values, holds), hits)| {
+                    let held = holds[position]?;
+                    Some((values.column(held).as_ref(), hits.as_slice()))
+                })
+                .collect();
+            if holding.is_empty() {
+                continue;
             }
-            if let Some(indices) = indices {
-                *column = by_runs(&sources, &indices)?;
-            }
+            let cells = newest_cells(&holding);
+            let patches: Vec<&dyn Array> = holding.iter().map(|(values, _)| *values).collect();
+            *column = match overwritten(column.as_ref(), &patches, &cells) {
+                Some(patched) => patched,
+                None => by_runs(column.as_ref(), &patches, &cells)?,
+            };
         }
-        Ok(RecordBatch::try_new(batch.schema(), columns)?)
+        Ok(RecordBatch::try_new(schema, columns)?)
     }
 }
 
-/// The array whose row `i` is row `indices[i].1` of `sources[indices[i].0]`, copied run by
-/// run: patched rows come in runs (and the rows between them in longer ones), which a
-/// row-by-row interleave would copy one value at a time.
-fn by_runs(sources: &[&dyn Array], indices: &[(usize, usize)]) -> Result<ArrayRef> {
-    let data: Vec<ArrayData> = sources.iter().map(|s| s.to_data()).collect();
-    let mut merged = MutableArrayData::new(data.iter().collect(), false, indices.len());
+/// (row of the batch, row of the patch) for each row of the patch `bitmap` among the batch's
+/// `offsets` (ascending): patch rows are in offset order, so the row of offset `o` is its
+/// rank - 1.
+fn hits_in(bitmap: &RoaringBitmap, offsets: &[u32]) -> Vec<(usize, usize)> {
+    let (Some(&first), Some(&last)) = (offsets.first(), offsets.last()) else {
+        return Vec::new();
+    };
+    let skipped = match first {
+        0 => 0,
+        _ => bitmap.rank(first - 1) as usize,
+    };
+    // A batch of a range of rows (a scan with nothing left out) finds its rows by subtraction.
+    let contiguous = (last - first) as usize + 1 == offsets.len();
     let mut at = 0;
-    while let Some(&(source, start)) = indices.get(at) {
+    let mut hits = Vec::new();
+    for (patch_row, offset) in (skipped..).zip(bitmap.range(first..=last)) {
+        if contiguous {
+            hits.push(((offset - first) as usize, patch_row));
+            continue;
+        }
+        // The batch holds only the rows read (not deleted, selected).
+        while offsets.get(at).is_some_and(|&o| o < offset) {
+            at += 1;
+        }
+        if offsets.get(at) == Some(&offset) {
+            hits.push((at, patch_row));
+        }
+    }
+    hits
+}
+
+/// The cells `holding` (per patch holding the column, oldest first: its values and hits)
+/// patch, by row, each from the newest patch holding it.
+fn newest_cells(holding: &[(&dyn Array, &[(usize, usize)])]) -> Vec<Cell> {
+    let mut cells: Vec<Cell> = (holding.iter().enumerate())
+        .flat_map(|(source, (_, hits))| {
+            (hits.iter()).map(move |&(row, patch_row)| Cell {
+                row,
+                source,
+                patch_row,
+            })
+        })
+        .collect();
+    if holding.len() > 1 {
+        // Stable: of one row's cells, the newest patch's comes last and is kept.
+        cells.sort_by_key(|c| c.row);
+        let mut newest: Vec<Cell> = Vec::with_capacity(cells.len());
+        for cell in cells {
+            match newest.last_mut() {
+                Some(last) if last.row == cell.row => *last = cell,
+                _ => newest.push(cell),
+            }
+        }
+        return newest;
+    }
+    cells
+}
+
+/// `base` with `cells` overwritten in a copy of its values, for primitive columns (a copy
+/// of a fixed-width buffer, then one store per cell); `None` for other types.
+fn overwritten(base: &dyn Array, patches: &[&dyn Array], cells: &[Cell]) -> Option<ArrayRef> {
+    downcast_primitive_array!(
+        base => overwrite_primitive(base, patches, cells),
+        _ => None
+    )
+}
+
+fn overwrite_primitive<T: ArrowPrimitiveType>(
+    base: &PrimitiveArray<T>,
+    patches: &[&dyn Array],
+    cells: &[Cell],
+) -> Option<ArrayRef> {
+    let patches: Vec<&PrimitiveArray<T>> = (patches.iter())
+        .map(|p| {
+            p.as_primitive_opt::<T>()
+                .filter(|_| p.data_type() == base.data_type())
+        })
+        .collect::<Option<_>>()?;
+    let mut values = base.values().to_vec();
+    for cell in cells {
+        values[cell.row] = patches[cell.source].value(cell.patch_row);
+    }
+    let nulls = match base.nulls().is_some() || patches.iter().any(|p| p.null_count() > 0) {
+        false => None,
+        true => {
+            let mut valid = BooleanBufferBuilder::new(base.len());
+            match base.nulls() {
+                Some(nulls) => valid.append_buffer(nulls.inner()),
+                None => valid.append_n(base.len(), true),
+            }
+            for cell in cells {
+                valid.set_bit(cell.row, patches[cell.source].is_valid(cell.patch_row));
+            }
+            Some(NullBuffer::new(valid.finish()))
+        }
+    };
+    let patched = PrimitiveArray::<T>::new(values.into(), nulls);
+    Some(Arc::new(patched.with_data_type(base.data_type().clone())))
+}
+
+/// `base` with `cells` taken from `patches`, copied run by run: patched rows come in runs
+/// (and the rows between them in longer ones), which a row-by-row interleave would copy one
+/// value at a time.
+fn by_runs(base: &dyn Array, patches: &[&dyn Array], cells: &[Cell]) -> Result<ArrayRef> {
+    let data: Vec<ArrayData> = (std::iter::once(base).chain(patches.iter().copied()))
+        .map(|s| s.to_data())
+        .collect();
+    let mut merged = MutableArrayData::new(data.iter().collect(), false, base.len());
+    // The next row of `base` not yet copied or replaced.
+    let mut next = 0;
+    let mut at = 0;
+    while let Some(&Cell {
+        row,
+        source,
+        patch_row,
+    }) = cells.get(at)
+    {
+        if next < row {
+            merged.try_extend(0, next, row)?;
+        }
         let mut end = at + 1;
-        while indices
-            .get(end)
-            .is_some_and(|&(s, row)| s == source && row == start + (end - at))
-        {
+        while cells.get(end).is_some_and(|c| {
+            c.source == source && c.row == row + (end - at) && c.patch_row == patch_row + (end - at)
+        }) {
             end += 1;
         }
-        merged.try_extend(source, start, start + (end - at))?;
+        merged.try_extend(source + 1, patch_row, patch_row + (end - at))?;
+        next = row + (end - at);
         at = end;
     }
+    if next < base.len() {
+        merged.try_extend(0, next, base.len())?;
+    }
     Ok(make_array(merged.freeze()))
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Int64Array, StringArray};
+
+    use super::*;
+
+    /// Cells patching rows `rows` of a 40-row batch from two patches, newest winning.
+    fn cells_of(first: &[usize], second: &[usize]) -> Vec<Cell> {
+        let hits = |rows: &[usize]| rows.iter().enumerate().map(|(i, &r)| (r, i)).collect();
+        let (first, second): (Vec<_>, Vec<_>) = (hits(first), hits(second));
+        let none = Int64Array::from(Vec::<i64>::new());
+        newest_cells(&[(&none, &first), (&none, &second)])
+    }
+
+    #[test]
+    fn the_newest_patch_of_a_cell_wins_and_both_copies_agree() {
+        let base = Int64Array::from_iter((0..40).map(|i| (i % 7 != 0).then_some(i)));
+        let first = Int64Array::from(vec![Some(100), Some(101), Some(102), None, Some(104)]);
+        let second = Int64Array::from(vec![Some(200), Some(201), None]);
+        let cells = cells_of(&[1, 2, 3, 20, 39], &[2, 3, 21]);
+        let patches: [&dyn Array; 2] = [&first, &second];
+        let copied = overwritten(&base, &patches, &cells).expect("a primitive column");
+        let runs = by_runs(&base, &patches, &cells).expect("runs");
+        assert_eq!(copied.as_ref(), runs.as_ref());
+        let expected = Int64Array::from_iter((0..40).map(|i| match i {
+            1 => Some(100),
+            2 => Some(200),
+            3 => Some(201),
+            20 => None,
+            21 => None,
+            39 => Some(104),
+            _ => (i % 7 != 0).then_some(i),
+        }));
+        assert_eq!(
+            copied.as_primitive::<arrow::datatypes::Int64Type>(),
+            &expected
+        );
+    }
+
+    #[test]
+    fn strings_are_copied_run_by_run() {
+        let base = StringArray::from_iter_values((0..40).map(|i| format!("row {i}")));
+        let first = StringArray::from(vec![Some("a"), Some("b"), None]);
+        let cells = cells_of(&[0, 1, 39], &[]);
+        assert!(overwritten(&base, &[&first], &cells).is_none());
+        let merged = by_runs(&base, &[&first], &cells).expect("runs");
+        let merged = merged.as_string::<i32>();
+        assert_eq!((merged.value(0), merged.value(1)), ("a", "b"));
+        assert!(merged.is_null(39));
+        assert_eq!(merged.value(38), "row 38");
+    }
+
+    #[test]
+    fn a_batch_with_rows_left_out_finds_its_patched_rows_by_offset() {
+        let bitmap: RoaringBitmap = [3, 5, 9, 12].into_iter().collect();
+        // Offsets 4..=12 without 6 and 12: 5 is row 1, 9 row 4; 3 precedes the batch.
+        assert_eq!(
+            hits_in(&bitmap, &[4, 5, 7, 8, 9, 10, 11]),
+            vec![(1, 1), (4, 2)]
+        );
+        assert_eq!(hits_in(&bitmap, &[9, 10, 11, 12]), vec![(0, 2), (3, 3)]);
+        assert!(hits_in(&bitmap, &[]).is_empty());
+    }
 }

@@ -353,7 +353,8 @@ async fn bad_patches_are_refused_and_write_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writers_of_the_same_cells_or_rows_conflict() {
-    let (_dir, ctx, table) = table().await;
+    let (dir, ctx, table) = table().await;
+    let root = format!("{}/t", dir.path().display());
     let at = Arc::new(table.latest().await.unwrap());
     let planned = || table.planned_at(at.clone());
     let val = |v: i64| only("val", Arc::new(Int64Array::from(vec![v])));
@@ -378,19 +379,72 @@ async fn concurrent_writers_of_the_same_cells_or_rows_conflict() {
     };
     let error = planned().compact(options()).await.unwrap_err();
     assert!(error.is_conflict(), "{error}");
-    // A delete of another row rebases; a patch planned before a compaction gives way.
+    // A delete of another row rebases; a patch planned before a compaction follows its
+    // rows to where the compaction carried them (their ids say where), from both fragments
+    // into one; one of a row deleted before the compaction gives way, leaving no file.
     planned().delete_rows(&ids(&[addr(0, 3)])).await.unwrap();
     let before_compaction = table.planned_at(table.latest().await.unwrap());
+    run(&ctx, "DELETE FROM t WHERE k = 8").await;
     table.compact(options()).await.unwrap();
-    let error = before_compaction
-        .patch_rows(&two, val(400))
-        .await
+    let files = data_files(&root);
+    let error = (before_compaction
+        .patch_rows(&ids(&[addr(0, 8)]), val(800))
+        .await)
         .unwrap_err();
     assert!(error.is_conflict(), "{error}");
+    assert_eq!(data_files(&root), files);
+    let moved = ids(&[addr(0, 2), addr(0, 4), addr(1, 7)]);
+    let names = Arc::new(StringArray::from(vec!["two", "four", "one-o-seven"]));
+    let committed = before_compaction
+        .patch_rows(&moved, only("name", names))
+        .await
+        .unwrap();
     assert_eq!(
-        lines(&ctx, "SELECT k, val, name FROM t WHERE k < 4 ORDER BY k").await,
-        ["| 0 | 0 | n0 |", "| 1 | 100 | one |", "| 2 | 300 | n2 |"]
+        lines(
+            &ctx,
+            "SELECT k, val, name FROM t WHERE k < 5 OR k = 107 ORDER BY k"
+        )
+        .await,
+        [
+            "| 0 | 0 | n0 |",
+            "| 1 | 100 | one |",
+            "| 2 | 300 | two |",
+            "| 4 | 4 | four |",
+            "| 107 | 107 | one-o-seven |"
+        ]
     );
+    assert_eq!(
+        lines(&ctx, "SELECT patches, patched_rows FROM t$fragments").await,
+        ["| 1 | 3 |"]
+    );
+    // The rows kept their ids and took the patch's version as their last update.
+    let version = committed.version;
+    assert_eq!(
+        updated_versions(&table, &[addr(0, 2), addr(0, 4), addr(1, 7)]).await,
+        [version; 3]
+    );
+    // The file planned for the compacted fragments was replaced by one, not left behind.
+    assert_eq!(data_files(&root).len(), files.len() + 1);
+}
+
+/// The Parquet files under the table's root, by path.
+fn data_files(root: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut dirs = vec![std::path::PathBuf::from(root)];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            match path.is_dir() {
+                true => dirs.push(path),
+                false if path.extension().is_some_and(|e| e == "parquet") => {
+                    found.push(path.display().to_string())
+                }
+                false => {}
+            }
+        }
+    }
+    found.sort();
+    found
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

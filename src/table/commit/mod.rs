@@ -12,13 +12,15 @@
 //! - a schema change conflicts with another; other actions rebase over it (their new
 //!   fragments' statistics converted to widened types), but for an index build on a column
 //!   it widened or dropped, and rows lacking a NOT NULL column it added;
-//! - a row patch conflicts with a delete or update of a row it patches, a compaction of its
-//!   fragment (it does not follow moved rows yet), a patch of the same cell and an index
-//!   made of a patched column; an update of a patched row, a compaction of a patched
-//!   fragment and an index build over a patched column conflict with it.
+//! - a row patch conflicts with a delete or update of a row it patches, a patch of the same
+//!   cell and an index made of a patched column; over a compaction of its fragment it
+//!   follows its rows by id and is written again for the fragments now holding them
+//!   (`follow_patches`); an update of a patched row, a compaction of a patched fragment and
+//!   an index build over a patched column conflict with it.
 
 mod action;
 mod apply;
+mod follow_patches;
 mod pause;
 mod rebase;
 mod reused;
@@ -37,11 +39,35 @@ use rebase::rebase;
 /// `captured` holds the values the rows it deletes or rewrites had at `read` (its change
 /// data), if it captured them; a rebase over a schema change drops them (they no longer
 /// read as the rows did just before the commit), and the version then records none (the
-/// caller deletes them: `Table::commit_manifest`).
+/// caller deletes them: `Table::commit_manifest`). Files a rebase wrote for the action
+/// (a patch moved onto rows a compaction carried) are deleted if nothing was published.
 pub(crate) async fn commit(
     store: &TableStore,
     read: &Manifest,
     mut action: Action,
+    captured: Option<Vec<NewFragment>>,
+    options: &TableOptions,
+) -> Result<Manifest> {
+    let planned: Vec<_> = (action.written_files().into_iter())
+        .map(|f| f.path)
+        .collect();
+    // Boxed: a commit's future (apply, publish, every rebase) is large, and callers nest it.
+    let outcome = Box::pin(commit_rebasing(store, read, &mut action, captured, options)).await;
+    if outcome
+        .as_ref()
+        .is_err_and(super::write::surely_unpublished)
+    {
+        let rebased = action.written_files();
+        let rebased = rebased.iter().filter(|f| !planned.contains(&f.path));
+        super::write::delete_files(store, &read.schema, rebased).await;
+    }
+    outcome
+}
+
+async fn commit_rebasing(
+    store: &TableStore,
+    read: &Manifest,
+    action: &mut Action,
     mut captured: Option<Vec<NewFragment>>,
     options: &TableOptions,
 ) -> Result<Manifest> {
@@ -49,11 +75,11 @@ pub(crate) async fn commit(
     read.check_writable(&table)?;
     let mut base = read.clone();
     for _ in 0..=options.max_commit_retries {
-        reused::check_reused_sidecars(&base, &mut action, read.version)?;
+        reused::check_reused_sidecars(&base, action, read.version)?;
         if base.schema != read.schema {
             captured = None;
         }
-        let mut next = apply(store, &base, &action, read.version).await?;
+        let mut next = apply(store, &base, action, read.version).await?;
         if let Some(captured) = &captured {
             apply::add_change_data(&mut next, captured)?;
         }
@@ -71,7 +97,7 @@ pub(crate) async fn commit(
         for version in base.version + 1..=latest {
             let other = store.read_manifest(version).await?;
             other.check_writable(&table)?;
-            rebase(store, &mut action, &base, &other, read.version).await?;
+            rebase(store, action, &base, &other, read.version).await?;
             base = other;
         }
     }

@@ -64,8 +64,14 @@ pub(super) async fn rebase(
             "the table was replaced",
         )),
         Action::Append { .. } | Action::Checkpoint { .. } => Ok(()),
-        // Its fragments and rows are checked as it applies (`apply::add_patches`); a patch
-        // does not follow rows a compaction moved.
+        // Its fragments and rows are checked as it applies (`apply::add_patches`); rows a
+        // compaction moved are followed to their new fragments.
+        Action::Patch { patches } if next.transaction.operation == Operation::Compact => {
+            match super::follow_patches::follow_patches(store, patches, prev, next).await? {
+                Ok(()) => Ok(()),
+                Err(reason) => Err(conflict(action, read_version, next, reason)),
+            }
+        }
         Action::Patch { .. } => Ok(()),
         Action::Delete { rows } | Action::Update { rows, .. } if other_rewrote => {
             match follow_rows(store, rows, prev, next).await? {
@@ -258,7 +264,7 @@ async fn follow_rows(
 }
 
 /// Where the carried rows of fragments new in `next` are.
-fn added_row_ids(prev: &Manifest, next: &Manifest) -> HashMap<RowId, RowAddress> {
+pub(super) fn added_row_ids(prev: &Manifest, next: &Manifest) -> HashMap<RowId, RowAddress> {
     let mut out = HashMap::new();
     for fragment in &next.fragments {
         if prev.fragment(fragment.id).is_some() {

@@ -1,0 +1,149 @@
+//! A row patch planned before a compaction moved its rows, moved onto their new addresses.
+//! The patch's rows are named by offset in a fragment the compaction removed; their ids say
+//! where each went (the compacted fragments' row-id sequences), and the patch's values are
+//! written again, one file per fragment that now holds some of its rows, in that fragment's
+//! offset order. A row the compaction did not carry (deleted meanwhile) is a conflict.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch};
+use roaring::RoaringBitmap;
+
+use super::action::NewPatch;
+use crate::error::{Error, Result};
+use crate::format::{DataFile, Field, FragmentRowIds, Manifest, Schema};
+use crate::io::TableStore;
+use crate::rowid::{FragmentId, RowAddress};
+
+/// Moves those of `patches` whose fragment `next` (a compaction on top of `prev`) removed
+/// onto the fragments now holding their rows. `Ok(Err(reason))`: a patched row was not
+/// carried, a conflict.
+pub(super) async fn follow_patches(
+    store: &TableStore,
+    patches: &mut Vec<NewPatch>,
+    prev: &Manifest,
+    next: &Manifest,
+) -> Result<std::result::Result<(), String>> {
+    let (moved, kept): (Vec<NewPatch>, Vec<NewPatch>) =
+        (patches.drain(..)).partition(|p| next.fragment(p.fragment).is_none());
+    *patches = kept;
+    if moved.is_empty() {
+        return Ok(Ok(()));
+    }
+    let outcome =
+        landed_cells(&moved, prev, next).map(|landed| (landed, patch_fields(&moved, next)));
+    let (landed, fields) = match outcome {
+        Ok((landed, Some(fields))) => (landed, fields),
+        Ok((_, None)) => {
+            patches.extend(moved);
+            return Ok(Err("the patched columns changed meanwhile".into()));
+        }
+        Err(reason) => {
+            patches.extend(moved);
+            return Ok(Err(reason));
+        }
+    };
+    let schema = Schema {
+        fields: fields.clone(),
+        constraints: Vec::new(),
+        ..next.schema.clone()
+    };
+    let mut rebased: Vec<NewPatch> = Vec::with_capacity(landed.len());
+    let written = write_moved(store, &moved, &fields, &schema, landed, &mut rebased).await;
+    if let Err(e) = written {
+        super::super::write::delete_files(store, &schema, rebased.iter().map(|p| &p.file)).await;
+        patches.extend(moved);
+        return Err(e);
+    }
+    // The files planned for the removed fragments are no version's now.
+    super::super::write::delete_files(store, &schema, moved.iter().map(|p| &p.file)).await;
+    patches.extend(rebased);
+    Ok(Ok(()))
+}
+
+/// Per fragment of `next` holding rows `moved` patches: (offset there, patch, row of the
+/// patch), in offset order. `Err`: a patched row is not in `next`.
+fn landed_cells(
+    moved: &[NewPatch],
+    prev: &Manifest,
+    next: &Manifest,
+) -> std::result::Result<BTreeMap<FragmentId, Vec<(u32, usize, usize)>>, String> {
+    let carried = super::rebase::added_row_ids(prev, next);
+    let mut landed: BTreeMap<FragmentId, Vec<(u32, usize, usize)>> = BTreeMap::new();
+    for (k, patch) in moved.iter().enumerate() {
+        let Some(old) = prev.fragment(patch.fragment) else {
+            return Err(format!("fragment {} was rewritten", patch.fragment));
+        };
+        let sequence = old.row_ids.sequence();
+        for (patch_row, offset) in patch.offsets.iter().enumerate() {
+            let id = match (sequence, &old.row_ids) {
+                (Some(ids), _) => ids.get(offset as usize),
+                (None, FragmentRowIds::Native) => {
+                    Some(RowAddress::new(old.id, offset).as_native_id())
+                }
+                (None, _) => None,
+            };
+            let Some(now) = id.and_then(|id| carried.get(&id)) else {
+                let id = id.map_or_else(|| format!("at offset {offset}"), |id| id.to_string());
+                return Err(format!("patched row {id} was removed meanwhile"));
+            };
+            (landed.entry(now.fragment_id()).or_default()).push((now.offset(), k, patch_row));
+        }
+    }
+    for cells in landed.values_mut() {
+        cells.sort_unstable();
+    }
+    Ok(landed)
+}
+
+/// The columns every one of `moved` holds (one action's patches hold the same), as `next`
+/// has them; `None` if they differ or `next` lacks one.
+fn patch_fields(moved: &[NewPatch], next: &Manifest) -> Option<Vec<Field>> {
+    let ids = &moved.first()?.file.field_ids;
+    if moved.iter().any(|p| &p.file.field_ids != ids) {
+        return None;
+    }
+    (ids.iter())
+        .map(|&id| next.schema.field_by_id(id).cloned())
+        .collect()
+}
+
+/// Writes, per fragment of `landed`, the values its cells take from `moved`'s files,
+/// pushing each new patch to `rebased` as it is written.
+async fn write_moved(
+    store: &TableStore,
+    moved: &[NewPatch],
+    fields: &[Field],
+    schema: &Schema,
+    landed: BTreeMap<FragmentId, Vec<(u32, usize, usize)>>,
+    rebased: &mut Vec<NewPatch>,
+) -> Result<()> {
+    let mut values: Vec<RecordBatch> = Vec::with_capacity(moved.len());
+    for patch in moved {
+        values.push(store.read_patch(&patch.file, fields).await?);
+    }
+    let output = schema.to_arrow();
+    for (fragment, cells) in landed {
+        let indices: Vec<(usize, usize)> = cells.iter().map(|&(_, k, row)| (k, row)).collect();
+        let columns = (0..fields.len())
+            .map(|c| {
+                let sources: Vec<&dyn Array> =
+                    values.iter().map(|v| v.column(c).as_ref()).collect();
+                arrow::compute::interleave(&sources, &indices)
+            })
+            .collect::<std::result::Result<Vec<ArrayRef>, _>>()?;
+        let offsets: RoaringBitmap = cells.iter().map(|&(offset, _, _)| offset).collect();
+        if offsets.len() != cells.len() as u64 {
+            return Err(Error::invalid("two patched rows were carried to one row"));
+        }
+        let batch = RecordBatch::try_new(output.clone(), columns)?;
+        let file: DataFile = store.write_data_file(schema, &[batch]).await?;
+        rebased.push(NewPatch {
+            fragment,
+            file,
+            offsets: Arc::new(offsets),
+        });
+    }
+    Ok(())
+}
