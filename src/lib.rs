@@ -63,8 +63,8 @@ pub use table::{
     Compaction, Declarations, IndexBuild, IndexOptions, IndexProbe, NearestOptions, NewColumn,
     Progress, RowChangeSet, RowChanges, RowMatch, RowPredicate, ScanMetrics, ScanRequest,
     SidecarUsage, Snapshot, Table, TableConstraint, TableOptions, TieredMerge, VectorIndexOptions,
-    CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, DISTANCE, ROW_ADDR, ROW_CREATED_VERSION, ROW_ID,
-    ROW_UPDATED_VERSION,
+    CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, DEFAULT_PATCH_MAX_SHARE, DISTANCE, ROW_ADDR,
+    ROW_CREATED_VERSION, ROW_ID, ROW_UPDATED_VERSION,
 };
 
 /// natal's insides, for its own benches, tests and fuzzers: the on-disk types and their

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    ArrayRef, BooleanArray, RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array,
-    UInt64Array,
+    ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+    UInt32Array, UInt64Array,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::catalog::{MemTable, TableProvider};
@@ -55,6 +55,8 @@ pub(crate) fn versions(
             Field::new("change_data_feed", DataType::Boolean, true),
             // The rows this version's commit captured; NULL when it captured none.
             Field::new("change_data_rows", DataType::UInt64, true),
+            // The table's patch share (`patch_max_share`) after this version; NULL: unset.
+            Field::new("patch_max_share", DataType::Float64, true),
         ],
         vec![
             Arc::new(UInt64Array::from_iter_values(
@@ -99,6 +101,9 @@ pub(crate) fn versions(
                 let captured = (*m)?.change_data.as_ref()?;
                 Some(captured.iter().map(|f| u64::from(f.physical_rows)).sum())
             }))),
+            Arc::new(Float64Array::from_iter(
+                manifests.iter().map(|m| m.and_then(|m| m.patch_max_share)),
+            )),
         ],
     )
 }

@@ -27,8 +27,9 @@ datafusion::common::config_namespace! {
         pub refine_factor: Option<usize>, default = None
         /// An UPDATE writes row patches, only its assigned columns of the rows it changes,
         /// when those columns hold at most this share of the table's bytes (by its files'
-        /// statistics), and rewrites the rows otherwise; 0: always rewrite.
-        pub patch_max_share: f64, default = 0.0
+        /// statistics), and rewrites the rows otherwise; 0: always rewrite; unset: the
+        /// table's `patch_max_share` property, or natal's default (0).
+        pub patch_max_share: Option<f64>, default = None
     }
 }
 
@@ -86,6 +87,21 @@ impl ExtensionOptions for NatalOptions {
     }
 }
 
+/// Resets the session's natal `option` to its default (`RESET natal.<option>`, which
+/// DataFusion 55 refuses for options outside its own).
+pub(crate) fn reset_option(ctx: &datafusion::prelude::SessionContext, option: &str) -> Result<()> {
+    let state = ctx.state_ref();
+    let mut state = state.write();
+    let options = state.config_mut().options_mut();
+    let Some(natal) = options.extensions.get_mut::<NatalOptions>() else {
+        return Err(datafusion::error::DataFusionError::Plan(
+            "RESET: the session has no natal options (natal::datafusion::register adds them)"
+                .into(),
+        ));
+    };
+    ConfigField::reset(natal, option)
+}
+
 /// The merging policy a session asks of its writes (`Some(None)`: none); `None` where the
 /// session has no natal options, which leaves the table handle's own.
 pub(crate) fn session_merge(
@@ -104,9 +120,9 @@ pub(crate) fn session_merge(
 }
 
 /// The largest share of a table's bytes an UPDATE's assigned columns may hold for it to
-/// write row patches (0 where the session has no natal options: rows are rewritten).
-pub(crate) fn session_patch_max_share(options: &ConfigOptions) -> f64 {
-    (options.extensions.get::<NatalOptions>()).map_or(0.0, |natal| natal.patch_max_share)
+/// write row patches, if the session sets one (else the table's property decides).
+pub(crate) fn session_patch_max_share(options: &ConfigOptions) -> Option<f64> {
+    (options.extensions.get::<NatalOptions>()).and_then(|natal| natal.patch_max_share)
 }
 
 /// Whether the session lets filtered scans of wide rows read in two steps (`true` where it

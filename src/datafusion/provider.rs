@@ -377,7 +377,8 @@ impl TableProvider for NatalTableProvider {
         let assigned: Vec<u32> = (values.iter())
             .filter_map(|(index, _)| schema.fields.get(*index).map(|f| f.id))
             .collect();
-        let most = super::options::session_patch_max_share(state.config_options());
+        let most = super::options::session_patch_max_share(state.config_options())
+            .unwrap_or_else(|| self.snapshot.patch_max_share());
         let patch =
             most > 0.0 && (self.snapshot.patch_share(&assigned)).is_some_and(|share| share <= most);
         Ok(Arc::new(DmlExec::new(

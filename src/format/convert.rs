@@ -193,6 +193,12 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> R
         indexes: indexes_from_proto(raw.indexes.unwrap_or_default(), path)?,
         bases: raw.bases.iter().map(base_from_proto).collect(),
         change_data_feed: raw.change_data_feed,
+        patch_max_share: match raw.patch_max_share {
+            Some(share) if !(0.0..=1.0).contains(&share) => {
+                return Err(corrupt(&format!("patch_max_share {share} is not in 0..=1")));
+            }
+            share => share,
+        },
         change_data,
         unlinked_change_data,
     })
@@ -666,6 +672,7 @@ impl From<&Manifest> for proto::Manifest {
                 })
                 .collect(),
             change_data_feed: m.change_data_feed,
+            patch_max_share: m.patch_max_share,
             change_data: m
                 .change_data
                 .as_ref()

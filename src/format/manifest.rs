@@ -115,6 +115,11 @@ pub mod flags {
     /// own, which readers must merge over its files by offset (a reader that did not would
     /// return the old values), and writers carry, fold and clean up.
     pub const ROW_PATCHES: u64 = 1 << 26;
+    /// Writer-only: the table sets its patch share ([`Manifest::patch_max_share`]), which a
+    /// writer that did not know it would drop from the versions it writes.
+    ///
+    /// [`Manifest::patch_max_share`]: super::Manifest::patch_max_share
+    pub const PATCH_SHARE: u64 = 1 << 27;
     /// Every reader flag this client implements.
     pub const KNOWN_READER: u64 = DELETION_FILES
         | ROW_ID_SEQUENCES
@@ -144,7 +149,8 @@ pub mod flags {
         | COLUMN_DEFAULTS
         | SCHEMA_DECLARATIONS
         | ROW_LINEAGE
-        | CHANGE_DATA;
+        | CHANGE_DATA
+        | PATCH_SHARE;
 }
 
 /// One version of a table.
@@ -190,6 +196,11 @@ pub struct Manifest {
     /// their values before it ([`Self::change_data`]). A table property, carried from
     /// version to version until changed.
     pub change_data_feed: bool,
+    /// The largest share of the table's bytes (before compression, by its files'
+    /// statistics) the columns an update changes may hold for it to write row patches
+    /// rather than rewrite the rows; in `0..=1`. A table property, carried from version to
+    /// version until changed; `None`: the writer's default.
+    pub patch_max_share: Option<f64>,
     /// The rows this version's commit deleted or rewrote, with the values they had in the
     /// version it was planned on, in fragments of their own (ids in inline row-id
     /// sequences, rows in any order: a delete's by id, an update's as its scan met them;
@@ -388,6 +399,9 @@ impl Manifest {
         }
         if self.change_data_feed || self.change_data.is_some() {
             writer |= flags::CHANGE_DATA;
+        }
+        if self.patch_max_share.is_some() {
+            writer |= flags::PATCH_SHARE;
         }
         (reader, writer)
     }

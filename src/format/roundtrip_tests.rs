@@ -248,6 +248,7 @@ fn manifest() -> impl Strategy<Value = Manifest> {
                     indexes: IndexSection::default(),
                     bases: Vec::new(),
                     change_data_feed: version % 2 == 0,
+                    patch_max_share: (version % 3 == 0).then_some(0.25),
                     change_data: (version % 3 == 0).then(Vec::new),
                     unlinked_change_data: Vec::new(),
                 };
@@ -608,4 +609,28 @@ fn row_patches_read_back_and_damaged_ones_are_refused() {
         matches!(refused, Err(crate::Error::Corrupt { .. })),
         "{refused:?}"
     );
+}
+
+/// A table's patch share reads back, sets its writer flag (an older writer would drop it),
+/// and a share outside `0..=1` is refused.
+#[test]
+fn the_patch_share_reads_back_with_its_writer_flag() {
+    let mut manifest = sample_manifest();
+    assert_eq!(manifest.writer_flags() & super::flags::PATCH_SHARE, 0);
+    manifest.patch_max_share = Some(0.05);
+    let read_back = |manifest: &Manifest| {
+        Manifest::decode("m", &manifest.encode())
+            .and_then(|d| d.resolve(&row_ids_held_by(&manifest.fragments)))
+    };
+    let back = read_back(&manifest).expect("reads back");
+    assert_eq!(back.patch_max_share, Some(0.05));
+    assert_ne!(manifest.writer_flags() & super::flags::PATCH_SHARE, 0);
+    for share in [1.5, -0.1, f64::NAN] {
+        manifest.patch_max_share = Some(share);
+        let back = read_back(&manifest);
+        assert!(
+            matches!(back, Err(crate::Error::Corrupt { .. })),
+            "{back:?}"
+        );
+    }
 }

@@ -72,6 +72,7 @@ pub use filter::{predicate_layout, RowPredicate};
 pub use index::{IndexBuild, IndexOptions, IndexProbe};
 pub use maintenance::{CleanupPolicy, CleanupReport, CompactOptions, Compaction};
 pub use merge::TieredMerge;
+pub use patch::DEFAULT_PATCH_MAX_SHARE;
 pub use progress::{Progress, ProgressHandle};
 pub use scan_request::{
     ScanMetrics, ScanRequest, ROW_ADDR, ROW_CREATED_VERSION, ROW_ID, ROW_UPDATED_VERSION,
@@ -285,6 +286,7 @@ impl Table {
             indexes: Default::default(),
             bases: Vec::new(),
             change_data_feed: options.change_data_feed,
+            patch_max_share: None,
             change_data: None,
             unlinked_change_data: Vec::new(),
         };

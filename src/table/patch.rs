@@ -162,7 +162,40 @@ impl Table {
     }
 }
 
+/// The patch share of a table that sets none, where the session sets none either: rows are
+/// rewritten (reads of patched columns still cost more than the 1.1× of the folded
+/// table's; see BENCHMARKS.md).
+pub const DEFAULT_PATCH_MAX_SHARE: f64 = 0.0;
+
+impl Table {
+    /// Sets (`Some`, in `0..=1`) or clears the table's patch share
+    /// ([`crate::format::Manifest::patch_max_share`]): an update writes row patches when the
+    /// columns it changes hold at most this share of the table's bytes. Publishes nothing
+    /// when the table already has it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a share outside `0..=1`.
+    pub async fn set_patch_max_share(&self, share: Option<f64>) -> Result<Committed> {
+        if let Some(share) = share.filter(|s| !(0.0..=1.0).contains(s)) {
+            return Err(Error::invalid(format!(
+                "a patch share is between 0 and 1, not {share}"
+            )));
+        }
+        let read = self.read_snapshot().await?;
+        if read.manifest().patch_max_share == share {
+            return Ok(Committed::unchanged(&read, Default::default()));
+        }
+        self.commit(&read, Action::SetPatchMaxShare { share }).await
+    }
+}
+
 impl Snapshot {
+    /// The patch share an update of this version uses when its session sets none: the
+    /// table's, or [`DEFAULT_PATCH_MAX_SHARE`].
+    pub fn patch_max_share(&self) -> f64 {
+        (self.manifest().patch_max_share).unwrap_or(DEFAULT_PATCH_MAX_SHARE)
+    }
+
     /// The share of this version's bytes (before compression, by its files' statistics)
     /// the columns `field_ids` hold: what a patch of them writes of what a rewrite of the
     /// rows writes. `None` when patches cannot hold them yet (a blob column, an indexed

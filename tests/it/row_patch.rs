@@ -522,6 +522,52 @@ async fn an_update_of_a_small_share_of_the_row_writes_patches() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tables_patch_share_chooses_unless_the_session_sets_one() {
+    let (_dir, ctx, table) = table().await;
+    let explain = "EXPLAIN UPDATE t SET val = 7 WHERE k = 3";
+    let how = |plan: Vec<String>| {
+        let plan = plan.join("\n");
+        match (plan.contains("as row patches"), plan.contains("as rewrite")) {
+            (true, false) => "patches",
+            (false, true) => "rewrite",
+            _ => panic!("{plan}"),
+        }
+    };
+    let share = "SELECT patch_max_share FROM \"t$versions\" ORDER BY version DESC LIMIT 1";
+    assert_eq!(lines(&ctx, share).await, ["| |"]);
+    assert_eq!(how(lines(&ctx, explain).await), "rewrite");
+    let set = "ALTER TABLE t SET TBLPROPERTIES ('patch_max_share' = '0.5')";
+    answer(&ctx, set).await.unwrap();
+    assert_eq!(lines(&ctx, share).await, ["| 0.5 |"]);
+    assert_eq!(table.latest().await.unwrap().patch_max_share(), 0.5);
+    assert_eq!(how(lines(&ctx, explain).await), "patches");
+    // The session's option, when set, decides for every table.
+    run(&ctx, "SET natal.patch_max_share = 0").await;
+    assert_eq!(how(lines(&ctx, explain).await), "rewrite");
+    answer(&ctx, "RESET natal.patch_max_share").await.unwrap();
+    assert_eq!(how(lines(&ctx, explain).await), "patches");
+    let error = answer(&ctx, "RESET natal.no_such_option")
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("no_such_option"), "{error}");
+    // A share out of range, or not a number: refused, no version written.
+    let version = table.latest().await.unwrap().version();
+    for bad in ["'1.5'", "'-0.1'", "'half'"] {
+        let sql = format!("ALTER TABLE t SET TBLPROPERTIES ('patch_max_share' = {bad})");
+        let error = answer(&ctx, &sql).await.unwrap_err().to_string();
+        assert!(error.contains("patch_max_share"), "{error}");
+    }
+    let error = (table.set_patch_max_share(Some(f64::NAN)).await).unwrap_err();
+    assert!(matches!(error, natal::Error::InvalidInput(_)), "{error}");
+    assert_eq!(table.latest().await.unwrap().version(), version);
+    // `default` clears it: natal's default decides again.
+    let set = "ALTER TABLE t SET TBLPROPERTIES ('patch_max_share' = 'default')";
+    answer(&ctx, set).await.unwrap();
+    assert_eq!(lines(&ctx, share).await, ["| |"]);
+    assert_eq!(how(lines(&ctx, explain).await), "rewrite");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_truncated_patch_file_is_an_error_that_names_it() {
     let (dir, ctx, table) = table().await;
     let val = only("val", Arc::new(Int64Array::from(vec![7])));

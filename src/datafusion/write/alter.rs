@@ -57,12 +57,15 @@ pub(in crate::datafusion) async fn alter_table(
         _ => ident.value.clone(),
     };
     let mut changes = Vec::new();
-    let mut feed = None;
+    let (mut feed, mut share) = (None, None);
     for operation in &alter.operations {
         match operation {
             AlterTableOperation::SetTblProperties { table_properties } => {
                 for property in table_properties {
-                    feed = Some(change_data_feed_property(property)?);
+                    match table_property(property)? {
+                        TableProperty::ChangeDataFeed(enabled) => feed = Some(enabled),
+                        TableProperty::PatchMaxShare(most) => share = Some(most),
+                    }
                 }
             }
             AlterTableOperation::AddColumn {
@@ -215,11 +218,14 @@ pub(in crate::datafusion) async fn alter_table(
             other => return Err(refused(format!("{other} is not supported"))),
         }
     }
-    if !changes.is_empty() || feed.is_none() {
+    if !changes.is_empty() || (feed.is_none() && share.is_none()) {
         natal.table().alter(changes).await?;
     }
     if let Some(enabled) = feed {
         natal.table().set_change_data_feed(enabled).await?;
+    }
+    if let Some(most) = share {
+        natal.table().set_patch_max_share(most).await?;
     }
     no_rows(ctx)
 }
@@ -231,34 +237,59 @@ fn no_rows(ctx: &SessionContext) -> Result<DataFrame> {
     Ok(DataFrame::new(ctx.state(), plan))
 }
 
-/// The table property natal keeps: `change_data_feed = true|false` (whether deletes,
-/// updates and merges capture the rows they remove for change reads).
-fn change_data_feed_property(property: &SqlOption) -> Result<bool> {
+/// A table property `SET TBLPROPERTIES` sets.
+enum TableProperty {
+    /// `change_data_feed = true|false`: whether deletes, updates and merges capture the
+    /// rows they remove for change reads.
+    ChangeDataFeed(bool),
+    /// `patch_max_share = <0..1>|default`: the share of the table's bytes an UPDATE's
+    /// assigned columns may hold for it to write row patches (`default`: natal's).
+    PatchMaxShare(Option<f64>),
+}
+
+fn table_property(property: &SqlOption) -> Result<TableProperty> {
     let SqlOption::KeyValue { key, value } = property else {
         return Err(refused(format!(
             "SET TBLPROPERTIES: {property} is not a property"
         )));
     };
-    if !key.value.eq_ignore_ascii_case(CHANGE_DATA_FEED) {
-        return Err(refused(format!(
-            "SET TBLPROPERTIES: natal has no table property '{}' (it has {CHANGE_DATA_FEED})",
-            key.value
-        )));
-    }
     let text = match value {
         Expr::Value(v) => match &v.value {
-            Value::Boolean(b) => return Ok(*b),
             Value::SingleQuotedString(s) => s.clone(),
             other => other.to_string(),
         },
         other => other.to_string(),
     };
-    parse_switch(&text).ok_or_else(|| {
-        refused(format!(
-            "SET TBLPROPERTIES: {CHANGE_DATA_FEED} is true or false, not {text}"
-        ))
-    })
+    if key.value.eq_ignore_ascii_case(CHANGE_DATA_FEED) {
+        return (parse_switch(&text).map(TableProperty::ChangeDataFeed)).ok_or_else(|| {
+            refused(format!(
+                "SET TBLPROPERTIES: {CHANGE_DATA_FEED} is true or false, not {text}"
+            ))
+        });
+    }
+    if key.value.eq_ignore_ascii_case(PATCH_MAX_SHARE) {
+        if text.eq_ignore_ascii_case("default") {
+            return Ok(TableProperty::PatchMaxShare(None));
+        }
+        return (text.trim().parse::<f64>().ok())
+            .filter(|share| (0.0..=1.0).contains(share))
+            .map(|share| TableProperty::PatchMaxShare(Some(share)))
+            .ok_or_else(|| {
+                refused(format!(
+                    "SET TBLPROPERTIES: {PATCH_MAX_SHARE} is a share between 0 and 1, or \
+                     default, not {text}"
+                ))
+            });
+    }
+    Err(refused(format!(
+        "SET TBLPROPERTIES: natal has no table property '{}' (it has {CHANGE_DATA_FEED} and \
+         {PATCH_MAX_SHARE})",
+        key.value
+    )))
 }
+
+/// The table property that sets an UPDATE's patch share (`Table::set_patch_max_share`).
+const PATCH_MAX_SHARE: &str = "patch_max_share";
 
 /// The table property that starts or stops change data capture, in `SET TBLPROPERTIES` and
 /// `CREATE EXTERNAL TABLE … OPTIONS`.

@@ -3,7 +3,8 @@
 //! [`sql`] where it would call `SessionContext::sql`.
 //!
 //! natal's own statements: `ALTER TABLE` (`alter.rs`), which DataFusion 55's planner refuses,
-//! and `CREATE TABLE` with `BLOB` columns (`blob_ddl.rs`), for which it has no type.
+//! `CREATE TABLE` with `BLOB` columns (`blob_ddl.rs`), for which it has no type, and `RESET
+//! natal.<option>`, which DataFusion 55 refuses for every option outside `datafusion.`.
 //!
 //! The rewrites, each for SQL that DataFusion 55 would refuse:
 //! - `SELECT *, _rowid FROM "t$rows"`: `*` already holds the system columns there, so naming
@@ -16,7 +17,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::{LogicalPlan, WriteOp};
 use datafusion::prelude::SessionContext;
-use datafusion::sql::parser::{DFParser, Statement};
+use datafusion::sql::parser::{DFParser, ResetStatement, Statement};
 use datafusion::sql::sqlparser::ast::{
     self, ExcludeSelectItem, Expr, Ident, ObjectName, Query, Select, SelectItem, SetExpr, VisitMut,
     VisitorMut,
@@ -44,6 +45,14 @@ pub async fn run_statement(ctx: &SessionContext, mut statement: Statement) -> Re
     if let Statement::Statement(inner) = &statement {
         if let ast::Statement::AlterTable(alter) = inner.as_ref() {
             return super::alter::alter_table(ctx, alter).await;
+        }
+    }
+    if let Statement::Reset(ResetStatement::Variable(name)) = &statement {
+        let key = name.to_string().to_ascii_lowercase();
+        if let Some(option) = key.strip_prefix("natal.") {
+            crate::datafusion::options::reset_option(ctx, option)?;
+            let plan = datafusion::logical_expr::LogicalPlanBuilder::empty(false).build()?;
+            return Ok(DataFrame::new(ctx.state(), plan));
         }
     }
     let normalize = ctx

@@ -180,6 +180,11 @@ pub(crate) enum Action {
     SetChangeDataFeed {
         enabled: bool,
     },
+    /// Set or clear the table's patch share (a table property, recorded as a schema
+    /// change: it changes no row).
+    SetPatchMaxShare {
+        share: Option<f64>,
+    },
 }
 
 impl Action {
@@ -228,7 +233,8 @@ impl Action {
             | Action::Restore { .. }
             | Action::DropIndex { .. }
             | Action::AlterSchema { .. }
-            | Action::SetChangeDataFeed { .. } => false,
+            | Action::SetChangeDataFeed { .. }
+            | Action::SetPatchMaxShare { .. } => false,
         }
     }
 
@@ -244,7 +250,9 @@ impl Action {
             Action::CreateIndex { .. } => Operation::CreateIndex,
             Action::DropIndex { .. } => Operation::DropIndex,
             Action::Patch { .. } => Operation::Patch,
-            Action::AlterSchema { .. } | Action::SetChangeDataFeed { .. } => Operation::AlterSchema,
+            Action::AlterSchema { .. }
+            | Action::SetChangeDataFeed { .. }
+            | Action::SetPatchMaxShare { .. } => Operation::AlterSchema,
         }
     }
 }

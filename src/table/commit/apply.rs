@@ -147,6 +147,7 @@ pub(super) async fn apply(
             super::schema::attach_column_files(&mut m, column_files)?;
         }
         Action::SetChangeDataFeed { enabled } => m.change_data_feed = *enabled,
+        Action::SetPatchMaxShare { share } => m.patch_max_share = *share,
         Action::Patch { patches } => {
             let refused = add_patches(store, &mut m, patches).await?;
             refused.map_err(|reason| Error::Conflict {

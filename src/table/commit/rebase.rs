@@ -30,7 +30,7 @@ pub(super) async fn rebase(
         Operation::Delete | Operation::Update | Operation::Compact
     );
     // A table property changes no row: it rebases over anything.
-    if let Action::SetChangeDataFeed { .. } = action {
+    if let Action::SetChangeDataFeed { .. } | Action::SetPatchMaxShare { .. } = action {
         return Ok(());
     }
     // A schema change rebases over anything that left the schema as it read it; one that
