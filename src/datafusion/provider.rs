@@ -373,14 +373,8 @@ impl TableProvider for NatalTableProvider {
             })?;
             values.push((index, state.create_physical_expr(expr, &df_schema)?));
         }
-        // Row patches when the assigned columns are a small share of the rows' bytes.
-        let assigned: Vec<u32> = (values.iter())
-            .filter_map(|(index, _)| schema.fields.get(*index).map(|f| f.id))
-            .collect();
-        let most = super::options::session_patch_max_share(state.config_options())
-            .unwrap_or_else(|| self.snapshot.patch_max_share());
-        let patch =
-            most > 0.0 && (self.snapshot.patch_share(&assigned)).is_some_and(|share| share <= most);
+        let assigned: Vec<usize> = values.iter().map(|(index, _)| *index).collect();
+        let patch = self.writes_patches(state.config_options(), &assigned);
         Ok(Arc::new(DmlExec::new(
             self.writer(state)?,
             DmlKind::Update {
@@ -395,6 +389,22 @@ impl TableProvider for NatalTableProvider {
 }
 
 impl NatalTableProvider {
+    /// Whether an update assigning the user columns at `assigned` writes row patches: when
+    /// they hold at most the session's patch share (else the table's) of the table's bytes.
+    pub(in crate::datafusion) fn writes_patches(
+        &self,
+        options: &datafusion::common::config::ConfigOptions,
+        assigned: &[usize],
+    ) -> bool {
+        let schema = self.snapshot.schema();
+        let ids: Vec<u32> = (assigned.iter())
+            .filter_map(|&index| schema.fields.get(index).map(|f| f.id))
+            .collect();
+        let most = super::options::session_patch_max_share(options)
+            .unwrap_or_else(|| self.snapshot.patch_max_share());
+        most > 0.0 && (self.snapshot.patch_share(&ids)).is_some_and(|share| share <= most)
+    }
+
     /// The plan of a scan of `snapshot` (a version of this provider's table with its
     /// schema) and its output schema: `projection` of the provider's columns, `filters`
     /// (all applied by the scan), at most `limit` rows; `partitions` as given, or of about

@@ -75,15 +75,7 @@ impl Table {
     ) -> Result<(Committed, u64)> {
         let read = self.read_snapshot().await?;
         let schema = read.schema().clone();
-        let mut positions = assigned.to_vec();
-        positions.sort_unstable();
-        positions.dedup();
-        let fields = (positions.iter())
-            .map(|&p| schema.fields.get(p).cloned())
-            .collect::<Option<Vec<Field>>>()
-            .filter(|f| !f.is_empty())
-            .ok_or_else(|| Error::invalid("no column of the table to patch"))?;
-        let patched = patch_schema(&schema, fields);
+        let (positions, patched) = assigned_fields(&schema, assigned)?;
         refused(&read, &patched)?;
         let mut progress = ScanProgress::new(&self.options.progress, "updating", &read);
         let read_names: Vec<String> = (schema.fields.iter().enumerate())
@@ -117,6 +109,53 @@ impl Table {
             .commit_patches(&read, &patched, &addrs, values.columns())
             .await?;
         Ok((committed, addrs.len() as u64))
+    }
+
+    /// Commits `updated` (rows of the table's user columns, each with the id and address of
+    /// the row it replaces, as [`RowChangeSet::updated`](super::RowChangeSet) holds them) as
+    /// row patches of their columns at `assigned` (positions in the table's schema); the
+    /// other columns are not written.
+    ///
+    /// # Errors
+    /// As [`Self::patch_rows`] for what patches do not cover yet, and for values the
+    /// columns cannot hold.
+    pub async fn patch_updated(
+        &self,
+        assigned: &[usize],
+        updated: Vec<(RecordBatch, Vec<(RowId, RowAddress)>)>,
+    ) -> Result<Committed> {
+        let read = self.read_snapshot().await?;
+        let (positions, patched) = assigned_fields(read.schema(), assigned)?;
+        refused(&read, &patched)?;
+        let patch_schema = patched.to_arrow();
+        let mut addrs = Vec::new();
+        let mut pieces = Vec::with_capacity(updated.len());
+        for (batch, rows) in &updated {
+            if batch.num_rows() != rows.len() {
+                return Err(Error::invalid(format!(
+                    "{} updated rows with {} ids",
+                    batch.num_rows(),
+                    rows.len()
+                )));
+            }
+            let columns = (positions.iter().zip(&patched.fields))
+                .map(|(&p, field)| {
+                    let column = batch.columns().get(p).ok_or_else(|| {
+                        Error::invalid(format!("an updated row has no column {}", field.name))
+                    })?;
+                    cast_to(column, field)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            pieces.push(RecordBatch::try_new(patch_schema.clone(), columns)?);
+            addrs.extend(rows.iter().map(|&(_, addr)| addr));
+        }
+        let mut seen = HashSet::with_capacity(addrs.len());
+        if let Some(twice) = addrs.iter().find(|a| !seen.insert(**a)) {
+            return Err(Error::invalid(format!("row at {twice:?} is updated twice")));
+        }
+        let values = arrow::compute::concat_batches(&patch_schema, &pieces)?;
+        self.commit_patches(&read, &patched, &addrs, values.columns())
+            .await
     }
 
     /// Writes `columns` (of `patched`'s fields; row `i` the new values of the row at
@@ -278,6 +317,20 @@ fn refused(read: &Snapshot, patched: &Schema) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The positions `assigned` names (sorted, once each) and the schema of patch files holding
+/// those columns of `schema`.
+fn assigned_fields(schema: &Schema, assigned: &[usize]) -> Result<(Vec<usize>, Schema)> {
+    let mut positions = assigned.to_vec();
+    positions.sort_unstable();
+    positions.dedup();
+    let fields = (positions.iter())
+        .map(|&p| schema.fields.get(p).cloned())
+        .collect::<Option<Vec<Field>>>()
+        .filter(|f| !f.is_empty())
+        .ok_or_else(|| Error::invalid("no column of the table to patch"))?;
+    Ok((positions, patch_schema(schema, fields)))
 }
 
 /// The schema of patch files holding `fields` (of `schema`, in its order).

@@ -294,7 +294,7 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
                 .collect();
             // A patch leaves the row's other columns (the extras) as they were.
             (
-                Action::PatchIds(values, *delta),
+                Action::PatchIds(values, *delta, false),
                 Expect::Change {
                     added: vec![],
                     changed,
@@ -335,6 +335,19 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
                 .map(|id| (id, (read[&id].0, read[&id].1 + delta)))
                 .collect();
             let added = model.fresh_rows(*new_rows);
+            // Updates alone, of a delta a multiple of 4: `val` and `name` of the whole rows
+            // as row patches, which leave the row's other columns (the extras) as they were.
+            if removed.is_empty() && added.is_empty() && !changed.is_empty() && delta % 4 == 0 {
+                let values = changed.clone().into_iter().collect();
+                let expect = Expect::Change {
+                    added: vec![],
+                    changed,
+                    removed: vec![],
+                    replace_all: false,
+                    keeps_extras: true,
+                };
+                return (Action::PatchIds(values, *delta, true), expect);
+            }
             let action = Action::Changes {
                 deleted: removed.clone(),
                 updated: changed.clone().into_iter().collect(),
@@ -618,14 +631,10 @@ pub(crate) async fn step(op: &Op, model: &mut Model, table: &Table) {
                         && (merged_after_a
                             || writes_patches(&action_a)
                             || matches!(action_a, Action::Index | Action::Compact(..)));
-                    // A patch does not follow rows a compaction moved, gives way to an index
-                    // of its column and to change data recorded meanwhile.
+                    // A patch follows rows a compaction moved, and gives way to an index of
+                    // its column and to change data recorded meanwhile.
                     let patch_gives_way = writes_patches(&action_b)
-                        && (merged_after_a
-                            || matches!(
-                                action_a,
-                                Action::Compact(..) | Action::Index | Action::ChangeDataFeed(true)
-                            ));
+                        && matches!(action_a, Action::Index | Action::ChangeDataFeed(true));
                     // Values computed for a column give way to rows written meanwhile, and
                     // rows rewritten give way to values computed meanwhile.
                     let rewrites = |a: &Action| {

@@ -20,8 +20,9 @@ pub enum Action {
     Update(u8, u8, i64, bool),
     UpdateIds(Vec<u64>, i64),
     /// Rows (id, (key, new val)): `val` and `name` patched (and the delta that made the
-    /// new `val`, for a table that refuses patches).
-    PatchIds(Vec<(u64, (i64, i64))>, i64),
+    /// new `val`, for a table that refuses patches), by id (`patch_rows`) or from whole
+    /// updated rows (`patch_updated`, as a MERGE that only updates writes them).
+    PatchIds(Vec<(u64, (i64, i64))>, i64, bool),
     Upsert(Vec<(i64, i64)>),
     /// Rows deleted, updated (id, new key and val) and inserted in one commit.
     Changes {
@@ -104,7 +105,25 @@ pub async fn run(table: &Table, action: &Action, schema: &Arc<Schema>) -> natal:
             let ids: Vec<RowId> = ids.iter().map(|v| RowId::from_u64(*v)).collect();
             table.update_rows(&ids, &add_to_val(*d)).await?.into()
         }
-        Action::PatchIds(rows, d) => {
+        Action::PatchIds(rows, d, true) => {
+            let read = table.snapshot().await?;
+            let mut at = Vec::with_capacity(rows.len());
+            for (id, _) in rows {
+                let id = RowId::from_u64(*id);
+                at.push((id, read.resolve(id).await?.expect("a live row")));
+            }
+            let values: Vec<(i64, i64)> = rows.iter().map(|(_, v)| *v).collect();
+            let ids: Vec<RowId> = at.iter().map(|(id, _)| *id).collect();
+            // `val` and `name` of whole rows (the others as `batch` pads them: not written).
+            match Box::pin(table.patch_updated(&[1, 2], vec![(batch(&values), at)])).await {
+                Err(natal::Error::InvalidInput(m)) if m.contains("update the rows instead") => {
+                    let update = crate::model_schema::carried_update(*d, schema.clone());
+                    table.update_rows(&ids, &update).await?.into()
+                }
+                patched => patched?.into(),
+            }
+        }
+        Action::PatchIds(rows, d, false) => {
             let ids: Vec<RowId> = rows.iter().map(|(id, _)| RowId::from_u64(*id)).collect();
             // `name` follows `val` (`common::batch`): both are patched, in the other order.
             let names = (rows.iter()).map(|(_, (key, val))| format!("n{key}-{val}"));

@@ -568,6 +568,63 @@ async fn the_tables_patch_share_chooses_unless_the_session_sets_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_that_only_updates_writes_patches() {
+    let (_dir, ctx, table) = table().await;
+    // `name` is most of these narrow rows' bytes.
+    let set = "ALTER TABLE t SET TBLPROPERTIES ('patch_max_share' = '0.9')";
+    answer(&ctx, set).await.unwrap();
+    let merge =
+        "MERGE INTO t USING (VALUES (1, 'm1'), (150, 'm150'), (999, 'none')) AS s(k, name) \
+                 ON t.k = s.k WHEN MATCHED THEN UPDATE SET name = s.name";
+    let plan = lines(&ctx, &format!("EXPLAIN {merge}")).await.join("\n");
+    assert!(plan.contains("updates as row patches"), "{plan}");
+    let rows = "SELECT k, name, _rowaddr FROM \"t$rows\" WHERE k IN (1, 150) ORDER BY k";
+    let addrs = |lines: Vec<String>| -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| l.split(' ').nth(5).unwrap().into())
+            .collect()
+    };
+    let before = addrs(lines(&ctx, rows).await);
+    assert_eq!(lines(&ctx, merge).await, ["| 2 |"]);
+    let after = lines(&ctx, rows).await;
+    assert_eq!(
+        addrs(after.clone()),
+        before,
+        "patched rows stay where they are"
+    );
+    assert!(after[0].starts_with("| 1 | m1 |") && after[1].starts_with("| 150 | m150 |"));
+    let patches = "SELECT sum(patches), sum(patched_rows) FROM t$fragments";
+    assert_eq!(lines(&ctx, patches).await, ["| 2 | 2 |"]);
+    assert_eq!(
+        lines(&ctx, "SELECT count(*) FROM \"t$relocations\"").await,
+        ["| 0 |"]
+    );
+    // A row two source rows match: an error, nothing written.
+    let version = table.latest().await.unwrap().version();
+    let twice = "MERGE INTO t USING (VALUES (2, 'a'), (2, 'b')) AS s(k, name) ON t.k = s.k \
+                 WHEN MATCHED THEN UPDATE SET name = s.name";
+    answer(&ctx, twice).await.unwrap_err();
+    assert_eq!(table.latest().await.unwrap().version(), version);
+    // A MERGE that may insert rewrites its updates with its inserts, in one version.
+    let upsert = "MERGE INTO t USING (VALUES (3, 'x'), (500, 'y')) AS s(k, name) ON t.k = s.k \
+                  WHEN MATCHED THEN UPDATE SET name = s.name \
+                  WHEN NOT MATCHED THEN INSERT (k, val, name) VALUES (s.k, 0, s.name)";
+    let plan = lines(&ctx, &format!("EXPLAIN {upsert}")).await.join("\n");
+    assert!(!plan.contains("row patches"), "{plan}");
+    assert_eq!(lines(&ctx, upsert).await, ["| 2 |"]);
+    assert_eq!(lines(&ctx, patches).await, ["| 2 | 2 |"]);
+    assert_eq!(
+        lines(
+            &ctx,
+            "SELECT k, name FROM t WHERE k IN (1, 3, 150, 500) ORDER BY k"
+        )
+        .await,
+        ["| 1 | m1 |", "| 3 | x |", "| 150 | m150 |", "| 500 | y |"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_truncated_patch_file_is_an_error_that_names_it() {
     let (dir, ctx, table) = table().await;
     let val = only("val", Arc::new(Int64Array::from(vec![7])));

@@ -7,7 +7,9 @@
 //! source. Each row fires the first `WHEN` clause whose kind and `AND` predicate it meets.
 //! Updated rows keep their ids (point entries, as `UPDATE`), deleted rows become tombstones,
 //! inserted rows are native; all of it is one commit (`Table::commit_changes`), rebased as an
-//! update is. A target row matched by more than one source row that a clause would update
+//! update is. A MERGE whose clauses only update, assigning columns that hold a small share
+//! of the table's bytes (`natal.patch_max_share`, or the table's), writes its updates as row
+//! patches of the assigned columns instead (`Table::patch_updated`). A target row matched by more than one source row that a clause would update
 //! or delete is an error naming the row's `ON` key, and nothing is committed.
 
 use std::collections::{HashMap, HashSet};
@@ -60,6 +62,9 @@ struct MergeSpec {
     clauses: Vec<MergeIntoClause>,
     /// Defaults of target columns an INSERT clause leaves out.
     defaults: HashMap<String, Expr>,
+    /// The target columns the clauses assign, when every clause updates and they are few
+    /// enough to write as row patches.
+    patched: Option<Vec<String>>,
 }
 
 /// Runs a `MERGE INTO` when executed and yields one row: `count`, the rows inserted,
@@ -92,13 +97,22 @@ impl MergeExec {
             .ok_or_else(|| plan_error("the target's columns have no qualifier"))?;
         // Assignments name columns the table has, checked while planning.
         let user = provider.schema_of_user_columns();
+        let mut assigned = Vec::new();
         for clause in &clauses {
             if let MergeIntoAction::Update(assignments) = &clause.action {
                 for (column, _) in assignments {
-                    assigned_column(&user, column)?;
+                    assigned.push(assigned_column(&user, column)?);
                 }
             }
         }
+        let only_updates = (clauses.iter()).all(|c| matches!(c.action, MergeIntoAction::Update(_)));
+        let patched = (only_updates && provider.writes_patches(state.config_options(), &assigned))
+            .then(|| {
+                assigned
+                    .iter()
+                    .map(|&i| user.field(i).name().clone())
+                    .collect()
+            });
         let properties = leaf_properties(count_schema(), 1, EmissionType::Final);
         Ok(Self {
             table,
@@ -110,6 +124,7 @@ impl MergeExec {
                 on,
                 clauses,
                 defaults: provider.column_defaults().clone(),
+                patched,
             },
             properties,
         })
@@ -136,7 +151,11 @@ impl DisplayAs for MergeExec {
             "NatalMergeExec: on={}, when=[{}]",
             self.spec.on,
             kinds.join(", ")
-        )
+        )?;
+        if self.spec.patched.is_some() {
+            write!(f, ", updates as row patches")?;
+        }
+        Ok(())
     }
 }
 
@@ -331,7 +350,16 @@ async fn merge(table: Table, source: SendableRecordBatchStream, spec: MergeSpec)
     if changes.is_empty() {
         return Ok(0);
     }
-    table.planned_at(snapshot).commit_changes(changes).await?;
+    let planned = table.planned_at(snapshot);
+    match &spec.patched {
+        Some(names) => {
+            let assigned = (names.iter())
+                .map(|name| assigned_column(&user, name))
+                .collect::<Result<Vec<_>>>()?;
+            planned.patch_updated(&assigned, changes.updated).await?
+        }
+        None => planned.commit_changes(changes).await?,
+    };
     Ok(count)
 }
 
