@@ -11,7 +11,8 @@
 //! - reads with 0, 1 (10% scattered) and 10 (that, then 9 of 1%) patch generations, each
 //!   beside the same values compacted (a shallow clone of that version, compacted): a full
 //!   scan of `label` and `score`, a filtered scan (`label = 'x'`), and a take of 1,000 ids
-//!   through a cold handle (each the median of 3); the compaction's time.
+//!   through a cold handle (each the median of `NATAL_BENCH_RUNS`, default 3); the
+//!   compaction's time.
 //!
 //! ```text
 //! NATAL_BENCH_PYTHON=/path/to/venv/bin/python cargo bench --bench patches
@@ -31,7 +32,6 @@ use datafusion::prelude::SessionContext;
 use natal::{RowAddress, RowId, ScanRequest, Table};
 
 const FRAGMENT_ROWS: u64 = 25_000;
-const RUNS: usize = 3;
 
 fn schema(dim: i32) -> Arc<Schema> {
     let item = Arc::new(Field::new_list_field(DataType::Float32, true));
@@ -107,12 +107,12 @@ async fn relocation_entries(table: &Table) -> usize {
         .len()
 }
 
-/// The median time of `RUNS` runs of `query`, after one run not timed (the handle's first
+/// The median time of `NATAL_BENCH_RUNS` runs of `query`, after one run not timed (the handle's first
 /// read of each file's footer is not what is compared).
 async fn timed(ctx: &SessionContext, query: &str) -> f64 {
     sql(ctx, query).await;
     let mut times = Vec::new();
-    for _ in 0..RUNS {
+    for _ in 0..env("NATAL_BENCH_RUNS", 3) {
         let start = Instant::now();
         sql(ctx, query).await;
         times.push(ms(start));
@@ -127,7 +127,7 @@ async fn cold_take(ctx: &SessionContext, location: &str, total: u64) -> f64 {
     ids.sort_unstable();
     ids.dedup();
     let mut times = Vec::new();
-    for _ in 0..RUNS {
+    for _ in 0..env("NATAL_BENCH_RUNS", 3) {
         let table = natal::datafusion::open_table(ctx, location).expect("open");
         let start = Instant::now();
         let request = ScanRequest {

@@ -10,10 +10,10 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    downcast_primitive_array, make_array, Array, ArrayData, ArrayRef, ArrowPrimitiveType, AsArray,
+    downcast_primitive, make_array, Array, ArrayData, ArrayRef, ArrowPrimitiveType, AsArray,
     BooleanBufferBuilder, MutableArrayData, PrimitiveArray, RecordBatch,
 };
-use arrow::buffer::NullBuffer;
+use arrow::buffer::{Buffer, MutableBuffer, NullBuffer, ScalarBuffer};
 use arrow::datatypes::{Schema as ArrowSchema, SchemaRef};
 use futures::stream::{self, BoxStream};
 use futures::{StreamExt, TryStreamExt};
@@ -129,6 +129,10 @@ impl TableStore {
     }
 }
 
+/// A patch holding a column a batch reads: its values of the column, and its hits in the
+/// batch ((row of the batch, row of the patch), in row order).
+type Holding<'a> = (&'a dyn Array, &'a [(usize, usize)]);
+
 /// A patched cell of a batch: its row, the patch holding its newest value (among those
 /// holding the column) and that value's row in the patch.
 #[derive(Clone, Copy)]
@@ -154,9 +158,10 @@ impl PatchValues {
         if hits.iter().all(Vec::is_empty) {
             return Ok(batch);
         }
-        let (schema, mut columns, _) = batch.into_parts();
-        for (position, column) in columns.iter_mut().enumerate() {
-            let holding: Vec<(&dyn Array, &[(usize, usize)])> = (self.patches.iter())
+        let (schema, columns, _) = batch.into_parts();
+        let mut merged = Vec::with_capacity(columns.len());
+        for (position, column) in columns.into_iter().enumerate() {
+            let holding: Vec<Holding> = (self.patches.iter())
                 .zip(&hits)
                 .filter(|(_, hits)| !hits.is_empty())
                 .filter_map(|((_, values, holds), hits)| {
@@ -165,15 +170,17 @@ impl PatchValues {
                 })
                 .collect();
             if holding.is_empty() {
+                merged.push(column);
                 continue;
             }
             let cells = newest_cells(&holding);
             let patches: Vec<&dyn Array> = holding.iter().map(|(values, _)| *values).collect();
-            *column = match overwritten(column.as_ref(), &patches, &cells) {
-                Some(patched) => patched,
-                None => by_runs(column.as_ref(), &patches, &cells)?,
-            };
+            merged.push(match overwritten(column, &patches, &cells) {
+                Ok(patched) => patched,
+                Err(column) => by_runs(column.as_ref(), &patches, &cells)?,
+            });
         }
+        let columns = merged;
         Ok(RecordBatch::try_new(schema, columns)?)
     }
 }
@@ -211,7 +218,7 @@ fn hits_in(bitmap: &RoaringBitmap, offsets: &[u32]) -> Vec<(usize, usize)> {
 
 /// The cells `holding` (per patch holding the column, oldest first: its values and hits)
 /// patch, by row, each from the newest patch holding it.
-fn newest_cells(holding: &[(&dyn Array, &[(usize, usize)])]) -> Vec<Cell> {
+fn newest_cells(holding: &[Holding]) -> Vec<Cell> {
     let mut cells: Vec<Cell> = (holding.iter().enumerate())
         .flat_map(|(source, (_, hits))| {
             (hits.iter()).map(move |&(row, patch_row)| Cell {
@@ -236,37 +243,65 @@ fn newest_cells(holding: &[(&dyn Array, &[(usize, usize)])]) -> Vec<Cell> {
     cells
 }
 
-/// `base` with `cells` overwritten in a copy of its values, for primitive columns (a copy
-/// of a fixed-width buffer, then one store per cell); `None` for other types.
-fn overwritten(base: &dyn Array, patches: &[&dyn Array], cells: &[Cell]) -> Option<ArrayRef> {
-    downcast_primitive_array!(
-        base => overwrite_primitive(base, patches, cells),
-        _ => None
-    )
+/// `base` with `cells` overwritten in its values, for primitive columns: in place when
+/// this read holds the only reference to them (as a batch just decoded does), else in a
+/// copy; one store per cell. `Err(base)` for other types.
+fn overwritten(
+    base: ArrayRef,
+    patches: &[&dyn Array],
+    cells: &[Cell],
+) -> std::result::Result<ArrayRef, ArrayRef> {
+    macro_rules! overwrite {
+        ($t:ty) => {
+            overwrite_primitive::<$t>(base, patches, cells)
+        };
+    }
+    let data_type = base.data_type().clone();
+    downcast_primitive! {
+        data_type => (overwrite),
+        _ => Err(base)
+    }
 }
 
 fn overwrite_primitive<T: ArrowPrimitiveType>(
-    base: &PrimitiveArray<T>,
+    base: ArrayRef,
     patches: &[&dyn Array],
     cells: &[Cell],
-) -> Option<ArrayRef> {
-    let patches: Vec<&PrimitiveArray<T>> = (patches.iter())
+) -> std::result::Result<ArrayRef, ArrayRef> {
+    let typed_patches: Option<Vec<&PrimitiveArray<T>>> = (patches.iter())
         .map(|p| {
             p.as_primitive_opt::<T>()
                 .filter(|_| p.data_type() == base.data_type())
         })
-        .collect::<Option<_>>()?;
-    let mut values = base.values().to_vec();
+        .collect();
+    let (Some(patches), Some(_)) = (typed_patches, base.as_primitive_opt::<T>()) else {
+        return Err(base);
+    };
+    let len = base.len();
+    // The batch's own reference dropped, its values are this array's alone.
+    let typed = PrimitiveArray::<T>::from(base.to_data());
+    drop(base);
+    let data_type = typed.data_type().clone();
+    let (_, values, nulls) = typed.into_parts();
+    let mut buffer = match values.into_inner().into_mutable() {
+        Ok(unique) => unique,
+        Err(shared) => {
+            let mut copy = MutableBuffer::new(shared.len());
+            copy.extend_from_slice(shared.as_slice());
+            copy
+        }
+    };
+    let slots: &mut [T::Native] = buffer.typed_data_mut();
     for cell in cells {
-        values[cell.row] = patches[cell.source].value(cell.patch_row);
+        slots[cell.row] = patches[cell.source].value(cell.patch_row);
     }
-    let nulls = match base.nulls().is_some() || patches.iter().any(|p| p.null_count() > 0) {
+    let nulls = match nulls.is_some() || patches.iter().any(|p| p.null_count() > 0) {
         false => None,
         true => {
-            let mut valid = BooleanBufferBuilder::new(base.len());
-            match base.nulls() {
+            let mut valid = BooleanBufferBuilder::new(len);
+            match &nulls {
                 Some(nulls) => valid.append_buffer(nulls.inner()),
-                None => valid.append_n(base.len(), true),
+                None => valid.append_n(len, true),
             }
             for cell in cells {
                 valid.set_bit(cell.row, patches[cell.source].is_valid(cell.patch_row));
@@ -274,8 +309,10 @@ fn overwrite_primitive<T: ArrowPrimitiveType>(
             Some(NullBuffer::new(valid.finish()))
         }
     };
-    let patched = PrimitiveArray::<T>::new(values.into(), nulls);
-    Some(Arc::new(patched.with_data_type(base.data_type().clone())))
+    let values = ScalarBuffer::<T::Native>::from(Buffer::from(buffer));
+    Ok(Arc::new(
+        PrimitiveArray::<T>::new(values, nulls).with_data_type(data_type),
+    ))
 }
 
 /// `base` with `cells` taken from `patches`, copied run by run: patched rows come in runs
@@ -335,7 +372,7 @@ mod tests {
         let second = Int64Array::from(vec![Some(200), Some(201), None]);
         let cells = cells_of(&[1, 2, 3, 20, 39], &[2, 3, 21]);
         let patches: [&dyn Array; 2] = [&first, &second];
-        let copied = overwritten(&base, &patches, &cells).expect("a primitive column");
+        let copied = overwritten(Arc::new(base.clone()), &patches, &cells).expect("primitive");
         let runs = by_runs(&base, &patches, &cells).expect("runs");
         assert_eq!(copied.as_ref(), runs.as_ref());
         let expected = Int64Array::from_iter((0..40).map(|i| match i {
@@ -358,7 +395,7 @@ mod tests {
         let base = StringArray::from_iter_values((0..40).map(|i| format!("row {i}")));
         let first = StringArray::from(vec![Some("a"), Some("b"), None]);
         let cells = cells_of(&[0, 1, 39], &[]);
-        assert!(overwritten(&base, &[&first], &cells).is_none());
+        assert!(overwritten(Arc::new(base.clone()), &[&first], &cells).is_err());
         let merged = by_runs(&base, &[&first], &cells).expect("runs");
         let merged = merged.as_string::<i32>();
         assert_eq!((merged.value(0), merged.value(1)), ("a", "b"));

@@ -16,6 +16,10 @@ use crate::format::{DataFile, Field, FragmentRowIds, Manifest, Schema};
 use crate::io::TableStore;
 use crate::rowid::{FragmentId, RowAddress};
 
+/// Per fragment now holding patched rows: (offset there, index of the moved patch, row of
+/// its file), in offset order.
+type Landed = BTreeMap<FragmentId, Vec<(u32, usize, usize)>>;
+
 /// Moves those of `patches` whose fragment `next` (a compaction on top of `prev`) removed
 /// onto the fragments now holding their rows. `Ok(Err(reason))`: a patched row was not
 /// carried, a conflict.
@@ -25,6 +29,10 @@ pub(super) async fn follow_patches(
     prev: &Manifest,
     next: &Manifest,
 ) -> Result<std::result::Result<(), String>> {
+    // Rows deleted before the compaction are not carried by it, whatever their ids.
+    if let Some(reason) = deleted_under(store, patches, prev).await? {
+        return Ok(Err(reason));
+    }
     let (moved, kept): (Vec<NewPatch>, Vec<NewPatch>) =
         (patches.drain(..)).partition(|p| next.fragment(p.fragment).is_none());
     *patches = kept;
@@ -62,15 +70,39 @@ pub(super) async fn follow_patches(
     Ok(Ok(()))
 }
 
+/// Why `patches` cannot land on `manifest`: a row they patch is deleted there (deleted or
+/// rewritten by another commit). `None`: each patched row of a fragment `manifest` has is
+/// live.
+pub(super) async fn deleted_under(
+    store: &TableStore,
+    patches: &[NewPatch],
+    manifest: &Manifest,
+) -> Result<Option<String>> {
+    for patch in patches {
+        let Some(fragment) = manifest.fragment(patch.fragment) else {
+            continue;
+        };
+        if let Some(deleted) = store.fragment_deletions(fragment).await? {
+            if !deleted.is_disjoint(&patch.offsets) {
+                return Ok(Some(format!(
+                    "a patched row of fragment {} was deleted or updated concurrently",
+                    fragment.id
+                )));
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// Per fragment of `next` holding rows `moved` patches: (offset there, patch, row of the
 /// patch), in offset order. `Err`: a patched row is not in `next`.
 fn landed_cells(
     moved: &[NewPatch],
     prev: &Manifest,
     next: &Manifest,
-) -> std::result::Result<BTreeMap<FragmentId, Vec<(u32, usize, usize)>>, String> {
+) -> std::result::Result<Landed, String> {
     let carried = super::rebase::added_row_ids(prev, next);
-    let mut landed: BTreeMap<FragmentId, Vec<(u32, usize, usize)>> = BTreeMap::new();
+    let mut landed = Landed::new();
     for (k, patch) in moved.iter().enumerate() {
         let Some(old) = prev.fragment(patch.fragment) else {
             return Err(format!("fragment {} was rewritten", patch.fragment));
@@ -116,7 +148,7 @@ async fn write_moved(
     moved: &[NewPatch],
     fields: &[Field],
     schema: &Schema,
-    landed: BTreeMap<FragmentId, Vec<(u32, usize, usize)>>,
+    landed: Landed,
     rebased: &mut Vec<NewPatch>,
 ) -> Result<()> {
     let mut values: Vec<RecordBatch> = Vec::with_capacity(moved.len());

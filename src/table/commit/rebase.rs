@@ -66,11 +66,17 @@ pub(super) async fn rebase(
         Action::Append { .. } | Action::Checkpoint { .. } => Ok(()),
         // Its fragments and rows are checked as it applies (`apply::add_patches`); rows a
         // compaction moved are followed to their new fragments.
-        Action::Patch { patches } if next.transaction.operation == Operation::Compact => {
-            match super::follow_patches::follow_patches(store, patches, prev, next).await? {
-                Ok(()) => Ok(()),
-                Err(reason) => Err(conflict(action, read_version, next, reason)),
-            }
+        Action::Patch { patches } if other_rewrote => {
+            // A patched row deleted or rewritten meanwhile is a conflict now: a compaction
+            // after it would leave no trace of the deletion at the patch's offsets.
+            let outcome = match super::follow_patches::deleted_under(store, patches, next).await? {
+                Some(reason) => Err(reason),
+                None if next.transaction.operation == Operation::Compact => {
+                    super::follow_patches::follow_patches(store, patches, prev, next).await?
+                }
+                None => Ok(()),
+            };
+            outcome.map_err(|reason| conflict(action, read_version, next, reason))
         }
         Action::Patch { .. } => Ok(()),
         Action::Delete { rows } | Action::Update { rows, .. } if other_rewrote => {
