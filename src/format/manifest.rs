@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::rowid::{FragmentId, RowIdSequence};
+use crate::rowid::{FragmentId, RowAddress, RowId, RowIdSequence};
 
 use super::type_text::names_apart;
 use super::{
@@ -534,6 +534,15 @@ pub struct RowIdFile {
 }
 
 impl Fragment {
+    /// The id of the row at `offset`: its address in a native fragment, else its
+    /// sequence's entry (`None` past the sequence).
+    pub fn row_id_at(&self, offset: u32) -> Option<RowId> {
+        match self.row_ids.sequence() {
+            Some(ids) => ids.get(offset as usize),
+            None => Some(RowAddress::new(self.id, offset).as_native_id()),
+        }
+    }
+
     /// Equal as stored: a sequence kept in a file is compared by its file (files are
     /// immutable), not id by id.
     pub fn stored_eq(&self, other: &Fragment) -> bool {

@@ -31,8 +31,9 @@ impl Table {
     /// [`Error::RowNotFound`] if an id names no live row; [`Error::InvalidInput`] for an id
     /// given twice, a row count other than the ids', an unknown column or one given twice, a
     /// value its column cannot hold (a null in a non-null column, a type that does not cast),
-    /// and for what row patches do not cover yet: blob columns, columns an index covers, and
-    /// tables that record change data. Nothing is written then.
+    /// and for what row patches do not cover yet: blob columns and columns an index covers.
+    /// Nothing is written then. On a table recording change data, the rows' values before
+    /// the patch are captured with it.
     pub async fn patch_rows(&self, ids: &[RowId], values: RecordBatch) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let schema = read.schema().clone();
@@ -238,7 +239,7 @@ impl Snapshot {
     /// The share of this version's bytes (before compression, by its files' statistics)
     /// the columns `field_ids` hold: what a patch of them writes of what a rewrite of the
     /// rows writes. `None` when patches cannot hold them yet (a blob column, an indexed
-    /// column, a table recording change data) or the files do not say.
+    /// column) or the files do not say.
     pub fn patch_share(&self, field_ids: &[u32]) -> Option<f64> {
         let schema = self.schema();
         let fields = (field_ids.iter())
@@ -289,7 +290,7 @@ fn full_width(user: &arrow::datatypes::SchemaRef, read: &RecordBatch) -> Result<
 }
 
 /// Why `read` cannot take patches of `patched`'s columns yet, if it cannot: one is a blob
-/// column or indexed, or the table records change data.
+/// column or indexed.
 fn refused(read: &Snapshot, patched: &Schema) -> Result<()> {
     if let Some(blob) = patched.fields.iter().find(|f| f.blob.is_some()) {
         return Err(Error::invalid(format!(
@@ -297,12 +298,6 @@ fn refused(read: &Snapshot, patched: &Schema) -> Result<()> {
              instead",
             blob.name
         )));
-    }
-    if read.manifest().change_data_feed {
-        return Err(Error::invalid(
-            "the table records change data, which row patches do not capture yet: \
-             update the rows instead",
-        ));
     }
     if let Some(segment) = (read.manifest().indexes.segments.iter())
         .find(|s| patched.fields.iter().any(|f| f.id == s.field_id))

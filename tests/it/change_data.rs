@@ -410,3 +410,48 @@ async fn an_update_rebased_over_a_schema_change_drops_its_capture() {
         .filter(|c| c.0 == "update_preimage")
         .all(|c| c.4 == 0));
 }
+
+/// On a table recording change data, an `UPDATE` written as row patches captures the values
+/// it replaces: change reads report the patched rows as updates, their old values from the
+/// capture.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_captures_the_values_it_replaces() {
+    let (dir, ctx) = catalog_session();
+    let location = dir.path().join("p");
+    let location = location.to_str().unwrap().to_string();
+    for statement in [
+        format!(
+            "CREATE EXTERNAL TABLE p (k BIGINT, v VARCHAR, doc VARCHAR) STORED AS NATAL \
+             LOCATION '{location}' OPTIONS ('change_data_feed' 'true')"
+        ),
+        "INSERT INTO p SELECT value, concat('v', CAST(value AS VARCHAR)), repeat('d', 200) \
+         FROM generate_series(1, 3)"
+            .into(),
+        "ALTER TABLE p SET TBLPROPERTIES ('patch_max_share' = '0.5')".into(),
+    ] {
+        answer(&ctx, &statement).await.unwrap();
+    }
+    let update = "UPDATE p SET v = 'B' WHERE k = 2";
+    let plan = answer(&ctx, &format!("EXPLAIN {update}")).await.unwrap();
+    assert!(plan.contains("as row patches"), "{plan}");
+    answer(&ctx, update).await.unwrap();
+    let table = Table::open(crate::fixtures::local_store(dir.path()), "p".into());
+    let latest = table.latest().await.unwrap();
+    assert!(latest
+        .manifest()
+        .fragments
+        .iter()
+        .any(|f| !f.patches.is_empty()));
+    let captured = latest.manifest().change_data.as_ref().expect("a capture");
+    assert_eq!(captured.iter().map(|f| f.physical_rows).sum::<u32>(), 1);
+    let changes = "SELECT k, v, _change_type FROM natal_changes('p', 3) ORDER BY k, _change_type";
+    let expected = [
+        "+---+----+------------------+",
+        "| k | v  | _change_type     |",
+        "+---+----+------------------+",
+        "| 2 | B  | update_postimage |",
+        "| 2 | v2 | update_preimage  |",
+        "+---+----+------------------+",
+    ];
+    assert_eq!(answer(&ctx, changes).await.unwrap(), expected.join("\n"));
+}

@@ -632,9 +632,9 @@ pub(crate) async fn step(op: &Op, model: &mut Model, table: &Table) {
                             || writes_patches(&action_a)
                             || matches!(action_a, Action::Index | Action::Compact(..)));
                     // A patch follows rows a compaction moved, and gives way to an index of
-                    // its column and to change data recorded meanwhile.
-                    let patch_gives_way = writes_patches(&action_b)
-                        && matches!(action_a, Action::Index | Action::ChangeDataFeed(true));
+                    // its column.
+                    let patch_gives_way =
+                        writes_patches(&action_b) && matches!(action_a, Action::Index);
                     // Values computed for a column give way to rows written meanwhile, and
                     // rows rewritten give way to values computed meanwhile.
                     let rewrites = |a: &Action| {

@@ -141,8 +141,8 @@ pub async fn run(table: &Table, action: &Action, schema: &Arc<Schema>) -> natal:
             ])
             .expect("a batch");
             match Box::pin(table.patch_rows(&ids, values)).await {
-                // What patches do not cover yet (an indexed column, change data): the
-                // same change as an update that keeps the other columns.
+                // What patches do not cover yet (an indexed column): the same change as
+                // an update that keeps the other columns.
                 Err(natal::Error::InvalidInput(m)) if m.contains("update the rows instead") => {
                     let update = crate::model_schema::carried_update(*d, schema.clone());
                     table.update_rows(&ids, &update).await?.into()

@@ -4,7 +4,8 @@
 //! that its version lists (Delta's `_change_data` files).
 //!
 //! An update captures the rows as its scan meets them (`write.rs`); a delete (which reads
-//! no value) and the other row-removing writes read them again at the commit (here).
+//! no value), a row patch (which reads only what its new values need) and the other
+//! row-removing writes read them again at the commit (here).
 //!
 //! A change read then takes a row's preimage (or a deleted row's values) from the first
 //! version in its range that captured the row: a few dense pages per commit, where the rows'
@@ -15,9 +16,10 @@
 use arrow::array::RecordBatch;
 
 use crate::error::{Error, Result};
+use crate::format::Manifest;
 use crate::io::BlobReferences;
 use crate::rowid::{RowAddress, RowId};
-use crate::table::commit::{Action, CarriedRow, NewFragment};
+use crate::table::commit::{Action, CarriedRow, NewFragment, NewPatch};
 use crate::table::scan_request::{ScanRequest, ROW_ID};
 use crate::table::write::FragmentWriter;
 use crate::table::{Committed, Snapshot, Table};
@@ -47,14 +49,15 @@ impl Table {
         read: &Snapshot,
         action: &Action,
     ) -> Result<Option<Vec<NewFragment>>> {
-        let rows = match action {
-            Action::Delete { rows } | Action::Update { rows, .. } => rows,
-            _ => return Ok(None),
-        };
         if !read.manifest().change_data_feed {
             return Ok(None);
         }
-        let mut rows: Vec<(RowId, RowAddress)> = rows.clone();
+        let mut rows: Vec<(RowId, RowAddress)> = match action {
+            Action::Delete { rows } | Action::Update { rows, .. } => rows.clone(),
+            // A patch changes its rows in place: their values before it are captured.
+            Action::Patch { patches } => patched_rows(read.manifest(), patches)?,
+            _ => return Ok(None),
+        };
         // In id order: a change read's chunks of nearby ids then read nearby pages here too.
         rows.sort_unstable_by_key(|&(id, _)| id);
         let schema = read.schema();
@@ -77,6 +80,21 @@ impl Table {
         .await;
         Ok(Some(writer.finish_after(written).await?))
     }
+}
+
+/// The ids and addresses of the rows `patches` (planned on `manifest`) change.
+fn patched_rows(manifest: &Manifest, patches: &[NewPatch]) -> Result<Vec<(RowId, RowAddress)>> {
+    let mut rows = Vec::new();
+    for patch in patches {
+        let fragment = (manifest.fragment(patch.fragment))
+            .ok_or_else(|| Error::internal("a patch names a fragment its version lacks"))?;
+        for offset in patch.offsets.iter() {
+            let id = (fragment.row_id_at(offset))
+                .ok_or_else(|| Error::internal("a patch names an offset past its fragment"))?;
+            rows.push((id, RowAddress::new(fragment.id, offset)));
+        }
+    }
+    Ok(rows)
 }
 
 /// The user columns of the rows at `rows`' addresses in `read`, in that order; blob values

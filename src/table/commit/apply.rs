@@ -262,9 +262,6 @@ async fn add_patches(
     patches: &[super::action::NewPatch],
 ) -> Result<std::result::Result<(), String>> {
     let version = m.version;
-    if m.change_data_feed {
-        return Ok(Err("the table began recording change data".into()));
-    }
     for patch in patches {
         let Some(fragment) = m.fragments.iter_mut().find(|f| f.id == patch.fragment) else {
             return Ok(Err(format!("fragment {} was rewritten", patch.fragment)));

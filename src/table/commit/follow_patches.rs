@@ -12,9 +12,9 @@ use roaring::RoaringBitmap;
 
 use super::action::NewPatch;
 use crate::error::{Error, Result};
-use crate::format::{DataFile, Field, FragmentRowIds, Manifest, Schema};
+use crate::format::{DataFile, Field, Manifest, Schema};
 use crate::io::TableStore;
-use crate::rowid::{FragmentId, RowAddress};
+use crate::rowid::FragmentId;
 
 /// Per fragment now holding patched rows: (offset there, index of the moved patch, row of
 /// its file), in offset order.
@@ -107,15 +107,8 @@ fn landed_cells(
         let Some(old) = prev.fragment(patch.fragment) else {
             return Err(format!("fragment {} was rewritten", patch.fragment));
         };
-        let sequence = old.row_ids.sequence();
         for (patch_row, offset) in patch.offsets.iter().enumerate() {
-            let id = match (sequence, &old.row_ids) {
-                (Some(ids), _) => ids.get(offset as usize),
-                (None, FragmentRowIds::Native) => {
-                    Some(RowAddress::new(old.id, offset).as_native_id())
-                }
-                (None, _) => None,
-            };
+            let id = old.row_id_at(offset);
             let Some(now) = id.and_then(|id| carried.get(&id)) else {
                 let id = id.map_or_else(|| format!("at offset {offset}"), |id| id.to_string());
                 return Err(format!("patched row {id} was removed meanwhile"));
