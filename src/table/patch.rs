@@ -11,9 +11,11 @@ use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use futures::TryStreamExt;
 use roaring::RoaringBitmap;
 
-use super::commit::{Action, NewPatch};
+use super::commit::{Action, NewFragment, NewPatch};
 use super::progress::ScanProgress;
-use super::write::{delete_files, system_columns, updated_rows, BatchUpdate, RowMatch};
+use super::write::{
+    delete_files, system_columns, updated_rows, BatchUpdate, FragmentWriter, RowMatch,
+};
 use super::{Committed, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::{Field, Schema};
@@ -56,7 +58,7 @@ impl Table {
         for &id in ids {
             addrs.push(read.resolve(id).await?.ok_or(Error::RowNotFound(id))?);
         }
-        self.commit_patches(&read, &patched, &addrs, &columns).await
+        (self.commit_patches(&read, &patched, &addrs, &columns, Vec::new())).await
     }
 
     /// Updates the rows `rows` names as row patches: `update` computes their new values (as
@@ -106,16 +108,15 @@ impl Table {
         }
         drop(progress);
         let values = arrow::compute::concat_batches(&patch_schema, &pieces)?;
-        let committed = self
-            .commit_patches(&read, &patched, &addrs, values.columns())
-            .await?;
+        let committed =
+            (self.commit_patches(&read, &patched, &addrs, values.columns(), Vec::new())).await?;
         Ok((committed, addrs.len() as u64))
     }
 
     /// Commits `updated` (rows of the table's user columns, each with the id and address of
     /// the row it replaces, as [`RowChangeSet::updated`](super::RowChangeSet) holds them) as
-    /// row patches of their columns at `assigned` (positions in the table's schema); the
-    /// other columns are not written.
+    /// row patches of their columns at `assigned` (positions in the table's schema; the
+    /// other columns are not written), and `inserted` as new rows, in one version.
     ///
     /// # Errors
     /// As [`Self::patch_rows`] for what patches do not cover yet, and for values the
@@ -124,6 +125,7 @@ impl Table {
         &self,
         assigned: &[usize],
         updated: Vec<(RecordBatch, Vec<(RowId, RowAddress)>)>,
+        inserted: Vec<RecordBatch>,
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let (positions, patched) = assigned_fields(read.schema(), assigned)?;
@@ -155,18 +157,30 @@ impl Table {
             return Err(Error::invalid(format!("row at {twice:?} is updated twice")));
         }
         let values = arrow::compute::concat_batches(&patch_schema, &pieces)?;
-        self.commit_patches(&read, &patched, &addrs, values.columns())
-            .await
+        let target = read.manifest().fragment_row_target();
+        let mut writer = FragmentWriter::new(&self.store, read.schema(), target, true);
+        let written = async {
+            for batch in inserted {
+                let carried = vec![None; batch.num_rows()];
+                writer.push(batch, carried).await?;
+            }
+            Ok::<_, Error>(())
+        }
+        .await;
+        let fragments = writer.finish_after(written).await?;
+        (self.commit_patches(&read, &patched, &addrs, values.columns(), fragments)).await
     }
 
     /// Writes `columns` (of `patched`'s fields; row `i` the new values of the row at
-    /// `addrs[i]`, each named once) as one patch per fragment, and commits them on `read`.
+    /// `addrs[i]`, each named once) as one patch per fragment, and commits them on `read`
+    /// with `fragments` of new rows (deleted with the patches if the commit fails).
     async fn commit_patches(
         &self,
         read: &Snapshot,
         patched: &Schema,
         addrs: &[RowAddress],
         columns: &[ArrayRef],
+        fragments: Vec<NewFragment>,
     ) -> Result<Committed> {
         // The rows of `columns` per fragment, with their offsets.
         let mut by_fragment: BTreeMap<FragmentId, Vec<(u32, u32)>> = BTreeMap::new();
@@ -196,9 +210,25 @@ impl Table {
         .await;
         if let Err(e) = written {
             delete_files(&self.store, patched, patches.iter().map(|p| &p.file)).await;
+            delete_files(
+                &self.store,
+                read.schema(),
+                fragments.iter().map(|f| &f.file),
+            )
+            .await;
             return Err(e);
         }
-        self.commit(read, Action::Patch { patches }).await
+        match fragments.is_empty() {
+            true => {
+                self.commit(read, Action::Patch { patches, fragments })
+                    .await
+            }
+            // New rows: small fragments are merged after, as after any write.
+            false => {
+                let action = Action::Patch { patches, fragments };
+                self.commit_write_then_merge(read, action, None).await
+            }
+        }
     }
 }
 

@@ -294,7 +294,7 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
                 .collect();
             // A patch leaves the row's other columns (the extras) as they were.
             (
-                Action::PatchIds(values, *delta, false),
+                Action::PatchIds(values, *delta, None),
                 Expect::Change {
                     added: vec![],
                     changed,
@@ -335,18 +335,20 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
                 .map(|id| (id, (read[&id].0, read[&id].1 + delta)))
                 .collect();
             let added = model.fresh_rows(*new_rows);
-            // Updates alone, of a delta a multiple of 4: `val` and `name` of the whole rows
-            // as row patches, which leave the row's other columns (the extras) as they were.
-            if removed.is_empty() && added.is_empty() && !changed.is_empty() && delta % 4 == 0 {
+            // Updates and inserts, of a delta a multiple of 4: `val` and `name` of the whole
+            // rows as row patches, which leave the row's other columns (the extras) as they
+            // were, and the inserts as new rows, in one version.
+            if removed.is_empty() && !changed.is_empty() && delta % 4 == 0 {
                 let values = changed.clone().into_iter().collect();
+                let action = Action::PatchIds(values, *delta, Some(added.clone()));
                 let expect = Expect::Change {
-                    added: vec![],
+                    added,
                     changed,
                     removed: vec![],
                     replace_all: false,
                     keeps_extras: true,
                 };
-                return (Action::PatchIds(values, *delta, true), expect);
+                return (action, expect);
             }
             let action = Action::Changes {
                 deleted: removed.clone(),

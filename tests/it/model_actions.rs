@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use arrow::array::AsArray;
+
 use natal::internals::format::Schema;
 use natal::{CompactOptions, RowId, RowMatch, Table};
 
@@ -20,9 +22,10 @@ pub enum Action {
     Update(u8, u8, i64, bool),
     UpdateIds(Vec<u64>, i64),
     /// Rows (id, (key, new val)): `val` and `name` patched (and the delta that made the
-    /// new `val`, for a table that refuses patches), by id (`patch_rows`) or from whole
-    /// updated rows (`patch_updated`, as a MERGE that only updates writes them).
-    PatchIds(Vec<(u64, (i64, i64))>, i64, bool),
+    /// new `val`, for a table that refuses patches), by id (`patch_rows`) or, with rows
+    /// inserted beside them, from whole updated rows (`patch_updated`, as a MERGE that
+    /// updates and inserts writes them).
+    PatchIds(Vec<(u64, (i64, i64))>, i64, Option<Vec<(i64, i64)>>),
     Upsert(Vec<(i64, i64)>),
     /// Rows deleted, updated (id, new key and val) and inserted in one commit.
     Changes {
@@ -105,7 +108,7 @@ pub async fn run(table: &Table, action: &Action, schema: &Arc<Schema>) -> natal:
             let ids: Vec<RowId> = ids.iter().map(|v| RowId::from_u64(*v)).collect();
             table.update_rows(&ids, &add_to_val(*d)).await?.into()
         }
-        Action::PatchIds(rows, d, true) => {
+        Action::PatchIds(rows, d, Some(inserted)) => {
             let read = table.snapshot().await?;
             let mut at = Vec::with_capacity(rows.len());
             for (id, _) in rows {
@@ -115,15 +118,42 @@ pub async fn run(table: &Table, action: &Action, schema: &Arc<Schema>) -> natal:
             let values: Vec<(i64, i64)> = rows.iter().map(|(_, v)| *v).collect();
             let ids: Vec<RowId> = at.iter().map(|(id, _)| *id).collect();
             // `val` and `name` of whole rows (the others as `batch` pads them: not written).
-            match Box::pin(table.patch_updated(&[1, 2], vec![(batch(&values), at)])).await {
+            let updated = vec![(batch(&values), at)];
+            let patched = table.patch_updated(&[1, 2], updated, vec![batch(inserted)]);
+            match Box::pin(patched).await {
+                // As a MERGE where patches are refused: the updates (keeping the other
+                // columns) and the inserts in one version.
                 Err(natal::Error::InvalidInput(m)) if m.contains("update the rows instead") => {
                     let update = crate::model_schema::carried_update(*d, schema.clone());
-                    table.update_rows(&ids, &update).await?.into()
+                    let request = natal::ScanRequest {
+                        with_row_id: true,
+                        with_row_addr: true,
+                        ..Default::default()
+                    };
+                    let found = table.snapshot().await?.take(&ids, request).await?;
+                    let column = |name: &str| {
+                        let column = found.column_by_name(name).expect("a system column");
+                        column
+                            .as_primitive::<arrow::datatypes::UInt64Type>()
+                            .clone()
+                    };
+                    let (found_ids, found_addrs) = (column(natal::ROW_ID), column(natal::ROW_ADDR));
+                    let at = (found_ids.values().iter().zip(found_addrs.values().iter()))
+                        .map(|(&id, &addr)| {
+                            (RowId::from_u64(id), natal::RowAddress::from_u64(addr))
+                        })
+                        .collect();
+                    let changes = natal::RowChangeSet {
+                        deleted: Vec::new(),
+                        updated: vec![(update(&found)?, at)],
+                        inserted: vec![batch(inserted)],
+                    };
+                    table.commit_changes(changes).await?.into()
                 }
                 patched => patched?.into(),
             }
         }
-        Action::PatchIds(rows, d, false) => {
+        Action::PatchIds(rows, d, None) => {
             let ids: Vec<RowId> = rows.iter().map(|(id, _)| RowId::from_u64(*id)).collect();
             // `name` follows `val` (`common::batch`): both are patched, in the other order.
             let names = (rows.iter()).map(|(_, (key, val))| format!("n{key}-{val}"));

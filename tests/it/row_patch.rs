@@ -604,14 +604,20 @@ async fn a_merge_that_only_updates_writes_patches() {
                  WHEN MATCHED THEN UPDATE SET name = s.name";
     answer(&ctx, twice).await.unwrap_err();
     assert_eq!(table.latest().await.unwrap().version(), version);
-    // A MERGE that may insert rewrites its updates with its inserts, in one version.
+    // A MERGE that also inserts patches its updates and appends its inserts, in one
+    // version; one that may delete rewrites.
     let upsert = "MERGE INTO t USING (VALUES (3, 'x'), (500, 'y')) AS s(k, name) ON t.k = s.k \
                   WHEN MATCHED THEN UPDATE SET name = s.name \
                   WHEN NOT MATCHED THEN INSERT (k, val, name) VALUES (s.k, 0, s.name)";
     let plan = lines(&ctx, &format!("EXPLAIN {upsert}")).await.join("\n");
-    assert!(!plan.contains("row patches"), "{plan}");
+    assert!(plan.contains("updates as row patches"), "{plan}");
+    let version = table.latest().await.unwrap().version();
     assert_eq!(lines(&ctx, upsert).await, ["| 2 |"]);
-    assert_eq!(lines(&ctx, patches).await, ["| 2 | 2 |"]);
+    assert_eq!(table.latest().await.unwrap().version(), version + 1);
+    assert_eq!(lines(&ctx, patches).await, ["| 3 | 3 |"]);
+    let deleting = format!("{upsert} WHEN NOT MATCHED BY SOURCE AND t.k = 7 THEN DELETE");
+    let plan = lines(&ctx, &format!("EXPLAIN {deleting}")).await.join("\n");
+    assert!(!plan.contains("row patches"), "{plan}");
     assert_eq!(
         lines(
             &ctx,

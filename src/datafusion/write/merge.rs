@@ -7,9 +7,10 @@
 //! source. Each row fires the first `WHEN` clause whose kind and `AND` predicate it meets.
 //! Updated rows keep their ids (point entries, as `UPDATE`), deleted rows become tombstones,
 //! inserted rows are native; all of it is one commit (`Table::commit_changes`), rebased as an
-//! update is. A MERGE whose clauses only update, assigning columns that hold a small share
-//! of the table's bytes (`natal.patch_max_share`, or the table's), writes its updates as row
-//! patches of the assigned columns instead (`Table::patch_updated`). A target row matched by more than one source row that a clause would update
+//! update is. A MERGE whose clauses update and insert (none deletes), assigning columns that
+//! hold a small share of the table's bytes (`natal.patch_max_share`, or the table's), writes
+//! its updates as row patches of the assigned columns and its inserts as new rows, in one
+//! version (`Table::patch_updated`). A target row matched by more than one source row that a clause would update
 //! or delete is an error naming the row's `ON` key, and nothing is committed.
 
 use std::collections::{HashMap, HashSet};
@@ -62,7 +63,7 @@ struct MergeSpec {
     clauses: Vec<MergeIntoClause>,
     /// Defaults of target columns an INSERT clause leaves out.
     defaults: HashMap<String, Expr>,
-    /// The target columns the clauses assign, when every clause updates and they are few
+    /// The target columns the clauses assign, when no clause deletes and they are few
     /// enough to write as row patches.
     patched: Option<Vec<String>>,
 }
@@ -105,9 +106,11 @@ impl MergeExec {
                 }
             }
         }
-        let only_updates = (clauses.iter()).all(|c| matches!(c.action, MergeIntoAction::Update(_)));
-        let patched = (only_updates && provider.writes_patches(state.config_options(), &assigned))
-            .then(|| {
+        // A delete is a deletion vector beside the patches, which one commit does not hold.
+        let deletes = (clauses.iter()).any(|c| matches!(c.action, MergeIntoAction::Delete));
+        let patches = !deletes && !assigned.is_empty();
+        let patched =
+            (patches && provider.writes_patches(state.config_options(), &assigned)).then(|| {
                 assigned
                     .iter()
                     .map(|&i| user.field(i).name().clone())
@@ -356,7 +359,7 @@ async fn merge(table: Table, source: SendableRecordBatchStream, spec: MergeSpec)
             let assigned = (names.iter())
                 .map(|name| assigned_column(&user, name))
                 .collect::<Result<Vec<_>>>()?;
-            planned.patch_updated(&assigned, changes.updated).await?
+            (planned.patch_updated(&assigned, changes.updated, changes.inserted)).await?
         }
         None => planned.commit_changes(changes).await?,
     };

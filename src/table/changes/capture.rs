@@ -55,7 +55,7 @@ impl Table {
         let mut rows: Vec<(RowId, RowAddress)> = match action {
             Action::Delete { rows } | Action::Update { rows, .. } => rows.clone(),
             // A patch changes its rows in place: their values before it are captured.
-            Action::Patch { patches } => patched_rows(read.manifest(), patches)?,
+            Action::Patch { patches, .. } => patched_rows(read.manifest(), patches)?,
             _ => return Ok(None),
         };
         // In id order: a change read's chunks of nearby ids then read nearby pages here too.

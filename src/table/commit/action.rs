@@ -171,9 +171,11 @@ pub(crate) enum Action {
         column_files: Vec<(FragmentId, DataFile)>,
     },
     /// Give some columns of some rows new values in place: one row patch per fragment
-    /// holding some of them (reader flag `ROW_PATCHES`).
+    /// holding some of them (reader flag `ROW_PATCHES`); and add `fragments` of new rows
+    /// (a MERGE's inserts beside its patched updates), as an append does.
     Patch {
         patches: Vec<NewPatch>,
+        fragments: Vec<NewFragment>,
     },
     /// Start or stop recording change data (a table property; recorded as a schema
     /// change: it changes no row).
@@ -194,7 +196,8 @@ impl Action {
             Action::Append { fragments }
             | Action::Overwrite { fragments }
             | Action::Update { fragments, .. }
-            | Action::Compact { fragments, .. } => Some(fragments),
+            | Action::Compact { fragments, .. }
+            | Action::Patch { fragments, .. } => Some(fragments),
             _ => None,
         }
     }
@@ -211,7 +214,9 @@ impl Action {
             Action::AlterSchema { column_files, .. } => {
                 column_files.iter().map(|(_, file)| file.clone()).collect()
             }
-            Action::Patch { patches } => patches.iter().map(|p| p.file.clone()).collect(),
+            Action::Patch { patches, fragments } => (patches.iter().map(|p| p.file.clone()))
+                .chain(fragments.iter().map(|f| f.file.clone()))
+                .collect(),
             _ => Vec::new(),
         }
     }
@@ -222,7 +227,7 @@ impl Action {
         match self {
             Action::Append { fragments } => fragments.is_empty(),
             Action::Delete { rows } => rows.is_empty(),
-            Action::Patch { patches } => patches.is_empty(),
+            Action::Patch { patches, fragments } => patches.is_empty() && fragments.is_empty(),
             Action::Update { rows, fragments } => rows.is_empty() && fragments.is_empty(),
             Action::Compact { inputs, .. } => inputs.is_empty(),
             Action::CreateIndex { segments, replaces } => {

@@ -148,7 +148,8 @@ pub(super) async fn apply(
         }
         Action::SetChangeDataFeed { enabled } => m.change_data_feed = *enabled,
         Action::SetPatchMaxShare { share } => m.patch_max_share = *share,
-        Action::Patch { patches } => {
+        Action::Patch { patches, fragments } => {
+            add(&mut m, &mut summary, fragments)?;
             let refused = add_patches(store, &mut m, patches).await?;
             refused.map_err(|reason| Error::Conflict {
                 operation: action.operation(),

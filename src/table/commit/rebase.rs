@@ -66,7 +66,7 @@ pub(super) async fn rebase(
         Action::Append { .. } | Action::Checkpoint { .. } => Ok(()),
         // Its fragments and rows are checked as it applies (`apply::add_patches`); rows a
         // compaction moved are followed to their new fragments.
-        Action::Patch { patches } if other_rewrote => {
+        Action::Patch { patches, .. } if other_rewrote => {
             // A patched row deleted or rewritten meanwhile is a conflict now: a compaction
             // after it would leave no trace of the deletion at the patch's offsets.
             let outcome = match super::follow_patches::deleted_under(store, patches, next).await? {
@@ -129,7 +129,7 @@ fn rebase_over_schema_change(
             return Err(conflict(action, read_version, next, reason));
         }
     }
-    if let Action::Patch { patches } = &*action {
+    if let Action::Patch { patches, .. } = &*action {
         let mut fields = patches.iter().flat_map(|p| &p.file.field_ids);
         if fields.any(|&id| retyped_or_dropped(id)) {
             let reason = "a patched column was dropped or widened meanwhile";
@@ -196,7 +196,7 @@ fn patched_under(action: &Action, prev: &Manifest, next: &Manifest) -> Option<St
                     .any(|f| added(f).iter().any(|p| p.holds(s.field_id)))
             })
             .map(|s| format!("a column of index {} was patched", s.name)),
-        Action::Patch { patches } => patches
+        Action::Patch { patches, .. } => patches
             .iter()
             .find(|mine| {
                 added(mine.fragment).iter().any(|theirs| {
