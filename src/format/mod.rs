@@ -8,6 +8,7 @@ mod blob;
 mod blob_reuse;
 mod change_data;
 mod convert;
+mod convert_data_file;
 mod convert_index;
 mod convert_row_ids;
 mod convert_schema;

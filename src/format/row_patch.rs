@@ -50,7 +50,7 @@ pub(super) fn row_patches_from_proto(
             let file = patch
                 .file
                 .ok_or_else(|| corrupt("a row patch without its file"))?;
-            let file = super::convert::data_file_from_proto(file)?;
+            let file = super::convert_data_file::data_file_from_proto(file)?;
             let offsets = RoaringBitmap::deserialize_from(patch.offsets.as_slice())
                 .map_err(|_| corrupt("a row patch's offsets do not decode"))?;
             if offsets.is_empty() || file.field_ids.is_empty() {
@@ -88,7 +88,7 @@ pub(super) fn row_patch_to_proto(patch: &RowPatch) -> proto::RowPatch {
     // Writing into a Vec cannot fail.
     let _ = patch.offsets.serialize_into(&mut offsets);
     proto::RowPatch {
-        file: Some(super::convert::data_file_to_proto(&patch.file)),
+        file: Some(super::convert_data_file::data_file_to_proto(&patch.file)),
         offsets,
         version: patch.version,
     }

@@ -12,6 +12,7 @@ use arrow::row::{RowConverter, SortField};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
+pub(crate) use super::commit::{delete_files, surely_unpublished};
 use super::commit::{Action, CarriedRow, NewFragment, THIS_COMMIT};
 use super::filter::{RowPredicate, WholeRowPredicate};
 use super::progress::{ProgressHandle, ScanProgress};
@@ -293,25 +294,6 @@ pub(super) async fn finish_both(
 /// commit them.
 pub(crate) async fn delete_written(store: &TableStore, schema: &Schema, fragments: &[NewFragment]) {
     delete_files(store, schema, fragments.iter().map(|f| &f.file)).await;
-}
-
-/// Deletes `files` (of `schema`), written by a write that will not commit them, with their
-/// blob sidecars (see [`TableStore::delete_unpublished`]).
-pub(crate) async fn delete_files(
-    store: &TableStore,
-    schema: &Schema,
-    files: impl Iterator<Item = &DataFile>,
-) {
-    for file in files {
-        store.delete_unpublished(schema, &file.path).await;
-    }
-}
-
-/// Whether a write that failed with `error` surely published nothing, so the files it wrote
-/// are no version's and may be deleted: any error but the store's (a store error while
-/// publishing may hide a version that landed; cleanup decides about its files later).
-pub(crate) fn surely_unpublished(error: &Error) -> bool {
-    error.is_conflict() || !matches!(error, Error::ObjectStore(_))
 }
 
 /// Writes `batches` as native fragments of at most `max_rows` rows. On an error (from the

@@ -2,9 +2,10 @@
 //! The patch's rows are named by offset in a fragment the compaction removed; their ids say
 //! where each went (the compacted fragments' row-id sequences), and the patch's values are
 //! written again, one file per fragment that now holds some of its rows, in that fragment's
-//! offset order. A row the compaction did not carry (deleted meanwhile) is a conflict.
+//! offset order. A row the compaction did not carry (deleted meanwhile) is a conflict. Where
+//! a compaction put the rows it carried is found here for every rebase that follows rows.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, RecordBatch};
@@ -14,7 +15,7 @@ use super::action::NewPatch;
 use crate::error::{Error, Result};
 use crate::format::{DataFile, Field, Manifest, Schema};
 use crate::io::TableStore;
-use crate::rowid::FragmentId;
+use crate::rowid::{FragmentId, RowAddress, RowId};
 
 /// Per fragment now holding patched rows: (offset there, index of the moved patch, row of
 /// its file), in offset order.
@@ -60,12 +61,12 @@ pub(super) async fn follow_patches(
     let mut rebased: Vec<NewPatch> = Vec::with_capacity(landed.len());
     let written = write_moved(store, &moved, &fields, &schema, landed, &mut rebased).await;
     if let Err(e) = written {
-        super::super::write::delete_files(store, &schema, rebased.iter().map(|p| &p.file)).await;
+        super::delete_files(store, &schema, rebased.iter().map(|p| &p.file)).await;
         patches.extend(moved);
         return Err(e);
     }
     // The files planned for the removed fragments are no version's now.
-    super::super::write::delete_files(store, &schema, moved.iter().map(|p| &p.file)).await;
+    super::delete_files(store, &schema, moved.iter().map(|p| &p.file)).await;
     patches.extend(rebased);
     Ok(Ok(()))
 }
@@ -101,7 +102,7 @@ fn landed_cells(
     prev: &Manifest,
     next: &Manifest,
 ) -> std::result::Result<Landed, String> {
-    let carried = super::rebase::added_row_ids(prev, next);
+    let carried = added_row_ids(prev, next);
     let mut landed = Landed::new();
     for (k, patch) in moved.iter().enumerate() {
         let Some(old) = prev.fragment(patch.fragment) else {
@@ -171,4 +172,20 @@ async fn write_moved(
         });
     }
     Ok(())
+}
+
+/// Where the carried rows of fragments new in `next` are.
+pub(super) fn added_row_ids(prev: &Manifest, next: &Manifest) -> HashMap<RowId, RowAddress> {
+    let mut out = HashMap::new();
+    for fragment in &next.fragments {
+        if prev.fragment(fragment.id).is_some() {
+            continue;
+        }
+        if let Some(seq) = fragment.row_ids.sequence() {
+            for (offset, id) in seq.iter().enumerate() {
+                out.insert(id, RowAddress::new(fragment.id, offset as u32));
+            }
+        }
+    }
+    out
 }

@@ -27,13 +27,32 @@ mod reused;
 mod schema;
 
 use crate::error::{Error, Result};
-use crate::format::Manifest;
+use crate::format::{DataFile, Manifest, Schema};
 use crate::io::TableStore;
 use crate::table::TableOptions;
 
 pub(crate) use action::{Action, CarriedRow, NewFragment, NewPatch, THIS_COMMIT};
 use apply::{add_fragments, apply};
 use rebase::rebase;
+
+/// Deletes `files` (of `schema`), written by a write that will not commit them, with their
+/// blob sidecars (see [`TableStore::delete_unpublished`]).
+pub(crate) async fn delete_files(
+    store: &TableStore,
+    schema: &Schema,
+    files: impl Iterator<Item = &DataFile>,
+) {
+    for file in files {
+        store.delete_unpublished(schema, &file.path).await;
+    }
+}
+
+/// Whether a write that failed with `error` surely published nothing, so the files it wrote
+/// are no version's and may be deleted: any error but the store's (a store error while
+/// publishing may hide a version that landed; cleanup decides about its files later).
+pub(crate) fn surely_unpublished(error: &Error) -> bool {
+    error.is_conflict() || !matches!(error, Error::ObjectStore(_))
+}
 
 /// Applies `action` on top of `read` and publishes it, rebasing over concurrent commits.
 /// `captured` holds the values the rows it deletes or rewrites had at `read` (its change
@@ -53,13 +72,10 @@ pub(crate) async fn commit(
         .collect();
     // Boxed: a commit's future (apply, publish, every rebase) is large, and callers nest it.
     let outcome = Box::pin(commit_rebasing(store, read, &mut action, captured, options)).await;
-    if outcome
-        .as_ref()
-        .is_err_and(super::write::surely_unpublished)
-    {
+    if outcome.as_ref().is_err_and(surely_unpublished) {
         let rebased = action.written_files();
         let rebased = rebased.iter().filter(|f| !planned.contains(&f.path));
-        super::write::delete_files(store, &read.schema, rebased).await;
+        delete_files(store, &read.schema, rebased).await;
     }
     outcome
 }

@@ -241,7 +241,8 @@ async fn follow_rows(
             }
             None => {
                 // Its fragment was compacted away: find the id where compaction put it.
-                let moved = moved.get_or_insert_with(|| added_row_ids(prev, next));
+                let moved =
+                    moved.get_or_insert_with(|| super::follow_patches::added_row_ids(prev, next));
                 let Some(&new_addr) = moved.get(id) else {
                     return Ok(Followed::Lost(format!("row {id} was removed")));
                 };
@@ -267,22 +268,6 @@ async fn follow_rows(
         }
     }
     Ok(Followed::Every)
-}
-
-/// Where the carried rows of fragments new in `next` are.
-pub(super) fn added_row_ids(prev: &Manifest, next: &Manifest) -> HashMap<RowId, RowAddress> {
-    let mut out = HashMap::new();
-    for fragment in &next.fragments {
-        if prev.fragment(fragment.id).is_some() {
-            continue;
-        }
-        if let Some(seq) = fragment.row_ids.sequence() {
-            for (offset, id) in seq.iter().enumerate() {
-                out.insert(id, RowAddress::new(fragment.id, offset as u32));
-            }
-        }
-    }
-    out
 }
 
 fn conflict(
