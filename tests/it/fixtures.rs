@@ -29,7 +29,9 @@
 //! 2026-12-06-shapes, a table `s` of unions and dictionaries of nested values; since
 //! 2026-12-06-vectors, a table `v` with a vector column and an `ivf_flat` index; since
 //! 2026-12-07-quantized, a table `q` as `v` with an `ivf_pq` index; since
-//! 2026-12-07-patches, a table `p` with row patches at several depths of its history.
+//! 2026-12-07-patches, a table `p` with row patches at several depths of its history; since
+//! 2026-12-07-patch-share, `p` also sets its patch share (writer flag `PATCH_SHARE`) and
+//! holds a version of patches beside inserted rows (a MERGE's).
 //!
 //! A format change adds a fixture; it never regenerates one. To write a new one (with the
 //! natal of today) run
@@ -73,6 +75,7 @@ const FIXTURES: &[&str] = &[
     "2026-12-06-vectors",
     "2026-12-07-quantized",
     "2026-12-07-patches",
+    "2026-12-07-patch-share",
 ];
 
 /// Where the fixtures live.

@@ -704,9 +704,18 @@ pub async fn write_fixture_table(dir: &std::path::Path) {
         .await
         .unwrap();
     table.compact(CompactOptions::default()).await.unwrap();
+    // Since 2026-12-07-patch-share: the table's patch share (writer flag `PATCH_SHARE`), and
+    // updates as patches beside inserted rows in one version (a MERGE's).
+    table.set_patch_max_share(Some(0.25)).await.unwrap();
+    let id = RowId::from_u64(addr(0, 5));
+    let at = table.latest().await.unwrap().resolve(id).await.unwrap();
+    let updated = vec![(crate::common::batch(&[(5, 5005)]), vec![(id, at.unwrap())])];
+    let inserted = vec![crate::common::batch(&[(160, 160)])];
+    (table.patch_updated(&[1, 2], updated, inserted).await).unwrap();
 }
 
-/// Every version of table `p` under `dir`: each live row's id, key, val and name.
+/// Every version of table `p` under `dir`: each live row's id, key, val and name, and the
+/// table's patch share where it has one.
 pub async fn describe_fixture_table(dir: &std::path::Path) -> String {
     let table = Table::open(crate::fixtures::local_store(dir), "p".into());
     let mut out = String::new();
@@ -740,6 +749,9 @@ pub async fn describe_fixture_table(dir: &std::path::Path) -> String {
         rows.sort();
         for (id, row) in rows {
             writeln!(out, "v{} {id} {row}", manifest.version).unwrap();
+        }
+        if let Some(share) = manifest.patch_max_share {
+            writeln!(out, "v{} patch_max_share {share}", manifest.version).unwrap();
         }
     }
     out
