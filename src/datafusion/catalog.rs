@@ -534,7 +534,26 @@ impl TableProviderFactory for NatalTableFactory {
                 ))
             })?),
         };
+        let share_key = format!("format.{}", super::write::alter::PATCH_MAX_SHARE);
+        let share = match cmd.options.get(&share_key) {
+            None => None,
+            Some(text) => Some(super::write::alter::parse_share(text).ok_or_else(|| {
+                DataFusionError::Plan(format!(
+                    "option '{}' is a share between 0 and 1, not '{text}'",
+                    super::write::alter::PATCH_MAX_SHARE
+                ))
+            })?),
+        };
         match table.latest().await {
+            Ok(snapshot)
+                if share.is_some_and(|s| Some(s) != snapshot.manifest().patch_max_share) =>
+            {
+                return Err(DataFusionError::Plan(format!(
+                    "'{location}' is a table already, with another {0}: ALTER TABLE t SET \
+                     TBLPROPERTIES ('{0}' = '<share>') changes it",
+                    super::write::alter::PATCH_MAX_SHARE
+                )));
+            }
             Ok(snapshot) if feed.is_some_and(|f| f != snapshot.manifest().change_data_feed) => {
                 return Err(DataFusionError::Plan(format!(
                     "'{location}' is a table already, with another change_data_feed: ALTER \
@@ -565,6 +584,7 @@ impl TableProviderFactory for NatalTableFactory {
                 )?;
                 let created = TableOptions {
                     change_data_feed: feed.unwrap_or(false),
+                    patch_max_share: share,
                     ..TableOptions::default()
                 };
                 Table::create_declared(

@@ -106,6 +106,9 @@ pub struct TableOptions {
     /// A table created with this records change data ([`Table::set_change_data_feed`]):
     /// fixed at create time like `max_rows_per_fragment`, changed later by a commit.
     pub change_data_feed: bool,
+    /// A table created with this sets its patch share ([`Table::set_patch_max_share`]; in
+    /// `0..=1`): fixed at create time, changed later by a commit.
+    pub patch_max_share: Option<f64>,
 }
 
 impl Default for TableOptions {
@@ -119,6 +122,7 @@ impl Default for TableOptions {
             external_stores: None,
             store_url: None,
             change_data_feed: false,
+            patch_max_share: None,
         }
     }
 }
@@ -247,6 +251,11 @@ impl Table {
             .ok()
             .and_then(std::num::NonZeroU32::new)
             .ok_or_else(|| Error::invalid("max_rows_per_fragment must be in 1..=u32::MAX"))?;
+        if let Some(share) = options.patch_max_share.filter(|s| !(0.0..=1.0).contains(s)) {
+            return Err(Error::invalid(format!(
+                "a patch share is between 0 and 1, not {share}"
+            )));
+        }
         check_storable(schema).await?;
         let store =
             TableStore::new(store, root).with_external_stores(options.external_stores.clone());
@@ -286,7 +295,7 @@ impl Table {
             indexes: Default::default(),
             bases: Vec::new(),
             change_data_feed: options.change_data_feed,
-            patch_max_share: None,
+            patch_max_share: options.patch_max_share,
             change_data: None,
             unlinked_change_data: Vec::new(),
         };

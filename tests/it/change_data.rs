@@ -419,18 +419,29 @@ async fn a_patch_captures_the_values_it_replaces() {
     let (dir, ctx) = catalog_session();
     let location = dir.path().join("p");
     let location = location.to_str().unwrap().to_string();
-    for statement in [
+    let create = |name: &str, share: &str| {
         format!(
-            "CREATE EXTERNAL TABLE p (k BIGINT, v VARCHAR, doc VARCHAR) STORED AS NATAL \
-             LOCATION '{location}' OPTIONS ('change_data_feed' 'true')"
-        ),
-        "INSERT INTO p SELECT value, concat('v', CAST(value AS VARCHAR)), repeat('d', 200) \
-         FROM generate_series(1, 3)"
-            .into(),
-        "ALTER TABLE p SET TBLPROPERTIES ('patch_max_share' = '0.5')".into(),
-    ] {
-        answer(&ctx, &statement).await.unwrap();
-    }
+            "CREATE EXTERNAL TABLE {name} (k BIGINT, v VARCHAR, doc VARCHAR) STORED AS NATAL \
+             LOCATION '{location}' OPTIONS ('change_data_feed' 'true', 'patch_max_share' '{share}')"
+        )
+    };
+    // A share that is not one creates nothing.
+    let error = answer(&ctx, &create("p", "2")).await.unwrap_err();
+    assert!(error.to_string().contains("patch_max_share"), "{error}");
+    assert!(
+        !std::path::Path::new(&location).exists(),
+        "a table was left"
+    );
+    answer(&ctx, &create("p", "0.5")).await.unwrap();
+    let insert = "INSERT INTO p SELECT value, concat('v', CAST(value AS VARCHAR)), \
+                  repeat('d', 200) FROM generate_series(1, 3)";
+    answer(&ctx, insert).await.unwrap();
+    // Opened again with another share: refused (ALTER TABLE changes it).
+    let error = answer(&ctx, &create("again", "0.1")).await.unwrap_err();
+    assert!(
+        error.to_string().contains("another patch_max_share"),
+        "{error}"
+    );
     let update = "UPDATE p SET v = 'B' WHERE k = 2";
     let plan = answer(&ctx, &format!("EXPLAIN {update}")).await.unwrap();
     assert!(plan.contains("as row patches"), "{plan}");
@@ -444,7 +455,7 @@ async fn a_patch_captures_the_values_it_replaces() {
         .any(|f| !f.patches.is_empty()));
     let captured = latest.manifest().change_data.as_ref().expect("a capture");
     assert_eq!(captured.iter().map(|f| f.physical_rows).sum::<u32>(), 1);
-    let changes = "SELECT k, v, _change_type FROM natal_changes('p', 3) ORDER BY k, _change_type";
+    let changes = "SELECT k, v, _change_type FROM natal_changes('p', 2) ORDER BY k, _change_type";
     let expected = [
         "+---+----+------------------+",
         "| k | v  | _change_type     |",

@@ -271,8 +271,7 @@ fn table_property(property: &SqlOption) -> Result<TableProperty> {
         if text.eq_ignore_ascii_case("default") {
             return Ok(TableProperty::PatchMaxShare(None));
         }
-        return (text.trim().parse::<f64>().ok())
-            .filter(|share| (0.0..=1.0).contains(share))
+        return (parse_share(&text))
             .map(|share| TableProperty::PatchMaxShare(Some(share)))
             .ok_or_else(|| {
                 refused(format!(
@@ -288,8 +287,14 @@ fn table_property(property: &SqlOption) -> Result<TableProperty> {
     )))
 }
 
-/// The table property that sets an UPDATE's patch share (`Table::set_patch_max_share`).
-const PATCH_MAX_SHARE: &str = "patch_max_share";
+/// The table property that sets an UPDATE's patch share (`Table::set_patch_max_share`), in
+/// `SET TBLPROPERTIES` and `CREATE EXTERNAL TABLE … OPTIONS`.
+pub(in crate::datafusion) const PATCH_MAX_SHARE: &str = "patch_max_share";
+
+/// A share between 0 and 1.
+pub(in crate::datafusion) fn parse_share(text: &str) -> Option<f64> {
+    (text.trim().parse::<f64>().ok()).filter(|share| (0.0..=1.0).contains(share))
+}
 
 /// The table property that starts or stops change data capture, in `SET TBLPROPERTIES` and
 /// `CREATE EXTERNAL TABLE … OPTIONS`.
