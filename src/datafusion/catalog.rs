@@ -23,6 +23,7 @@ use object_store::ObjectStore;
 use super::damaged::DamagedTable;
 use super::metadata;
 use super::provider::{NatalTableProvider, ProviderView};
+use super::write::alter::{parse_share, parse_switch, CHANGE_DATA_FEED, PATCH_MAX_SHARE};
 use crate::table::{ProgressHandle, Table, TableOptions};
 
 /// What a suffixed table name shows.
@@ -498,6 +499,23 @@ impl SchemaProvider for NatalSchemaProvider {
     }
 }
 
+/// The table property `name` a `CREATE EXTERNAL TABLE`'s options give, read by `parse`
+/// (`None`: not given); a value `parse` refuses is an error saying it is not `what`.
+fn table_option<T>(
+    cmd: &CreateExternalTable,
+    name: &str,
+    parse: impl Fn(&str) -> Option<T>,
+    what: &str,
+) -> Result<Option<T>> {
+    // DataFusion files an option without a namespace under `format.`.
+    let Some(text) = cmd.options.get(&format!("format.{name}")) else {
+        return Ok(None);
+    };
+    let value = parse(text)
+        .ok_or_else(|| DataFusionError::Plan(format!("option '{name}' is {what}, not '{text}'")))?;
+    Ok(Some(value))
+}
+
 /// `CREATE EXTERNAL TABLE t (...) STORED AS NATAL LOCATION 'url'`: opens the natal table at
 /// the location, creating it with the statement's columns if there is none.
 #[derive(Debug, Default)]
@@ -523,27 +541,8 @@ impl TableProviderFactory for NatalTableFactory {
         let table = Table::open_with(store.clone(), root.clone(), options);
         let schema = cmd.schema.as_arrow();
         let blob_options = cmd.options.keys().any(|k| k.starts_with("blob."));
-        // DataFusion files an option without a namespace under `format.`.
-        let feed_key = format!("format.{}", super::write::alter::CHANGE_DATA_FEED);
-        let feed = match cmd.options.get(&feed_key) {
-            None => None,
-            Some(text) => Some(super::write::alter::parse_switch(text).ok_or_else(|| {
-                DataFusionError::Plan(format!(
-                    "option '{}' is 'true' or 'false', not '{text}'",
-                    super::write::alter::CHANGE_DATA_FEED
-                ))
-            })?),
-        };
-        let share_key = format!("format.{}", super::write::alter::PATCH_MAX_SHARE);
-        let share = match cmd.options.get(&share_key) {
-            None => None,
-            Some(text) => Some(super::write::alter::parse_share(text).ok_or_else(|| {
-                DataFusionError::Plan(format!(
-                    "option '{}' is a share between 0 and 1, not '{text}'",
-                    super::write::alter::PATCH_MAX_SHARE
-                ))
-            })?),
-        };
+        let feed = table_option(cmd, CHANGE_DATA_FEED, parse_switch, "'true' or 'false'")?;
+        let share = table_option(cmd, PATCH_MAX_SHARE, parse_share, "a share between 0 and 1")?;
         match table.latest().await {
             Ok(snapshot)
                 if share.is_some_and(|s| Some(s) != snapshot.manifest().patch_max_share) =>
@@ -551,14 +550,14 @@ impl TableProviderFactory for NatalTableFactory {
                 return Err(DataFusionError::Plan(format!(
                     "'{location}' is a table already, with another {0}: ALTER TABLE t SET \
                      TBLPROPERTIES ('{0}' = '<share>') changes it",
-                    super::write::alter::PATCH_MAX_SHARE
+                    PATCH_MAX_SHARE
                 )));
             }
             Ok(snapshot) if feed.is_some_and(|f| f != snapshot.manifest().change_data_feed) => {
                 return Err(DataFusionError::Plan(format!(
                     "'{location}' is a table already, with another change_data_feed: ALTER \
                      TABLE t SET TBLPROPERTIES ({} = true|false) starts or stops its change data",
-                    super::write::alter::CHANGE_DATA_FEED
+                    CHANGE_DATA_FEED
                 )));
             }
             Ok(_) if blob_options => {

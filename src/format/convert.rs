@@ -195,7 +195,7 @@ fn manifest_from_proto(raw: proto::Manifest, path: &str, read: &RowIdsRead) -> R
         bases: raw.bases.iter().map(base_from_proto).collect(),
         change_data_feed: raw.change_data_feed,
         patch_max_share: match raw.patch_max_share {
-            Some(share) if !(0.0..=1.0).contains(&share) => {
+            Some(share) if !is_patch_share(share) => {
                 return Err(corrupt(&format!("patch_max_share {share} is not in 0..=1")));
             }
             share => share,

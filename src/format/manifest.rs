@@ -153,6 +153,12 @@ pub mod flags {
         | PATCH_SHARE;
 }
 
+/// Whether `share` can be a table's patch share ([`Manifest::patch_max_share`]): a share of
+/// its bytes, in `0..=1` (not NaN).
+pub fn is_patch_share(share: f64) -> bool {
+    (0.0..=1.0).contains(&share)
+}
+
 /// One version of a table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {

@@ -49,9 +49,9 @@ pub use envelope::{seal, unseal};
 pub use index::{cache_node, IndexSection, IndexSegment, LogicalIndex};
 pub use lineage::{Lineage, LineageFile, VersionRuns, UNKNOWN_VERSION};
 pub use manifest::{
-    flags, CheckpointRef, DataFile, DeletionFile, DeletionVector, Fragment, FragmentRowIds,
-    FragmentSegment, Manifest, Operation, RowIdFile, SegmentPatch, TransactionSummary,
-    FORMAT_VERSION,
+    flags, is_patch_share, CheckpointRef, DataFile, DeletionFile, DeletionVector, Fragment,
+    FragmentRowIds, FragmentSegment, Manifest, Operation, RowIdFile, SegmentPatch,
+    TransactionSummary, FORMAT_VERSION,
 };
 
 pub use path::{DerivedName, TablePath, BASES_DIR, OWN_ROOT, TABLE_FILE_DIRS};

@@ -180,8 +180,7 @@ impl PatchValues {
                 Err(column) => by_runs(column.as_ref(), &patches, &cells)?,
             });
         }
-        let columns = merged;
-        Ok(RecordBatch::try_new(schema, columns)?)
+        Ok(RecordBatch::try_new(schema, merged)?)
     }
 }
 
@@ -268,13 +267,14 @@ fn overwrite_primitive<T: ArrowPrimitiveType>(
     patches: &[&dyn Array],
     cells: &[Cell],
 ) -> std::result::Result<ArrayRef, ArrayRef> {
+    // `base` is of `T` (`overwritten` chose `T` by its type); the patches must be too.
     let typed_patches: Option<Vec<&PrimitiveArray<T>>> = (patches.iter())
         .map(|p| {
             p.as_primitive_opt::<T>()
                 .filter(|_| p.data_type() == base.data_type())
         })
         .collect();
-    let (Some(patches), Some(_)) = (typed_patches, base.as_primitive_opt::<T>()) else {
+    let Some(patches) = typed_patches else {
         return Err(base);
     };
     let len = base.len();

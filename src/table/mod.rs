@@ -251,11 +251,7 @@ impl Table {
             .ok()
             .and_then(std::num::NonZeroU32::new)
             .ok_or_else(|| Error::invalid("max_rows_per_fragment must be in 1..=u32::MAX"))?;
-        if let Some(share) = options.patch_max_share.filter(|s| !(0.0..=1.0).contains(s)) {
-            return Err(Error::invalid(format!(
-                "a patch share is between 0 and 1, not {share}"
-            )));
-        }
+        patch::check_patch_share(options.patch_max_share)?;
         check_storable(schema).await?;
         let store =
             TableStore::new(store, root).with_external_stores(options.external_stores.clone());

@@ -11,7 +11,7 @@ use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use futures::TryStreamExt;
 use roaring::RoaringBitmap;
 
-use super::commit::{Action, NewFragment, NewPatch};
+use super::commit::{write_patches, Action, NewFragment};
 use super::progress::ScanProgress;
 use super::write::{
     delete_files, system_columns, updated_rows, BatchUpdate, FragmentWriter, RowMatch,
@@ -99,10 +99,7 @@ impl Table {
             let (_, at) = system_columns(&matched)?;
             let matched = full_width(&user, &matched)?;
             let updated = updated_rows(update, &matched)?;
-            let columns = (positions.iter().zip(&patched.fields))
-                .map(|(&p, field)| cast_to(updated.column(p), field))
-                .collect::<Result<Vec<_>>>()?;
-            pieces.push(RecordBatch::try_new(patch_schema.clone(), columns)?);
+            pieces.push(patch_piece(&updated, &positions, &patched, &patch_schema)?);
             addrs.extend(at);
             progress.matched(matched.num_rows());
         }
@@ -141,15 +138,7 @@ impl Table {
                     rows.len()
                 )));
             }
-            let columns = (positions.iter().zip(&patched.fields))
-                .map(|(&p, field)| {
-                    let column = batch.columns().get(p).ok_or_else(|| {
-                        Error::invalid(format!("an updated row has no column {}", field.name))
-                    })?;
-                    cast_to(column, field)
-                })
-                .collect::<Result<Vec<_>>>()?;
-            pieces.push(RecordBatch::try_new(patch_schema.clone(), columns)?);
+            pieces.push(patch_piece(batch, &positions, &patched, &patch_schema)?);
             addrs.extend(rows.iter().map(|&(_, addr)| addr));
         }
         let mut seen = HashSet::with_capacity(addrs.len());
@@ -161,8 +150,7 @@ impl Table {
         let mut writer = FragmentWriter::new(&self.store, read.schema(), target, true);
         let written = async {
             for batch in inserted {
-                let carried = vec![None; batch.num_rows()];
-                writer.push(batch, carried).await?;
+                writer.push_new(batch).await?;
             }
             Ok::<_, Error>(())
         }
@@ -188,36 +176,34 @@ impl Table {
             (by_fragment.entry(addr.fragment_id()).or_default())
                 .push((addr.offset(), position as u32));
         }
-        let mut patches: Vec<NewPatch> = Vec::with_capacity(by_fragment.len());
-        let written = async {
-            for (fragment, mut at) in by_fragment {
+        let batches = (by_fragment.into_iter())
+            .map(|(fragment, mut at)| {
                 at.sort_unstable();
                 let positions = UInt32Array::from_iter_values(at.iter().map(|&(_, p)| p));
                 let taken: Vec<ArrayRef> = (columns.iter())
                     .map(|c| arrow::compute::take(c.as_ref(), &positions, None))
                     .collect::<std::result::Result<_, _>>()?;
                 let batch = RecordBatch::try_new(patched.to_arrow(), taken)?;
-                let file = self.store.write_data_file(patched, &[batch]).await?;
                 let offsets: RoaringBitmap = at.iter().map(|&(offset, _)| offset).collect();
-                patches.push(NewPatch {
-                    fragment,
-                    file,
-                    offsets: Arc::new(offsets),
-                });
+                Ok((fragment, batch, offsets))
+            })
+            .collect::<Result<Vec<_>>>();
+        let written = match batches {
+            Ok(batches) => write_patches(&self.store, patched, batches).await,
+            Err(e) => Err(e),
+        };
+        let patches = match written {
+            Ok(patches) => patches,
+            Err(e) => {
+                delete_files(
+                    &self.store,
+                    read.schema(),
+                    fragments.iter().map(|f| &f.file),
+                )
+                .await;
+                return Err(e);
             }
-            Ok::<_, Error>(())
-        }
-        .await;
-        if let Err(e) = written {
-            delete_files(&self.store, patched, patches.iter().map(|p| &p.file)).await;
-            delete_files(
-                &self.store,
-                read.schema(),
-                fragments.iter().map(|f| &f.file),
-            )
-            .await;
-            return Err(e);
-        }
+        };
         match fragments.is_empty() {
             true => {
                 self.commit(read, Action::Patch { patches, fragments })
@@ -246,11 +232,7 @@ impl Table {
     /// # Errors
     /// [`Error::InvalidInput`] for a share outside `0..=1`.
     pub async fn set_patch_max_share(&self, share: Option<f64>) -> Result<Committed> {
-        if let Some(share) = share.filter(|s| !(0.0..=1.0).contains(s)) {
-            return Err(Error::invalid(format!(
-                "a patch share is between 0 and 1, not {share}"
-            )));
-        }
+        check_patch_share(share)?;
         let read = self.read_snapshot().await?;
         if read.manifest().patch_max_share == share {
             return Ok(Committed::unchanged(&read, Default::default()));
@@ -288,6 +270,16 @@ impl Snapshot {
         };
         let total = bytes(&every);
         (total > 0).then(|| bytes(field_ids) as f64 / total as f64)
+    }
+}
+
+/// `share`, if it is one, as a patch share: [`Error::InvalidInput`] out of `0..=1`.
+pub(super) fn check_patch_share(share: Option<f64>) -> Result<()> {
+    match share.filter(|&s| !crate::format::is_patch_share(s)) {
+        Some(share) => Err(Error::invalid(format!(
+            "a patch share is between 0 and 1, not {share}"
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -342,6 +334,25 @@ fn refused(read: &Snapshot, patched: &Schema) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The columns at `positions` of `updated` (rows of the table's user columns), as the patch
+/// files of `patched` hold them (cast to their types), in a batch of `patch_schema`.
+fn patch_piece(
+    updated: &RecordBatch,
+    positions: &[usize],
+    patched: &Schema,
+    patch_schema: &arrow::datatypes::SchemaRef,
+) -> Result<RecordBatch> {
+    let columns = (positions.iter().zip(&patched.fields))
+        .map(|(&p, field)| {
+            let column = updated.columns().get(p).ok_or_else(|| {
+                Error::invalid(format!("an updated row has no column {}", field.name))
+            })?;
+            cast_to(column, field)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new(patch_schema.clone(), columns)?)
 }
 
 /// The positions `assigned` names (sorted, once each) and the schema of patch files holding

@@ -108,6 +108,12 @@ impl<'a> FragmentWriter<'a> {
         self.push_rows(batch, ids, None).await
     }
 
+    /// Adds new rows (none carried from elsewhere: each gets its birth address as its id).
+    pub(crate) async fn push_new(&mut self, batch: RecordBatch) -> Result<()> {
+        let carried = vec![None; batch.num_rows()];
+        self.push(batch, carried).await
+    }
+
     /// Adds rows whose blob columns come as the descriptors the data files `sources` (one
     /// per blob column) hold: their payloads stay where they are
     /// ([`DataFileWriter::push_described`]).

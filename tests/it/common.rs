@@ -402,3 +402,9 @@ pub fn counted_session(
     natal::datafusion::register(&ctx, root.to_str().unwrap()).unwrap();
     (ctx, store)
 }
+
+/// How many of `snapshot`'s fragments carry row patches.
+pub fn patched_fragments(snapshot: &Snapshot) -> usize {
+    let fragments = &snapshot.manifest().fragments;
+    fragments.iter().filter(|f| !f.patches.is_empty()).count()
+}

@@ -233,11 +233,7 @@ async fn patched_cells_are_read_everywhere_and_folded_by_compaction() {
         .unwrap();
     assert!(compacted.published);
     let latest = table.latest().await.unwrap();
-    assert!(latest
-        .manifest()
-        .fragments
-        .iter()
-        .all(|f| f.patches.is_empty()));
+    assert_eq!(crate::common::patched_fragments(&latest), 0);
     assert_eq!(latest.manifest().reader_flags() & flags::ROW_PATCHES, 0);
     assert_eq!(lines(&ctx, query).await, expected(3000));
     assert_eq!(
@@ -500,11 +496,7 @@ async fn an_update_of_a_small_share_of_the_row_writes_patches() {
         "| 150 | 1150 | p"
     );
     let latest = table.latest().await.unwrap();
-    assert!(latest
-        .manifest()
-        .fragments
-        .iter()
-        .any(|f| !f.patches.is_empty()));
+    assert!(crate::common::patched_fragments(&latest) > 0);
     assert_eq!(
         lines(&ctx, relocations).await,
         entries,
@@ -772,11 +764,7 @@ pub async fn write_to_fixture_table(dir: &std::path::Path) {
     };
     table.compact(options).await.unwrap();
     let latest = table.latest().await.unwrap();
-    assert!(latest
-        .manifest()
-        .fragments
-        .iter()
-        .all(|f| f.patches.is_empty()));
+    assert_eq!(crate::common::patched_fragments(&latest), 0);
     let found = describe_fixture_table(dir).await;
     let last = latest.version();
     let row = |id: u64| {

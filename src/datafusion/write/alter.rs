@@ -232,7 +232,7 @@ pub(in crate::datafusion) async fn alter_table(
 
 /// What a DDL statement answers, as DataFusion's own do: no rows and no columns (the CLI
 /// prints `0 row(s) fetched.`).
-fn no_rows(ctx: &SessionContext) -> Result<DataFrame> {
+pub(in crate::datafusion) fn no_rows(ctx: &SessionContext) -> Result<DataFrame> {
     let plan = datafusion::logical_expr::LogicalPlanBuilder::empty(false).build()?;
     Ok(DataFrame::new(ctx.state(), plan))
 }
@@ -293,7 +293,7 @@ pub(in crate::datafusion) const PATCH_MAX_SHARE: &str = "patch_max_share";
 
 /// A share between 0 and 1.
 pub(in crate::datafusion) fn parse_share(text: &str) -> Option<f64> {
-    (text.trim().parse::<f64>().ok()).filter(|share| (0.0..=1.0).contains(share))
+    (text.trim().parse::<f64>().ok()).filter(|&share| crate::format::is_patch_share(share))
 }
 
 /// The table property that starts or stops change data capture, in `SET TBLPROPERTIES` and

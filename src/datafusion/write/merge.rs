@@ -10,8 +10,9 @@
 //! update is. A MERGE whose clauses update and insert (none deletes), assigning columns that
 //! hold a small share of the table's bytes (`natal.patch_max_share`, or the table's), writes
 //! its updates as row patches of the assigned columns and its inserts as new rows, in one
-//! version (`Table::patch_updated`). A target row matched by more than one source row that a clause would update
-//! or delete is an error naming the row's `ON` key, and nothing is committed.
+//! version (`Table::patch_updated`). A target row matched by more than one source row that
+//! a clause would update or delete is an error naming the row's `ON` key, and nothing is
+//! committed.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -108,9 +109,9 @@ impl MergeExec {
         }
         // A delete is a deletion vector beside the patches, which one commit does not hold.
         let deletes = (clauses.iter()).any(|c| matches!(c.action, MergeIntoAction::Delete));
-        let patches = !deletes && !assigned.is_empty();
-        let patched =
-            (patches && provider.writes_patches(state.config_options(), &assigned)).then(|| {
+        let may_patch = !deletes && !assigned.is_empty();
+        let patched = (may_patch && provider.writes_patches(state.config_options(), &assigned))
+            .then(|| {
                 assigned
                     .iter()
                     .map(|&i| user.field(i).name().clone())

@@ -51,8 +51,7 @@ pub async fn run_statement(ctx: &SessionContext, mut statement: Statement) -> Re
         let key = name.to_string().to_ascii_lowercase();
         if let Some(option) = key.strip_prefix("natal.") {
             crate::datafusion::options::reset_option(ctx, option)?;
-            let plan = datafusion::logical_expr::LogicalPlanBuilder::empty(false).build()?;
-            return Ok(DataFrame::new(ctx.state(), plan));
+            return super::alter::no_rows(ctx);
         }
     }
     let normalize = ctx

@@ -93,8 +93,7 @@ impl Table {
                 writer.push(batch, carried).await?;
             }
             for batch in changes.inserted {
-                let carried = vec![None; batch.num_rows()];
-                writer.push(batch, carried).await?;
+                writer.push_new(batch).await?;
             }
             Ok::<_, Error>(())
         }

@@ -221,6 +221,15 @@ impl Action {
         }
     }
 
+    /// The files of the row patches this action adds (none for other actions).
+    pub(super) fn patch_files(&self) -> impl Iterator<Item = &DataFile> {
+        let patches = match self {
+            Action::Patch { patches, .. } => patches.as_slice(),
+            _ => &[],
+        };
+        patches.iter().map(|p| &p.file)
+    }
+
     /// True when committing this would publish a version equal to the one read: no rows
     /// to add, none to delete. (An overwrite with no rows empties the table; it changes.)
     pub(crate) fn changes_nothing(&self) -> bool {

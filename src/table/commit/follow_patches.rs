@@ -6,14 +6,13 @@
 //! a compaction put the rows it carried is found here for every rebase that follows rows.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, RecordBatch};
 use roaring::RoaringBitmap;
 
 use super::action::NewPatch;
 use crate::error::{Error, Result};
-use crate::format::{DataFile, Field, Manifest, Schema};
+use crate::format::{Field, Manifest, Schema};
 use crate::io::TableStore;
 use crate::rowid::{FragmentId, RowAddress, RowId};
 
@@ -30,43 +29,32 @@ pub(super) async fn follow_patches(
     prev: &Manifest,
     next: &Manifest,
 ) -> Result<std::result::Result<(), String>> {
-    // Rows deleted before the compaction are not carried by it, whatever their ids.
+    // Rows deleted before the compaction are not carried by it, whatever their ids (the
+    // fragments it left have the deletions they had).
     if let Some(reason) = deleted_under(store, patches, prev).await? {
         return Ok(Err(reason));
     }
-    let (moved, kept): (Vec<NewPatch>, Vec<NewPatch>) =
-        (patches.drain(..)).partition(|p| next.fragment(p.fragment).is_none());
-    *patches = kept;
+    let gone = |p: &NewPatch| next.fragment(p.fragment).is_none();
+    let moved: Vec<NewPatch> = patches.iter().filter(|p| gone(p)).cloned().collect();
     if moved.is_empty() {
         return Ok(Ok(()));
     }
-    let outcome =
-        landed_cells(&moved, prev, next).map(|landed| (landed, patch_fields(&moved, next)));
-    let (landed, fields) = match outcome {
-        Ok((landed, Some(fields))) => (landed, fields),
-        Ok((_, None)) => {
-            patches.extend(moved);
-            return Ok(Err("the patched columns changed meanwhile".into()));
-        }
-        Err(reason) => {
-            patches.extend(moved);
-            return Ok(Err(reason));
-        }
+    let Some(fields) = patch_fields(&moved, next) else {
+        return Ok(Err("the patched columns changed meanwhile".into()));
+    };
+    let landed = match landed_cells(&moved, prev, next) {
+        Ok(landed) => landed,
+        Err(reason) => return Ok(Err(reason)),
     };
     let schema = Schema {
-        fields: fields.clone(),
+        fields,
         constraints: Vec::new(),
         ..next.schema.clone()
     };
-    let mut rebased: Vec<NewPatch> = Vec::with_capacity(landed.len());
-    let written = write_moved(store, &moved, &fields, &schema, landed, &mut rebased).await;
-    if let Err(e) = written {
-        super::delete_files(store, &schema, rebased.iter().map(|p| &p.file)).await;
-        patches.extend(moved);
-        return Err(e);
-    }
+    let rebased = write_moved(store, &moved, &schema, landed).await?;
     // The files planned for the removed fragments are no version's now.
     super::delete_files(store, &schema, moved.iter().map(|p| &p.file)).await;
+    patches.retain(|p| !gone(p));
     patches.extend(rebased);
     Ok(Ok(()))
 }
@@ -135,24 +123,23 @@ fn patch_fields(moved: &[NewPatch], next: &Manifest) -> Option<Vec<Field>> {
         .collect()
 }
 
-/// Writes, per fragment of `landed`, the values its cells take from `moved`'s files,
-/// pushing each new patch to `rebased` as it is written.
+/// Writes, per fragment of `landed`, the values its cells take from `moved`'s files (whose
+/// columns are `schema`'s): the new patches.
 async fn write_moved(
     store: &TableStore,
     moved: &[NewPatch],
-    fields: &[Field],
     schema: &Schema,
     landed: Landed,
-    rebased: &mut Vec<NewPatch>,
-) -> Result<()> {
+) -> Result<Vec<NewPatch>> {
     let mut values: Vec<RecordBatch> = Vec::with_capacity(moved.len());
     for patch in moved {
-        values.push(store.read_patch(&patch.file, fields).await?);
+        values.push(store.read_patch(&patch.file, &schema.fields).await?);
     }
     let output = schema.to_arrow();
+    let mut batches = Vec::with_capacity(landed.len());
     for (fragment, cells) in landed {
         let indices: Vec<(usize, usize)> = cells.iter().map(|&(_, k, row)| (k, row)).collect();
-        let columns = (0..fields.len())
+        let columns = (0..schema.fields.len())
             .map(|c| {
                 let sources: Vec<&dyn Array> =
                     values.iter().map(|v| v.column(c).as_ref()).collect();
@@ -163,15 +150,13 @@ async fn write_moved(
         if offsets.len() != cells.len() as u64 {
             return Err(Error::invalid("two patched rows were carried to one row"));
         }
-        let batch = RecordBatch::try_new(output.clone(), columns)?;
-        let file: DataFile = store.write_data_file(schema, &[batch]).await?;
-        rebased.push(NewPatch {
+        batches.push((
             fragment,
-            file,
-            offsets: Arc::new(offsets),
-        });
+            RecordBatch::try_new(output.clone(), columns)?,
+            offsets,
+        ));
     }
-    Ok(())
+    super::write_patches(store, schema, batches).await
 }
 
 /// Where the carried rows of fragments new in `next` are.

@@ -29,6 +29,7 @@ mod schema;
 use crate::error::{Error, Result};
 use crate::format::{DataFile, Manifest, Schema};
 use crate::io::TableStore;
+use crate::rowid::FragmentId;
 use crate::table::TableOptions;
 
 pub(crate) use action::{Action, CarriedRow, NewFragment, NewPatch, THIS_COMMIT};
@@ -45,6 +46,35 @@ pub(crate) async fn delete_files(
     for file in files {
         store.delete_unpublished(schema, &file.path).await;
     }
+}
+
+/// Writes one row patch per `(fragment, values, offsets)` of `patches` (the new values of
+/// the fragment's rows at `offsets`, in offset order, as `schema`'s columns). On an error,
+/// the files written are deleted.
+pub(crate) async fn write_patches(
+    store: &TableStore,
+    schema: &Schema,
+    patches: Vec<(
+        FragmentId,
+        arrow::array::RecordBatch,
+        roaring::RoaringBitmap,
+    )>,
+) -> Result<Vec<NewPatch>> {
+    let mut written: Vec<NewPatch> = Vec::with_capacity(patches.len());
+    for (fragment, values, offsets) in patches {
+        match store.write_data_file(schema, &[values]).await {
+            Ok(file) => written.push(NewPatch {
+                fragment,
+                file,
+                offsets: std::sync::Arc::new(offsets),
+            }),
+            Err(e) => {
+                delete_files(store, schema, written.iter().map(|p| &p.file)).await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(written)
 }
 
 /// Whether a write that failed with `error` surely published nothing, so the files it wrote
@@ -67,14 +97,12 @@ pub(crate) async fn commit(
     captured: Option<Vec<NewFragment>>,
     options: &TableOptions,
 ) -> Result<Manifest> {
-    let planned: Vec<_> = (action.written_files().into_iter())
-        .map(|f| f.path)
-        .collect();
+    // Only a patch's rebase writes files (`follow_patches`): those not planned are its.
+    let planned: Vec<_> = action.patch_files().map(|f| f.path.clone()).collect();
     // Boxed: a commit's future (apply, publish, every rebase) is large, and callers nest it.
     let outcome = Box::pin(commit_rebasing(store, read, &mut action, captured, options)).await;
     if outcome.as_ref().is_err_and(surely_unpublished) {
-        let rebased = action.written_files();
-        let rebased = rebased.iter().filter(|f| !planned.contains(&f.path));
+        let rebased = action.patch_files().filter(|f| !planned.contains(&f.path));
         delete_files(store, &read.schema, rebased).await;
     }
     outcome

@@ -69,12 +69,14 @@ pub(super) async fn rebase(
         Action::Patch { patches, .. } if other_rewrote => {
             // A patched row deleted or rewritten meanwhile is a conflict now: a compaction
             // after it would leave no trace of the deletion at the patch's offsets.
-            let outcome = match super::follow_patches::deleted_under(store, patches, next).await? {
-                Some(reason) => Err(reason),
-                None if next.transaction.operation == Operation::Compact => {
+            let outcome = match next.transaction.operation {
+                Operation::Compact => {
                     super::follow_patches::follow_patches(store, patches, prev, next).await?
                 }
-                None => Ok(()),
+                _ => match super::follow_patches::deleted_under(store, patches, next).await? {
+                    Some(reason) => Err(reason),
+                    None => Ok(()),
+                },
             };
             outcome.map_err(|reason| conflict(action, read_version, next, reason))
         }
