@@ -4,15 +4,15 @@
 //! 4 KiB thumbnails are scaled down to fit a 2-core run), on a local directory. Then:
 //! - relabelling 1%, 10% and 50% of the rows (`label = 'x'`), scattered (`id % 100 < p`) or
 //!   clustered (`id < n·p`), each on its own shallow clone of the table: the bytes written
-//!   and the time of `Table::patch_rows` beside natal's SQL `UPDATE` (which rewrites the
-//!   rows), and the relocation view's entries after each; Lance 14.0.2's `update` on the
-//!   same rows (`benches/lance_patches.py`, interpreter `NATAL_BENCH_PYTHON`), each on its
-//!   own copy;
+//!   and the time of natal's SQL `UPDATE` writing row patches (`natal.patch_max_share` 1)
+//!   beside the same `UPDATE` rewriting the rows (share 0), and the relocation view's
+//!   entries after each; Lance 14.0.2's `update` on the same rows
+//!   (`benches/lance_patches.py`, interpreter `NATAL_BENCH_PYTHON`), each on its own copy;
 //! - reads with 0, 1 (10% scattered) and 10 (that, then 9 of 1%) patch generations, each
 //!   beside the same values compacted (a shallow clone of that version, compacted): a full
-//!   scan of `label` and `score`, a filtered scan (`label = 'x'`), and a take of 1,000 ids
-//!   through a cold handle (each the median of `NATAL_BENCH_RUNS`, default 3); the
-//!   compaction's time.
+//!   scan of `label` and `score` and one of every column, a filtered scan (`label = 'x'`),
+//!   and takes of 1,000 ids (of `id`, `label` and `score`, and of whole rows) through a cold
+//!   handle (each the median of `NATAL_BENCH_RUNS`, default 3); the compaction's time.
 //!
 //! ```text
 //! NATAL_BENCH_PYTHON=/path/to/venv/bin/python cargo bench --bench patches
@@ -120,8 +120,9 @@ async fn timed(ctx: &SessionContext, query: &str) -> f64 {
     median(times)
 }
 
-/// The median time of a take of 1,000 ids (the same each run) through a fresh handle.
-async fn cold_take(ctx: &SessionContext, location: &str, total: u64) -> f64 {
+/// The median time of a take of 1,000 ids (the same each run) through a fresh handle, of
+/// `id`, `label` and `score`, or of whole rows.
+async fn cold_take(ctx: &SessionContext, location: &str, total: u64, whole: bool) -> f64 {
     let mut rng = Rng(11);
     let mut ids: Vec<RowId> = (0..1000).map(|_| id_of(rng.below(total))).collect();
     ids.sort_unstable();
@@ -131,7 +132,7 @@ async fn cold_take(ctx: &SessionContext, location: &str, total: u64) -> f64 {
         let table = natal::datafusion::open_table(ctx, location).expect("open");
         let start = Instant::now();
         let request = ScanRequest {
-            columns: Some(vec!["id".into(), "label".into(), "score".into()]),
+            columns: (!whole).then(|| vec!["id".into(), "label".into(), "score".into()]),
             ..Default::default()
         };
         table
@@ -187,7 +188,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         json_number(&lance_written, "bytes").unwrap_or(f64::NAN) / 1e6
     );
     println!();
-    println!("| rows relabelled | natal patch: bytes, ms | natal UPDATE (rewrite): bytes, ms | Lance update: bytes, ms | changed cells | view entries: patch / rewrite |");
+    println!("| rows relabelled | natal UPDATE as patches: bytes, ms | natal UPDATE as rewrite: bytes, ms | Lance update: bytes, ms | changed cells | view entries: patch / rewrite |");
     println!("|---|---|---|---|---|---|");
     for (percent, pattern) in [
         (1, "scattered"),
@@ -199,7 +200,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ] {
         let (rows, predicate) = picked(pattern, percent, total);
         let mut figures = Vec::new();
-        for (kind, how) in [("p", "patch"), ("u", "update")] {
+        for (kind, share) in [("p", 1), ("u", 0)] {
             let clone = format!("{kind}{percent}{pattern}");
             sql(
                 &ctx,
@@ -210,16 +211,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let before = bytes_under(&clone_dir);
             let start = Instant::now();
             let handle = natal::datafusion::open_table(&ctx, &format!("{root}/{clone}"))?;
-            match how {
-                "patch" => patch(&handle, &rows, "x").await?,
-                _ => {
-                    sql(
-                        &ctx,
-                        &format!("UPDATE {clone} SET label = 'x' WHERE {predicate}"),
-                    )
-                    .await;
-                }
-            }
+            sql(&ctx, &format!("SET natal.patch_max_share = {share}")).await;
+            let update = format!("UPDATE {clone} SET label = 'x' WHERE {predicate}");
+            sql(&ctx, &update).await;
             let took = ms(start);
             let written = bytes_under(&clone_dir) - before;
             figures.push((written, took, relocation_entries(&handle).await));
@@ -250,9 +244,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     sql(&ctx, "SELECT * FROM natal_clone('t', 'r', 2, 'shallow')").await;
     let reads = natal::datafusion::open_table(&ctx, &format!("{root}/r"))?;
     println!();
-    println!("| patch generations | full scan (label, score) ms: patched / folded | filtered scan ms | cold take of 1,000 ms | compaction folding them ms |");
-    println!("|---|---|---|---|---|");
+    println!("| patch generations | full scan (label, score) ms: patched / folded | full scan (every column) ms | filtered scan ms | cold take of 1,000 (id, label, score) ms | cold take of 1,000 whole rows ms | compaction folding them ms |");
+    println!("|---|---|---|---|---|---|---|");
     let full = |t: &str| format!("SELECT count(label), sum(score) FROM {t}");
+    let every =
+        |t: &str| format!("SELECT count(id), count(label), sum(score), count(emb) FROM {t}");
     let filtered = |t: &str| format!("SELECT count(*) FROM {t} WHERE label = 'x'");
     let mut generation = 0;
     for (label, generations) in [("0", 0), ("1 (10%)", 1), ("10 (that, then 9 of 1%)", 10)] {
@@ -277,18 +273,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         compacting.compact(options).await?;
         let compaction = ms(start);
         let mut cells = Vec::new();
-        for query in [full, filtered] {
+        for query in [full, every, filtered] {
             cells.push(format!(
                 "{:.1} / {:.1}",
                 timed(&ctx, &query("r")).await,
                 timed(&ctx, &query(&folded)).await
             ));
         }
-        cells.push(format!(
-            "{:.1} / {:.1}",
-            cold_take(&ctx, &format!("{root}/r"), total).await,
-            cold_take(&ctx, &format!("{root}/{folded}"), total).await
-        ));
+        for whole in [false, true] {
+            cells.push(format!(
+                "{:.1} / {:.1}",
+                cold_take(&ctx, &format!("{root}/r"), total, whole).await,
+                cold_take(&ctx, &format!("{root}/{folded}"), total, whole).await
+            ));
+        }
         println!("| {label} | {} | {compaction:.0} |", cells.join(" | "));
     }
     Ok(())

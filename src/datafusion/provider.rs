@@ -402,7 +402,7 @@ impl NatalTableProvider {
             .collect();
         let most = super::options::session_patch_max_share(options)
             .unwrap_or_else(|| self.snapshot.patch_max_share());
-        most > 0.0 && (self.snapshot.patch_share(&ids)).is_some_and(|share| share <= most)
+        self.snapshot.patches_suit(&ids, most)
     }
 
     /// The plan of a scan of `snapshot` (a version of this provider's table with its

@@ -198,6 +198,19 @@ impl IndexSection {
         }
     }
 
+    /// A row patch of `fragment` gave new values to the columns `field_ids`: the segments
+    /// indexing one of them hold those rows' old values, so they no longer cover the
+    /// fragment, which readers then scan (as they scan rewritten rows' new fragments) until
+    /// a segment indexes it again. A segment left covering nothing is dropped.
+    pub fn uncover(&mut self, fragment: FragmentId, field_ids: &[FieldId]) {
+        for segment in &mut self.segments {
+            if field_ids.contains(&segment.field_id) {
+                segment.fragments.remove(fragment);
+            }
+        }
+        self.retain_fragments(|_| true);
+    }
+
     /// Compaction moved the rows of `inputs` into `outputs` unchanged: where every input is
     /// covered by some segment of a name, the outputs join every segment that covered an
     /// input — together they hold the ids of every row moved, and a segment is dropped only
@@ -338,6 +351,26 @@ mod tests {
         let mut other = segment("a", None, &[1]);
         other.field_id = 7;
         assert!(section.add(other).is_err());
+    }
+
+    #[test]
+    fn a_patched_column_uncovers_its_fragment_in_the_segments_indexing_it() {
+        let mut section = IndexSection::default();
+        let on = |uuid: &str, field_id: FieldId, fragments: &[u32]| IndexSegment {
+            uuid: uuid.into(),
+            field_id,
+            ..segment(&format!("i{field_id}"), None, fragments)
+        };
+        section.add(on("a", 1, &[1, 2])).unwrap();
+        section.add(on("b", 1, &[3])).unwrap();
+        section.add(on("c", 2, &[1, 3])).unwrap();
+        section.uncover(1, &[1, 7]);
+        assert_eq!(section.covered("i1"), [2, 3].into_iter().collect());
+        assert_eq!(section.covered("i2"), [1, 3].into_iter().collect());
+        // A segment left covering nothing goes.
+        section.uncover(3, &[1]);
+        assert!(section.segments.iter().all(|s| s.uuid != "b"));
+        assert_eq!(section.covered("i1"), [2].into_iter().collect());
     }
 
     #[test]

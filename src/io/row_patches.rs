@@ -11,10 +11,13 @@ use std::sync::Arc;
 
 use arrow::array::{
     downcast_primitive, make_array, Array, ArrayData, ArrayRef, ArrowPrimitiveType, AsArray,
-    BooleanBufferBuilder, MutableArrayData, PrimitiveArray, RecordBatch,
+    BooleanBufferBuilder, ByteView, GenericByteViewArray, MutableArrayData, PrimitiveArray,
+    RecordBatch, MAX_INLINE_VIEW_LEN,
 };
 use arrow::buffer::{Buffer, MutableBuffer, NullBuffer, ScalarBuffer};
-use arrow::datatypes::{Schema as ArrowSchema, SchemaRef};
+use arrow::datatypes::{
+    BinaryViewType, ByteViewType, DataType, Schema as ArrowSchema, SchemaRef, StringViewType,
+};
 use futures::stream::{self, BoxStream};
 use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringBitmap;
@@ -256,10 +259,46 @@ fn overwritten(
         };
     }
     let data_type = base.data_type().clone();
-    downcast_primitive! {
-        data_type => (overwrite),
-        _ => Err(base)
+    match data_type {
+        DataType::Utf8View => overwrite_views::<StringViewType>(base, patches, cells),
+        DataType::BinaryView => overwrite_views::<BinaryViewType>(base, patches, cells),
+        _ => downcast_primitive! {
+            data_type => (overwrite),
+            _ => Err(base)
+        },
     }
+}
+
+/// The values buffer of an array this read may hold alone: taken as it is when it does (a
+/// batch just decoded), else copied.
+fn owned_values(values: Buffer) -> MutableBuffer {
+    values.into_mutable().unwrap_or_else(|shared| {
+        let mut copy = MutableBuffer::new(shared.len());
+        copy.extend_from_slice(shared.as_slice());
+        copy
+    })
+}
+
+/// `nulls` (of a column of `len` rows) with each patched cell's validity from its patch;
+/// `None` when neither the column nor the patches hold a null.
+fn patched_nulls(
+    len: usize,
+    nulls: Option<NullBuffer>,
+    patches: &[&dyn Array],
+    cells: &[Cell],
+) -> Option<NullBuffer> {
+    if nulls.is_none() && patches.iter().all(|p| p.null_count() == 0) {
+        return None;
+    }
+    let mut valid = BooleanBufferBuilder::new(len);
+    match &nulls {
+        Some(nulls) => valid.append_buffer(nulls.inner()),
+        None => valid.append_n(len, true),
+    }
+    for cell in cells {
+        valid.set_bit(cell.row, patches[cell.source].is_valid(cell.patch_row));
+    }
+    Some(NullBuffer::new(valid.finish()))
 }
 
 fn overwrite_primitive<T: ArrowPrimitiveType>(
@@ -274,7 +313,7 @@ fn overwrite_primitive<T: ArrowPrimitiveType>(
                 .filter(|_| p.data_type() == base.data_type())
         })
         .collect();
-    let Some(patches) = typed_patches else {
+    let Some(typed_patches) = typed_patches else {
         return Err(base);
     };
     let len = base.len();
@@ -283,36 +322,71 @@ fn overwrite_primitive<T: ArrowPrimitiveType>(
     drop(base);
     let data_type = typed.data_type().clone();
     let (_, values, nulls) = typed.into_parts();
-    let mut buffer = match values.into_inner().into_mutable() {
-        Ok(unique) => unique,
-        Err(shared) => {
-            let mut copy = MutableBuffer::new(shared.len());
-            copy.extend_from_slice(shared.as_slice());
-            copy
-        }
-    };
+    let mut buffer = owned_values(values.into_inner());
     let slots: &mut [T::Native] = buffer.typed_data_mut();
     for cell in cells {
-        slots[cell.row] = patches[cell.source].value(cell.patch_row);
+        slots[cell.row] = typed_patches[cell.source].value(cell.patch_row);
     }
-    let nulls = match nulls.is_some() || patches.iter().any(|p| p.null_count() > 0) {
-        false => None,
-        true => {
-            let mut valid = BooleanBufferBuilder::new(len);
-            match &nulls {
-                Some(nulls) => valid.append_buffer(nulls.inner()),
-                None => valid.append_n(len, true),
-            }
-            for cell in cells {
-                valid.set_bit(cell.row, patches[cell.source].is_valid(cell.patch_row));
-            }
-            Some(NullBuffer::new(valid.finish()))
-        }
-    };
+    let nulls = patched_nulls(len, nulls, patches, cells);
     let values = ScalarBuffer::<T::Native>::from(Buffer::from(buffer));
     Ok(Arc::new(
         PrimitiveArray::<T>::new(values, nulls).with_data_type(data_type),
     ))
+}
+
+/// `base`, a string or binary view column, with `cells` overwritten in its views: a patched
+/// cell's view is its patch's, pointing into that patch's buffers, which the column holds
+/// after its own. No value is copied or validated again: each view is one of a valid array.
+fn overwrite_views<T: ByteViewType>(
+    base: ArrayRef,
+    patches: &[&dyn Array],
+    cells: &[Cell],
+) -> std::result::Result<ArrayRef, ArrayRef> {
+    let typed_patches: Option<Vec<&GenericByteViewArray<T>>> = (patches.iter())
+        .map(|p| p.as_byte_view_opt::<T>())
+        .collect();
+    let Some(typed_patches) = typed_patches else {
+        return Err(base);
+    };
+    let own_buffers = base.as_byte_view::<T>().data_buffers().len();
+    let patch_buffers = typed_patches.iter().map(|p| p.data_buffers().len());
+    if own_buffers + patch_buffers.sum::<usize>() > u32::MAX as usize {
+        return Err(base);
+    }
+    let len = base.len();
+    let typed = GenericByteViewArray::<T>::from(base.to_data());
+    drop(base);
+    let (views, buffers, nulls) = typed.into_parts();
+    // Where each patch's buffers start among the column's.
+    let mut all_buffers: Vec<Buffer> = buffers.to_vec();
+    let mut first_buffer = Vec::with_capacity(patches.len());
+    for patch in &typed_patches {
+        first_buffer.push(all_buffers.len() as u32);
+        all_buffers.extend(patch.data_buffers().iter().cloned());
+    }
+    let mut buffer = owned_values(views.into_inner());
+    let slots: &mut [u128] = buffer.typed_data_mut();
+    for cell in cells {
+        let view = typed_patches[cell.source].views()[cell.patch_row];
+        // A view's low 32 bits are its length; a short value is inline, with no buffer.
+        slots[cell.row] = match view as u32 <= MAX_INLINE_VIEW_LEN {
+            true => view,
+            false => {
+                let moved = ByteView::from(view);
+                let index = moved.buffer_index + first_buffer[cell.source];
+                moved.with_buffer_index(index).as_u128()
+            }
+        };
+    }
+    let nulls = patched_nulls(len, nulls, patches, cells);
+    let views = ScalarBuffer::<u128>::from(Buffer::from(buffer));
+    // SAFETY: every view is either the column's own (valid against its buffers, which keep
+    // their positions) or a patch's (valid against that patch's buffers, which sit at
+    // `first_buffer[source]` onward, its buffer index moved by as much); `nulls` has `len`
+    // bits, as `views` has `len` views. So `try_new` would not fail.
+    Ok(Arc::new(unsafe {
+        GenericByteViewArray::<T>::new_unchecked(views, all_buffers, nulls)
+    }))
 }
 
 /// `base` with `cells` taken from `patches`, copied run by run: patched rows come in runs
@@ -353,7 +427,7 @@ fn by_runs(base: &dyn Array, patches: &[&dyn Array], cells: &[Cell]) -> Result<A
 
 #[cfg(test)]
 mod tests {
-    use arrow::array::{Int64Array, StringArray};
+    use arrow::array::{Int64Array, StringArray, StringViewArray};
 
     use super::*;
 
@@ -401,6 +475,39 @@ mod tests {
         assert_eq!((merged.value(0), merged.value(1)), ("a", "b"));
         assert!(merged.is_null(39));
         assert_eq!(merged.value(38), "row 38");
+    }
+
+    #[test]
+    fn string_views_take_their_patches_views_and_buffers() {
+        let long = |tag: &str, i: usize| format!("{tag} value {i} longer than twelve bytes");
+        let base = StringViewArray::from_iter((0..40).map(|i| match i % 5 {
+            0 => None,
+            1 => Some(format!("s{i}")),
+            _ => Some(long("base", i)),
+        }));
+        let first = StringViewArray::from(vec![
+            Some(long("first", 0)),
+            Some("short".to_string()),
+            None,
+            Some(long("first", 3)),
+        ]);
+        let second = StringViewArray::from(vec![Some(long("second", 0)), Some("x".to_string())]);
+        let cells = cells_of(&[1, 5, 10, 39], &[5, 20]);
+        let patches: [&dyn Array; 2] = [&first, &second];
+        let viewed = overwritten(Arc::new(base.clone()), &patches, &cells).expect("view");
+        let runs = by_runs(&base, &patches, &cells).expect("runs");
+        assert_eq!(viewed.as_ref(), runs.as_ref());
+        let viewed = viewed.as_string_view();
+        assert_eq!(viewed.value(1), long("first", 0));
+        assert_eq!(viewed.value(5), long("second", 0));
+        assert!(viewed.is_null(10));
+        assert_eq!(viewed.value(20), "x");
+        assert_eq!(viewed.value(39), long("first", 3));
+        assert_eq!(viewed.value(2), long("base", 2));
+        assert!(viewed.is_null(15));
+        // What a checked construction would refuse, it refuses here too.
+        let (views, buffers, nulls) = viewed.clone().into_parts();
+        StringViewArray::try_new(views, buffers, nulls).expect("valid views");
     }
 
     #[test]

@@ -40,6 +40,7 @@ mod recovery;
 mod rows_with_ids;
 mod scan_request;
 mod snapshot;
+mod upsert;
 pub(crate) mod vector;
 mod vector_index;
 mod vector_search;

@@ -33,7 +33,9 @@ impl Table {
     /// [`Error::RowNotFound`] if an id names no live row; [`Error::InvalidInput`] for an id
     /// given twice, a row count other than the ids', an unknown column or one given twice, a
     /// value its column cannot hold (a null in a non-null column, a type that does not cast),
-    /// and for what row patches do not cover yet: blob columns and columns an index covers.
+    /// and for what row patches do not cover yet: blob columns. A patch of an indexed
+    /// column takes its fragment out of that index's segments: reads scan the fragment's
+    /// rows until the index is built for it again.
     /// Nothing is written then. On a table recording change data, the rows' values before
     /// the patch are captured with it.
     pub async fn patch_rows(&self, ids: &[RowId], values: RecordBatch) -> Result<Committed> {
@@ -51,7 +53,7 @@ impl Table {
             return Err(Error::invalid(format!("row id {twice} is given twice")));
         }
         let (patched, columns) = patched_columns(&schema, &values)?;
-        refused(&read, &patched)?;
+        refused(&patched)?;
         // One lookup per id: measured faster than a take of no column (`update_rows`'s way)
         // for large patches (500K ids: ~100 ms against 277 ms, `benches/patches.rs`).
         let mut addrs = Vec::with_capacity(ids.len());
@@ -79,7 +81,7 @@ impl Table {
         let read = self.read_snapshot().await?;
         let schema = read.schema().clone();
         let (positions, patched) = assigned_fields(&schema, assigned)?;
-        refused(&read, &patched)?;
+        refused(&patched)?;
         let mut progress = ScanProgress::new(&self.options.progress, "updating", &read);
         let read_names: Vec<String> = (schema.fields.iter().enumerate())
             .filter(|(p, _)| reads.contains(p))
@@ -126,7 +128,7 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let (positions, patched) = assigned_fields(read.schema(), assigned)?;
-        refused(&read, &patched)?;
+        refused(&patched)?;
         let patch_schema = patched.to_arrow();
         let mut addrs = Vec::new();
         let mut pieces = Vec::with_capacity(updated.len());
@@ -157,6 +159,35 @@ impl Table {
         .await;
         let fragments = writer.finish_after(written).await?;
         (self.commit_patches(&read, &patched, &addrs, values.columns(), fragments)).await
+    }
+
+    /// Commits `updated` (the new values of `found`'s rows at `addrs`, all user columns, as
+    /// an update closure computed them) as row patches of the columns whose values changed,
+    /// when those hold at most the table's patch share of its bytes and patches can hold
+    /// them; `None`, with nothing written, when the rows are to be rewritten instead.
+    pub(super) async fn patch_if_narrow(
+        &self,
+        read: &Snapshot,
+        (found, updated): (&RecordBatch, &RecordBatch),
+        addrs: &[RowAddress],
+    ) -> Result<Option<Committed>> {
+        let schema = read.schema();
+        let changed: Vec<usize> = (0..schema.fields.len())
+            .filter(
+                |&p| match (found.columns().get(p), updated.columns().get(p)) {
+                    (Some(before), Some(after)) => before.to_data() != after.to_data(),
+                    _ => true,
+                },
+            )
+            .collect();
+        let ids: Vec<u32> = changed.iter().map(|&p| schema.fields[p].id).collect();
+        if changed.is_empty() || !read.patches_suit(&ids, read.patch_max_share()) {
+            return Ok(None);
+        }
+        let (positions, patched) = assigned_fields(schema, &changed)?;
+        let piece = patch_piece(updated, &positions, &patched, &patched.to_arrow())?;
+        let committed = self.commit_patches(read, &patched, addrs, piece.columns(), Vec::new());
+        Ok(Some(committed.await?))
     }
 
     /// Writes `columns` (of `patched`'s fields; row `i` the new values of the row at
@@ -248,16 +279,22 @@ impl Snapshot {
         (self.manifest().patch_max_share).unwrap_or(DEFAULT_PATCH_MAX_SHARE)
     }
 
+    /// Whether an update of the columns `field_ids` writes row patches under the patch share
+    /// `most`: patches can hold them and they hold at most that share of the bytes.
+    pub fn patches_suit(&self, field_ids: &[u32], most: f64) -> bool {
+        most > 0.0 && (self.patch_share(field_ids)).is_some_and(|share| share <= most)
+    }
+
     /// The share of this version's bytes (before compression, by its files' statistics)
     /// the columns `field_ids` hold: what a patch of them writes of what a rewrite of the
-    /// rows writes. `None` when patches cannot hold them yet (a blob column, an indexed
-    /// column) or the files do not say.
+    /// rows writes. `None` when patches cannot hold them yet (a blob column) or the files
+    /// do not say.
     pub fn patch_share(&self, field_ids: &[u32]) -> Option<f64> {
         let schema = self.schema();
         let fields = (field_ids.iter())
             .map(|&id| schema.field_by_id(id).cloned())
             .collect::<Option<Vec<Field>>>()?;
-        if refused(self, &patch_schema(schema, fields)).is_err() {
+        if refused(&patch_schema(schema, fields)).is_err() {
             return None;
         }
         let every = schema.field_ids();
@@ -311,26 +348,15 @@ fn full_width(user: &arrow::datatypes::SchemaRef, read: &RecordBatch) -> Result<
     Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
 }
 
-/// Why `read` cannot take patches of `patched`'s columns yet, if it cannot: one is a blob
-/// column or indexed.
-fn refused(read: &Snapshot, patched: &Schema) -> Result<()> {
+/// Why patches of `patched`'s columns cannot be written yet, if they cannot: one is a blob
+/// column. (A patch of an indexed column uncovers its fragment in that index's segments,
+/// `IndexSection::uncover`, so readers scan the fragment until it is indexed again.)
+fn refused(patched: &Schema) -> Result<()> {
     if let Some(blob) = patched.fields.iter().find(|f| f.blob.is_some()) {
         return Err(Error::invalid(format!(
             "column {} is a blob column, which row patches do not hold yet: update the rows \
              instead",
             blob.name
-        )));
-    }
-    if let Some(segment) = (read.manifest().indexes.segments.iter())
-        .find(|s| patched.fields.iter().any(|f| f.id == s.field_id))
-    {
-        return Err(Error::invalid(format!(
-            "column {} is indexed (index {}), which row patches do not keep current yet: \
-             update the rows instead",
-            patched
-                .field_by_id(segment.field_id)
-                .map_or("?", |f| f.name.as_str()),
-            segment.name
         )));
     }
     Ok(())

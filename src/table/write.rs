@@ -1,14 +1,11 @@
-//! Row writes: append, overwrite, delete, update and upsert. Each reads the latest version,
+//! Row writes: append, overwrite, delete and update (upserts are `upsert.rs`'s). Each reads the latest version,
 //! writes its data files, and commits one action.
 
-use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
-use arrow::compute::filter_record_batch;
+use arrow::array::{AsArray, BooleanArray, RecordBatch};
 use arrow::datatypes::UInt64Type;
-use arrow::row::{RowConverter, SortField};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
@@ -17,7 +14,7 @@ use super::commit::{Action, CarriedRow, NewFragment, THIS_COMMIT};
 use super::filter::{RowPredicate, WholeRowPredicate};
 use super::progress::{ProgressHandle, ScanProgress};
 use super::scan_request::{ScanRequest, ROW_ADDR, ROW_ID};
-use super::{Committed, RowChangeSet, Snapshot, Table};
+use super::{Committed, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::{DataFile, Schema};
 use crate::io::{BlobReferences, DataFileWriter, RepackSidecars, TableStore};
@@ -533,8 +530,11 @@ impl Table {
             .await
     }
 
-    /// Rewrites the rows with the given ids with the values `update` computes from them.
-    /// Reads only those rows (through the relocation view); each keeps its id.
+    /// Updates the rows with the given ids with the values `update` computes from them.
+    /// Reads only those rows (through the relocation view); each keeps its id. When the
+    /// columns whose values changed are a small share of the table's bytes (its patch share,
+    /// [`Self::set_patch_max_share`]), they are written as row patches and the rows stay
+    /// where they are; otherwise the rows are rewritten into a new fragment.
     ///
     /// # Errors
     /// [`Error::RowNotFound`] if an id names no live row; nothing is written then.
@@ -559,6 +559,10 @@ impl Table {
                 found.num_rows()
             )));
         }
+        let found_at = (&found, &updated);
+        if let Some(patched) = self.patch_if_narrow(&read, found_at, &addrs).await? {
+            return Ok(patched);
+        }
         let mut writer = FragmentWriter::new(
             &self.store,
             &schema,
@@ -573,80 +577,6 @@ impl Table {
         let rows = found_ids.into_iter().zip(addrs).collect();
         self.commit_write_then_merge(&read, Action::Update { rows, fragments }, None)
             .await
-    }
-
-    /// Merges rows by the key column `key`: a row whose key matches a live row replaces it
-    /// and keeps its id; other rows are appended with new ids.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] for an unknown key column, a schema mismatch, or a key that
-    /// appears twice in the input.
-    pub async fn upsert(&self, key: &str, batches: Vec<RecordBatch>) -> Result<Committed> {
-        let read = self.read_snapshot().await?;
-        let schema = read.schema().clone();
-        let key_field = schema
-            .field_by_name(key)
-            .ok_or_else(|| Error::invalid(format!("no column named '{key}' to merge on")))?;
-        let converter = RowConverter::new(vec![SortField::new(key_field.data_type.clone())])?;
-        let key_index = schema
-            .fields
-            .iter()
-            .position(|f| f.name == key)
-            .unwrap_or(0);
-        // Index the input's keys (the small side), then probe it with the table's: memory
-        // and hashing stay proportional to the input, not to the table.
-        let mut wanted: HashMap<Vec<u8>, (usize, usize)> = HashMap::new();
-        for (b, batch) in batches.iter().enumerate() {
-            schema.check_input(&batch.schema())?;
-            let column = batch.column(key_index);
-            let keys = converter.convert_columns(std::slice::from_ref(column))?;
-            for i in (0..batch.num_rows()).filter(|&i| column.is_valid(i)) {
-                if wanted
-                    .insert(keys.row(i).as_ref().to_vec(), (b, i))
-                    .is_some()
-                {
-                    return Err(Error::invalid(format!(
-                        "key column '{key}' repeats a value in the upsert input",
-                        key = key_field.name
-                    )));
-                }
-            }
-        }
-        let mut matched: Vec<Vec<Option<(RowId, RowAddress)>>> =
-            batches.iter().map(|b| vec![None; b.num_rows()]).collect();
-        let mut scan = read
-            .scan(ScanRequest {
-                columns: Some(vec![key.to_string()]),
-                with_row_id: true,
-                with_row_addr: true,
-                ..Default::default()
-            })
-            .await?;
-        while let Some(batch) = scan.try_next().await? {
-            let column = batch.column(0);
-            let keys = converter.convert_columns(std::slice::from_ref(column))?;
-            let (ids, addrs) = system_columns(&batch)?;
-            for i in (0..batch.num_rows()).filter(|&i| column.is_valid(i)) {
-                // A key the table holds twice (no constraint forbids it) is replaced once.
-                if let Some(&(b, row)) = wanted.get(keys.row(i).as_ref()) {
-                    matched[b][row].get_or_insert((ids[i], addrs[i]));
-                }
-            }
-        }
-        // Matched rows are updates keeping their ids, the others inserts: one commit.
-        let mut changes = RowChangeSet::default();
-        for (batch, matched) in batches.into_iter().zip(matched) {
-            let is_match: BooleanArray = matched.iter().map(|m| Some(m.is_some())).collect();
-            let ids: Vec<(RowId, RowAddress)> = matched.into_iter().flatten().collect();
-            let unmatched = arrow::compute::not(&is_match)?;
-            changes
-                .updated
-                .push((filter_record_batch(&batch, &is_match)?, ids));
-            changes
-                .inserted
-                .push(filter_record_batch(&batch, &unmatched)?);
-        }
-        self.planned_at(read).commit_changes(changes).await
     }
 }
 

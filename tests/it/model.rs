@@ -161,6 +161,9 @@ pub(crate) struct Model {
     /// Each live row's lineage now, and of every version: id → (created, last updated).
     pub(crate) lineage: Lineage,
     pub(crate) lineages: HashMap<u64, Lineage>,
+    /// The table's patch share is 1: updates by id and upserts write row patches of the
+    /// columns they change, where the table takes them.
+    pub(crate) patch_share: bool,
 }
 
 /// Per id, the version that created the row and the version that last changed its values.
@@ -175,9 +178,11 @@ enum Expect {
         changed: BTreeMap<u64, (i64, i64)>,
         removed: Vec<u64>,
         replace_all: bool,
-        /// The changed rows keep their extras' values (an update that carries them,
-        /// blob values by reference); otherwise the write padded them with NULL.
-        keeps_extras: bool,
+        /// The extras (by tag) whose values the changed rows lose: those the plan saw, padded
+        /// with NULL by the write (a row patch of them, or a rewrite); extras added since
+        /// keep their values. `None`: they keep every value (an update that carries them,
+        /// blob values by reference, or a patch of `val` and `name` only).
+        forgets: Option<Vec<u32>>,
     },
     /// Values unchanged (compaction, checkpoint); rows may move.
     NoValueChange,
@@ -219,12 +224,13 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
             .map(|(id, _)| *id)
             .collect()
     };
+    let planned: Vec<u32> = model.extras.iter().map(|e| e.tag).collect();
     let change = |added, changed, removed| Expect::Change {
         added,
         changed,
         removed,
         replace_all: false,
-        keeps_extras: false,
+        forgets: Some(planned.clone()),
     };
     match op {
         Op::Append(n) => {
@@ -268,7 +274,7 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
                     changed,
                     removed: vec![],
                     replace_all: false,
-                    keeps_extras: *filtered,
+                    forgets: (!*filtered).then(|| planned.clone()),
                 },
             )
         }
@@ -300,7 +306,7 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
                     changed,
                     removed: vec![],
                     replace_all: false,
-                    keeps_extras: true,
+                    forgets: None,
                 },
             )
         }
@@ -346,7 +352,7 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
                     changed,
                     removed: vec![],
                     replace_all: false,
-                    keeps_extras: true,
+                    forgets: None,
                 };
                 return (action, expect);
             }
@@ -373,7 +379,7 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
                     changed: BTreeMap::new(),
                     removed: vec![],
                     replace_all: true,
-                    keeps_extras: false,
+                    forgets: Some(planned.clone()),
                 },
             )
         }
@@ -466,14 +472,14 @@ async fn apply(model: &mut Model, expect: Expect, ran: Ran, table: &Table) {
             changed,
             removed,
             replace_all,
-            keeps_extras,
+            forgets,
         } => {
             if replace_all {
                 model.live.clear();
                 model.lineage.clear();
             }
-            if !keeps_extras {
-                forget(&mut model.extras, changed.keys().copied());
+            if let Some(tags) = forgets {
+                forget(&mut model.extras, &tags, changed.keys().copied());
             }
             for id in removed {
                 assert!(model.live.remove(&id).is_some(), "removed id {id} was live");
@@ -626,6 +632,8 @@ pub(crate) async fn step(op: &Op, model: &mut Model, table: &Table) {
                     let writes_patches = |a: &Action| {
                         matches!(a, Action::PatchIds(..))
                             || matches!(a, Action::Update(_, _, d, true) if d % 2 == 0)
+                            || (model.patch_share
+                                && matches!(a, Action::UpdateIds(..) | Action::Upsert(_)))
                     };
                     // An index segment gives way to one covering the same fragments, to a
                     // compaction that rewrote all of them, or to patches of its column.
@@ -703,12 +711,13 @@ pub(crate) async fn step(op: &Op, model: &mut Model, table: &Table) {
 /// `_fragments/` segments of two; otherwise everything rides inline in the manifest.
 /// `merge`: the fan-in of the handle's tiered merging of small fragments, if on.
 /// `feed`: the table records change data from its creation.
+/// `patch_share`: the table's patch share is 1 (`Model::patch_share`).
 async fn run_case(
     ops: Vec<(Index, Op)>,
     fragment_rows: u64,
     files: bool,
     merge: Option<u32>,
-    feed: bool,
+    (feed, patch_share): (bool, bool),
 ) {
     let (table, store) = memory_table_with(TableOptions {
         external_stores: Some(crate::common::model_blob_stores()),
@@ -728,6 +737,7 @@ async fn run_case(
         },
         merge: merge.map(|fan_in| TieredMerge { fan_in }),
         change_data_feed: feed,
+        patch_max_share: patch_share.then_some(1.0),
         ..Default::default()
     })
     .await;
@@ -742,6 +752,7 @@ async fn run_case(
         names: 0,
         lineage: Lineage::new(),
         lineages: HashMap::from([(1, Lineage::new())]),
+        patch_share,
     };
     let mut branches = Branches::new(table, model, store);
     for (at, op) in &ops {
@@ -767,8 +778,9 @@ proptest! {
         files in any::<bool>(),
         merge in prop::option::weighted(0.6, 2u32..4),
         feed in any::<bool>(),
+        patch_share in any::<bool>(),
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(run_case(ops, fragment_rows, files, merge, feed));
+        runtime.block_on(run_case(ops, fragment_rows, files, merge, (feed, patch_share)));
     }
 }

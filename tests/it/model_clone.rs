@@ -130,6 +130,7 @@ async fn clone_branch(
         names: model.names,
         lineages: HashMap::from([(version, lineage.clone())]),
         lineage,
+        patch_share: model.patch_share,
     };
     (clone, branch)
 }

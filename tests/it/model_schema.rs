@@ -148,9 +148,10 @@ pub fn schema_changed(now: &Extras, planned: Extras) -> Extras {
         .collect()
 }
 
-/// Rows `ids` were rewritten by a write padded with NULL: no extra holds their key now.
-pub fn forget(extras: &mut Extras, ids: impl Iterator<Item = u64> + Clone) {
-    for extra in extras.iter_mut() {
+/// Rows `ids` were written with NULL in the extras `tags` (a rewrite or patch padded to its
+/// plan's schema): none of those extras holds their key now.
+pub fn forget(extras: &mut Extras, tags: &[u32], ids: impl Iterator<Item = u64> + Clone) {
+    for extra in extras.iter_mut().filter(|e| tags.contains(&e.tag)) {
         if ids.clone().any(|id| extra.valued.contains(&id)) {
             let valued = Arc::make_mut(&mut extra.valued);
             for id in ids.clone() {

@@ -264,18 +264,12 @@ async fn add_patches(
 ) -> Result<std::result::Result<(), String>> {
     let version = m.version;
     for patch in patches {
+        if m.fragment(patch.fragment).is_some() {
+            m.indexes.uncover(patch.fragment, &patch.file.field_ids);
+        }
         let Some(fragment) = m.fragments.iter_mut().find(|f| f.id == patch.fragment) else {
             return Ok(Err(format!("fragment {} was rewritten", patch.fragment)));
         };
-        let fields = &patch.file.field_ids;
-        let indexed = (m.indexes.segments.iter())
-            .find(|s| fields.contains(&s.field_id) && s.fragments.contains(fragment.id));
-        if let Some(segment) = indexed {
-            return Ok(Err(format!(
-                "index {} covers a patched column",
-                segment.name
-            )));
-        }
         if let Some(deleted) = store.fragment_deletions(fragment).await? {
             if !deleted.is_disjoint(&patch.offsets) {
                 return Ok(Err(format!(
