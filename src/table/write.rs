@@ -444,7 +444,7 @@ impl Table {
         self.commit(read, Action::Delete { rows: found }).await
     }
 
-    /// Rewrites the rows `rows` names with the values `update` computes, as
+    /// Updates the rows `rows` names with the values `update` computes, as
     /// [`Self::update_where`] does, reading only the rows the filter and masks pass.
     pub async fn update_matching(
         &self,
@@ -452,7 +452,19 @@ impl Table {
         update: BatchUpdate<'_>,
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
-        self.update_scanned(&read, rows, update).await
+        let most = read.patch_max_share();
+        self.update_scanned(&read, rows, update, most).await
+    }
+
+    /// Rewrites the rows `rows` names with the values `update` computes (an SQL `UPDATE`
+    /// that chose not to write row patches).
+    pub(crate) async fn rewrite_matching(
+        &self,
+        rows: RowMatch,
+        update: BatchUpdate<'_>,
+    ) -> Result<Committed> {
+        let read = self.read_snapshot().await?;
+        self.update_scanned(&read, rows, update, 0.0).await
     }
 
     /// Deletes rows by id.
@@ -471,9 +483,11 @@ impl Table {
         self.commit(&read, Action::Delete { rows }).await
     }
 
-    /// Rewrites the rows `predicate` matches (it sees what [`Self::delete_where`]'s does)
-    /// with the values `update` computes. Updated rows keep their ids and move to a new
-    /// fragment.
+    /// Updates the rows `predicate` matches (it sees what [`Self::delete_where`]'s does)
+    /// with the values `update` computes; updated rows keep their ids. The columns whose
+    /// values changed are written as row patches, the rows staying where they are, while
+    /// they hold at most the table's patch share of its bytes
+    /// ([`Self::set_patch_max_share`]); otherwise the rows move to a new fragment.
     pub async fn update_where(
         &self,
         predicate: impl Fn(&RecordBatch) -> Result<BooleanArray> + Send + Sync + 'static,
@@ -481,18 +495,22 @@ impl Table {
     ) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         let rows = whole_rows_matching(&read, predicate);
-        self.update_scanned(&read, rows, update).await
+        let most = read.patch_max_share();
+        self.update_scanned(&read, rows, update, most).await
     }
 
     /// Writes the rows `rows` names again with the values `update` computes, and commits
-    /// the update.
+    /// the update: as row patches of the changed columns while those hold at most `most` of
+    /// the table's bytes, else as rewritten rows (those patched until then taken again).
     async fn update_scanned(
         &self,
         read: &Snapshot,
         rows: RowMatch,
         update: BatchUpdate<'_>,
+        most: f64,
     ) -> Result<Committed> {
         // Every user column, then both system columns, of only the named rows.
+        let blob_references = rows.blob_references;
         let mut progress = ScanProgress::new(&self.options.progress, "updating", read);
         let mut capture = self.scanned_capture(read, rows.blob_references);
         let mut scan = read.scan(progress.counting(rows.scan(None))).await?;
@@ -504,6 +522,7 @@ impl Table {
             true,
         );
         let mut rows = Vec::new();
+        let mut patching = super::patch::Patching::new(most);
         let written = async {
             while let Some(matched) = scan.try_next().await? {
                 if matched.num_rows() == 0 {
@@ -511,20 +530,44 @@ impl Table {
                 }
                 let (ids, addrs) = system_columns(&matched)?;
                 let updated = updated_rows(update, &matched)?;
-                let carried = (ids.iter().zip(&addrs))
-                    .map(|(&id, &addr)| Some(CarriedRow::updated_at(read.manifest(), id, addr)))
-                    .collect();
-                writer.push(updated, carried).await?;
+                progress.matched(matched.num_rows());
+                if let Some(taken) = &mut patching {
+                    if taken.take(read, (&matched, &updated), (&ids, &addrs))? {
+                        continue;
+                    }
+                    // Too wide for patches now: the rows taken so far are rewritten too.
+                    let again = taken.ids().to_vec();
+                    patching = None;
+                    let found = read.take(&again, whole_rows(blob_references)).await?;
+                    if found.num_rows() > 0 {
+                        let (found_ids, found_addrs) = system_columns(&found)?;
+                        let carried = carried_rows(read, &found_ids, &found_addrs);
+                        writer.push(updated_rows(update, &found)?, carried).await?;
+                        if let Some(capture) = &mut capture {
+                            capture.push(&found, &found_ids).await?;
+                        }
+                        rows.extend(found_ids.into_iter().zip(found_addrs));
+                    }
+                }
+                writer
+                    .push(updated, carried_rows(read, &ids, &addrs))
+                    .await?;
                 if let Some(capture) = &mut capture {
                     capture.push(&matched, &ids).await?;
                 }
                 rows.extend(ids.into_iter().zip(addrs));
-                progress.matched(matched.num_rows());
             }
             Ok(())
         }
         .await;
         drop(progress);
+        if let Some(patched) = patching.filter(|_| written.is_ok()) {
+            writer.abandon().await;
+            if let Some(capture) = capture {
+                capture.writer.abandon().await;
+            }
+            return patched.commit(self, read).await;
+        }
         let (fragments, captured) = finish_both(writer, capture, written).await?;
         self.commit_write_then_merge(read, Action::Update { rows, fragments }, captured)
             .await
@@ -559,8 +602,8 @@ impl Table {
                 found.num_rows()
             )));
         }
-        let found_at = (&found, &updated);
-        if let Some(patched) = self.patch_if_narrow(&read, found_at, &addrs).await? {
+        let (values, rows) = ((&found, &updated), (&found_ids[..], &addrs[..]));
+        if let Some(patched) = self.patch_if_narrow(&read, values, rows).await? {
             return Ok(patched);
         }
         let mut writer = FragmentWriter::new(
@@ -592,10 +635,23 @@ fn whole_rows_matching(
 }
 
 fn scan_all() -> ScanRequest {
+    whole_rows(BlobReferences::default())
+}
+
+/// Every user column, then `_rowid` and `_rowaddr`, blob values read as `blob_references`.
+fn whole_rows(blob_references: BlobReferences) -> ScanRequest {
     ScanRequest {
         columns: None,
         with_row_id: true,
         with_row_addr: true,
+        blob_references,
         ..Default::default()
     }
+}
+
+/// Rows `ids` at `addrs` of `read`, rewritten by an update keeping their ids.
+fn carried_rows(read: &Snapshot, ids: &[RowId], addrs: &[RowAddress]) -> Vec<Option<CarriedRow>> {
+    (ids.iter().zip(addrs))
+        .map(|(&id, &addr)| Some(CarriedRow::updated_at(read.manifest(), id, addr)))
+        .collect()
 }

@@ -633,7 +633,10 @@ pub(crate) async fn step(op: &Op, model: &mut Model, table: &Table) {
                         matches!(a, Action::PatchIds(..))
                             || matches!(a, Action::Update(_, _, d, true) if d % 2 == 0)
                             || (model.patch_share
-                                && matches!(a, Action::UpdateIds(..) | Action::Upsert(_)))
+                                && matches!(
+                                    a,
+                                    Action::Update(..) | Action::UpdateIds(..) | Action::Upsert(_)
+                                ))
                     };
                     // An index segment gives way to one covering the same fragments, to a
                     // compaction that rewrote all of them, or to patches of its column.

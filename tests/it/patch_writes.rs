@@ -318,3 +318,54 @@ async fn a_patch_of_an_indexed_column_uncovers_its_fragment_until_it_is_indexed_
         assert_eq!(keys("SELECT k FROM t WHERE val = 70").await, ["70"]);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_by_predicate_patches_until_its_changes_grow_too_wide() {
+    let (_dir, _ctx, table) = table(Some(0.5)).await;
+    let before = rows(&table).await;
+    let tenth = || crate::common::key_matches(|k| k % 10 == 0);
+    table
+        .update_where(tenth(), &add_to_val(1000, None))
+        .await
+        .unwrap();
+    let patched = rows(&table).await;
+    for (k, row) in &patched {
+        let val = Some(k + if k % 10 == 0 { 1000 } else { 0 });
+        assert_eq!(
+            (row.0, row.3),
+            (val, before[k].3),
+            "row {k} patched in place"
+        );
+    }
+    assert_eq!(patched_fragments(&table.latest().await.unwrap()), 2);
+
+    // Values equal to the old ones: nothing is written.
+    let version = table.latest().await.unwrap().version();
+    table
+        .update_where(tenth(), &add_to_val(0, None))
+        .await
+        .unwrap();
+    assert_eq!(table.latest().await.unwrap().version(), version);
+
+    // `val` of the first fragment's rows, then `doc` of the second's: once `doc` changes,
+    // the share is passed, and every updated row is rewritten, the first ones too.
+    let mixed = |found: &RecordBatch| {
+        let k = found.column(0).as_primitive::<Int64Type>();
+        let first = k.values().iter().all(|&k| k < 50);
+        match first {
+            true => add_to_val(1, None)(found),
+            false => add_to_val(0, Some("d"))(found),
+        }
+    };
+    table.update_where(tenth(), &mixed).await.unwrap();
+    assert_eq!(table.latest().await.unwrap().version(), version + 1);
+    let after = rows(&table).await;
+    for k in (0..100).step_by(10) {
+        let (val, _, doc, addr) = &after[&k];
+        let expected = if k < 50 { k + 1001 } else { k + 1000 };
+        assert_eq!(*val, Some(expected), "row {k}");
+        assert!(*doc);
+        assert_ne!(*addr, before[&k].3, "row {k} rewritten");
+    }
+    assert_eq!(after[&1], before[&1]);
+}

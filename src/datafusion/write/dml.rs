@@ -282,7 +282,7 @@ async fn run(table: Table, kind: DmlKind) -> crate::Result<u64> {
                 return Ok(patched);
             }
             Ok(table
-                .update_matching(rows, &update)
+                .rewrite_matching(rows, &update)
                 .await?
                 .figures
                 .rows_removed)
