@@ -28,7 +28,7 @@ datafusion::common::config_namespace! {
         /// An UPDATE writes row patches, only its assigned columns of the rows it changes,
         /// when those columns hold at most this share of the table's bytes (by its files'
         /// statistics), and rewrites the rows otherwise; 0: always rewrite; unset: the
-        /// table's `patch_max_share` property, or natal's default (0).
+        /// table's `patch_max_share` property, or natal's default (0.1).
         pub patch_max_share: Option<f64>, default = None
     }
 }

@@ -601,6 +601,16 @@ impl Fragment {
             .sum()
     }
 
+    /// [`Self::uncompressed_bytes`] with the bytes of the fields' values in the fragment's
+    /// row patches too: what a read of those fields decodes.
+    pub fn uncompressed_bytes_read(&self, field_ids: &[FieldId]) -> u64 {
+        let patched = (self.patches.iter())
+            .flat_map(|p| &p.file.column_stats)
+            .filter(|s| field_ids.contains(&s.field_id))
+            .filter_map(|s| s.uncompressed_bytes);
+        self.uncompressed_bytes(field_ids) + patched.sum::<u64>()
+    }
+
     /// Rows not deleted.
     pub fn live_rows(&self) -> u64 {
         self.physical_rows as u64

@@ -343,10 +343,12 @@ impl Patching {
     }
 }
 
-/// The patch share of a table that sets none, where the session sets none either: rows are
-/// rewritten (reads of patched columns still cost more than the 1.1× of the folded
-/// table's; see BENCHMARKS.md).
-pub const DEFAULT_PATCH_MAX_SHARE: f64 = 0.0;
+/// The patch share of a table that sets none, where the session sets none either: an update
+/// of columns holding at most a tenth of the table's bytes (a label, a score, a flag beside
+/// embeddings or documents) writes row patches. Reads of whole rows through one patch
+/// generation cost about what the folded table's do; reads of only the patched column cost
+/// more (BENCHMARKS.md), which compaction folds away.
+pub const DEFAULT_PATCH_MAX_SHARE: f64 = 0.1;
 
 impl Table {
     /// Sets (`Some`, in `0..=1`) or clears the table's patch share
@@ -376,11 +378,12 @@ impl Snapshot {
     /// Whether an update of the columns `field_ids` writes row patches under the patch share
     /// `most`: patches can hold them and they hold at most that share of the bytes.
     pub fn patches_suit(&self, field_ids: &[u32], most: f64) -> bool {
-        most > 0.0 && (self.patch_share(field_ids)).is_some_and(|share| share <= most)
+        let share = || self.patch_share(field_ids);
+        !field_ids.is_empty() && most > 0.0 && share().is_some_and(|share| share <= most)
     }
 
-    /// The share of this version's bytes (before compression, by its files' statistics)
-    /// the columns `field_ids` hold: what a patch of them writes of what a rewrite of the
+    /// The share of this version's bytes (before compression, by the statistics of its data
+    /// files and row patches) the columns `field_ids` hold: what a patch of them writes of what a rewrite of the
     /// rows writes. `None` when patches cannot hold them yet (a blob column) or the files
     /// do not say.
     pub fn patch_share(&self, field_ids: &[u32]) -> Option<f64> {
@@ -396,7 +399,7 @@ impl Snapshot {
         let bytes = |ids: &[u32]| {
             fragments
                 .iter()
-                .map(|f| f.uncompressed_bytes(ids))
+                .map(|f| f.uncompressed_bytes_read(ids))
                 .sum::<u64>()
         };
         let total = bytes(&every);

@@ -512,16 +512,20 @@ impl Table {
         // Every user column, then both system columns, of only the named rows.
         let blob_references = rows.blob_references;
         let mut progress = ScanProgress::new(&self.options.progress, "updating", read);
-        let mut capture = self.scanned_capture(read, rows.blob_references);
+        let capture = self.scanned_capture(read, rows.blob_references);
         let mut scan = read.scan(progress.counting(rows.scan(None))).await?;
         let schema = read.schema().clone();
-        let mut writer = FragmentWriter::new(
+        let writer = FragmentWriter::new(
             &self.store,
             &schema,
             read.manifest().fragment_row_target(),
             true,
         );
-        let mut rows = Vec::new();
+        let mut out = Rewritten {
+            writer,
+            capture,
+            rows: Vec::new(),
+        };
         let mut patching = super::patch::Patching::new(most);
         let written = async {
             while let Some(matched) = scan.try_next().await? {
@@ -538,29 +542,19 @@ impl Table {
                     // Too wide for patches now: the rows taken so far are rewritten too.
                     let again = taken.ids().to_vec();
                     patching = None;
-                    let found = read.take(&again, whole_rows(blob_references)).await?;
-                    if found.num_rows() > 0 {
-                        let (found_ids, found_addrs) = system_columns(&found)?;
-                        let carried = carried_rows(read, &found_ids, &found_addrs);
-                        writer.push(updated_rows(update, &found)?, carried).await?;
-                        if let Some(capture) = &mut capture {
-                            capture.push(&found, &found_ids).await?;
-                        }
-                        rows.extend(found_ids.into_iter().zip(found_addrs));
-                    }
+                    (out.push_again(read, &again, blob_references, update)).await?;
                 }
-                writer
-                    .push(updated, carried_rows(read, &ids, &addrs))
-                    .await?;
-                if let Some(capture) = &mut capture {
-                    capture.push(&matched, &ids).await?;
-                }
-                rows.extend(ids.into_iter().zip(addrs));
+                out.push(read, (&matched, &ids, &addrs), updated).await?;
             }
             Ok(())
         }
         .await;
         drop(progress);
+        let Rewritten {
+            writer,
+            capture,
+            rows,
+        } = out;
         if let Some(patched) = patching.filter(|_| written.is_ok()) {
             writer.abandon().await;
             if let Some(capture) = capture {
@@ -631,6 +625,53 @@ fn whole_rows_matching(
     RowMatch {
         filter: Some(Arc::new(WholeRowPredicate::new(read.schema(), predicate))),
         ..Default::default()
+    }
+}
+
+/// What an update rewriting rows has written so far: their new values, their capture
+/// (on a table recording change data) and the rows.
+struct Rewritten<'a> {
+    writer: FragmentWriter<'a>,
+    capture: Option<ScannedCapture<'a>>,
+    rows: Vec<(RowId, RowAddress)>,
+}
+
+impl Rewritten<'_> {
+    /// Writes `updated`, the new values of the `matched` rows `ids` at `addrs` of `read`.
+    async fn push(
+        &mut self,
+        read: &Snapshot,
+        (matched, ids, addrs): (&RecordBatch, &[RowId], &[RowAddress]),
+        updated: RecordBatch,
+    ) -> Result<()> {
+        self.writer
+            .push(updated, carried_rows(read, ids, addrs))
+            .await?;
+        if let Some(capture) = &mut self.capture {
+            capture.push(matched, ids).await?;
+        }
+        self.rows
+            .extend(ids.iter().copied().zip(addrs.iter().copied()));
+        Ok(())
+    }
+
+    /// Rewrites the rows `ids` of `read` (an update took them as row patches before it
+    /// turned to rewriting), read again and given `update`'s values again.
+    async fn push_again(
+        &mut self,
+        read: &Snapshot,
+        ids: &[RowId],
+        blob_references: BlobReferences,
+        update: BatchUpdate<'_>,
+    ) -> Result<()> {
+        let found = read.take(ids, whole_rows(blob_references)).await?;
+        if found.num_rows() == 0 {
+            return Ok(());
+        }
+        let (found_ids, found_addrs) = system_columns(&found)?;
+        let updated = updated_rows(update, &found)?;
+        self.push(read, (&found, &found_ids, &found_addrs), updated)
+            .await
     }
 }
 

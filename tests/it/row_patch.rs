@@ -347,8 +347,17 @@ async fn concurrent_writers_of_the_same_cells_or_rows_conflict() {
     // compaction of a patched fragment, give way.
     let error = planned().delete_rows(&one).await.unwrap_err();
     assert!(error.is_conflict(), "{error}");
-    let same = |b: &RecordBatch| Ok(b.project(&[0, 1, 2])?);
-    let error = planned().update_rows(&two, &same).await.unwrap_err();
+    // (An update of `val`, more than the table's patch share: a rewrite.)
+    let bump = |b: &RecordBatch| {
+        let val = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+        let val: Int64Array = val.iter().map(|v| v.map(|v| v + 1)).collect();
+        let columns = vec![b.column(0).clone(), Arc::new(val), b.column(2).clone()];
+        Ok(RecordBatch::try_new(
+            Arc::new(b.schema().project(&[0, 1, 2])?),
+            columns,
+        )?)
+    };
+    let error = planned().update_rows(&two, &bump).await.unwrap_err();
     assert!(error.is_conflict(), "{error}");
     let options = || CompactOptions {
         target_rows_per_fragment: Some(1000),
@@ -450,7 +459,8 @@ async fn an_update_of_a_small_share_of_the_row_writes_patches() {
         .collect();
     let explain = |sql: &str| format!("EXPLAIN {sql}");
     let update = "UPDATE t SET val = val + 1000, name = 'p' WHERE k % 2 = 0";
-    // Off by default: the rows are rewritten.
+    // A share of 0 rewrites; a larger one than the assigned columns hold patches.
+    lines(&ctx, "SET natal.patch_max_share = 0").await;
     let plan = lines(&ctx, &explain(update)).await.join("\n");
     assert!(plan.contains("assignments as rewrite"), "{plan}");
     lines(&ctx, "SET natal.patch_max_share = 0.5").await;

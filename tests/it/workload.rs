@@ -74,7 +74,7 @@ async fn the_workload_runs_on_an_external_table_by_its_name() {
     let versions = &results[13].1;
     for operation in [
         "append",
-        "update",
+        "patch",
         "delete",
         "schema change",
         "create index",

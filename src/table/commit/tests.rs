@@ -153,6 +153,9 @@ async fn every_operation_against_every_concurrent_one() {
             let options = TableOptions {
                 max_rows_per_fragment: 4,
                 merge: None,
+                // Updates rewrite (a move), whatever they change; patches have their own
+                // rules (`rebase.rs::patched_under`, the model test).
+                patch_max_share: Some(0.0),
                 ..Default::default()
             };
             let store = Arc::new(InMemory::new());
