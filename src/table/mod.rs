@@ -35,6 +35,7 @@ mod late_read;
 mod maintenance;
 mod merge;
 mod patch;
+mod patching;
 mod progress;
 mod recovery;
 mod rows_with_ids;

@@ -526,7 +526,7 @@ impl Table {
             capture,
             rows: Vec::new(),
         };
-        let mut patching = super::patch::Patching::new(most);
+        let mut patching = super::patching::Patching::new(most);
         let written = async {
             while let Some(matched) = scan.try_next().await? {
                 if matched.num_rows() == 0 {
