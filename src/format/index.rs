@@ -192,6 +192,12 @@ impl IndexSection {
         for segment in &mut self.segments {
             segment.fragments = segment.fragments.iter().filter(|&f| exists(f)).collect();
         }
+        self.drop_covering_nothing();
+    }
+
+    /// Drops the segments that cover no fragment (sequence numbers backfilled first, so
+    /// the high-water mark keeps theirs).
+    fn drop_covering_nothing(&mut self) {
         if self.segments.iter().any(|s| s.fragments.is_empty()) {
             self.backfill();
             self.segments.retain(|s| !s.fragments.is_empty());
@@ -208,7 +214,7 @@ impl IndexSection {
                 segment.fragments.remove(fragment);
             }
         }
-        self.retain_fragments(|_| true);
+        self.drop_covering_nothing();
     }
 
     /// Compaction moved the rows of `inputs` into `outputs` unchanged: where every input is

@@ -15,6 +15,7 @@ use arrow::array::{
     RecordBatch, MAX_INLINE_VIEW_LEN,
 };
 use arrow::buffer::{Buffer, MutableBuffer, NullBuffer, ScalarBuffer};
+use arrow::datatypes::ArrowNativeType;
 use arrow::datatypes::{
     BinaryViewType, ByteViewType, DataType, Schema as ArrowSchema, SchemaRef, StringViewType,
 };
@@ -269,14 +270,23 @@ fn overwritten(
     }
 }
 
-/// The values buffer of an array this read may hold alone: taken as it is when it does (a
-/// batch just decoded), else copied.
-fn owned_values(values: Buffer) -> MutableBuffer {
-    values.into_mutable().unwrap_or_else(|shared| {
+/// `values` (slots of `N`) with each cell's slot set to `value(cell)`: in place when this
+/// read holds the buffer alone (a batch just decoded), else in a copy.
+fn overwrite_slots<N: ArrowNativeType>(
+    values: Buffer,
+    cells: &[Cell],
+    value: impl Fn(&Cell) -> N,
+) -> ScalarBuffer<N> {
+    let mut buffer = values.into_mutable().unwrap_or_else(|shared| {
         let mut copy = MutableBuffer::new(shared.len());
         copy.extend_from_slice(shared.as_slice());
         copy
-    })
+    });
+    let slots: &mut [N] = buffer.typed_data_mut();
+    for cell in cells {
+        slots[cell.row] = value(cell);
+    }
+    ScalarBuffer::from(Buffer::from(buffer))
 }
 
 /// `nulls` (of a column of `len` rows) with each patched cell's validity from its patch;
@@ -322,13 +332,10 @@ fn overwrite_primitive<T: ArrowPrimitiveType>(
     drop(base);
     let data_type = typed.data_type().clone();
     let (_, values, nulls) = typed.into_parts();
-    let mut buffer = owned_values(values.into_inner());
-    let slots: &mut [T::Native] = buffer.typed_data_mut();
-    for cell in cells {
-        slots[cell.row] = typed_patches[cell.source].value(cell.patch_row);
-    }
+    let values = overwrite_slots(values.into_inner(), cells, |cell| {
+        typed_patches[cell.source].value(cell.patch_row)
+    });
     let nulls = patched_nulls(len, nulls, patches, cells);
-    let values = ScalarBuffer::<T::Native>::from(Buffer::from(buffer));
     Ok(Arc::new(
         PrimitiveArray::<T>::new(values, nulls).with_data_type(data_type),
     ))
@@ -364,22 +371,19 @@ fn overwrite_views<T: ByteViewType>(
         first_buffer.push(all_buffers.len() as u32);
         all_buffers.extend(patch.data_buffers().iter().cloned());
     }
-    let mut buffer = owned_values(views.into_inner());
-    let slots: &mut [u128] = buffer.typed_data_mut();
-    for cell in cells {
+    let views = overwrite_slots(views.into_inner(), cells, |cell| {
         let view = typed_patches[cell.source].views()[cell.patch_row];
         // A view's low 32 bits are its length; a short value is inline, with no buffer.
-        slots[cell.row] = match view as u32 <= MAX_INLINE_VIEW_LEN {
+        match view as u32 <= MAX_INLINE_VIEW_LEN {
             true => view,
             false => {
                 let moved = ByteView::from(view);
                 let index = moved.buffer_index + first_buffer[cell.source];
                 moved.with_buffer_index(index).as_u128()
             }
-        };
-    }
+        }
+    });
     let nulls = patched_nulls(len, nulls, patches, cells);
-    let views = ScalarBuffer::<u128>::from(Buffer::from(buffer));
     // SAFETY: every view is either the column's own (valid against its buffers, which keep
     // their positions) or a patch's (valid against that patch's buffers, which sit at
     // `first_buffer[source]` onward, its buffer index moved by as much); `nulls` has `len`

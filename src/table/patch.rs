@@ -10,12 +10,10 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, RecordBatch};
 use futures::TryStreamExt;
 
-use super::commit::{Action, NewFragment};
-use super::patching::{assigned_fields, cast_to, patch_piece, patch_schema};
+use super::commit::Action;
+use super::patching::{assigned_fields, cast_to, patch_piece, patch_schema, PatchGroup};
 use super::progress::ScanProgress;
-use super::write::{
-    delete_files, system_columns, updated_rows, BatchUpdate, FragmentWriter, RowMatch,
-};
+use super::write::{system_columns, updated_rows, BatchUpdate, FragmentWriter, RowMatch};
 use super::{Committed, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::{Field, Schema};
@@ -60,7 +58,12 @@ impl Table {
         for &id in ids {
             addrs.push(read.resolve(id).await?.ok_or(Error::RowNotFound(id))?);
         }
-        (self.commit_patches(&read, &patched, &addrs, &columns, Vec::new())).await
+        let values = PatchGroup {
+            schema: patched,
+            addrs,
+            columns,
+        };
+        (self.commit_patches(&read, vec![values], Vec::new())).await
     }
 
     /// Updates the rows `rows` names as row patches: `update` computes their new values (as
@@ -106,10 +109,10 @@ impl Table {
             progress.matched(matched.num_rows());
         }
         drop(progress);
-        let values = arrow::compute::concat_batches(&patch_schema, &pieces)?;
-        let committed =
-            (self.commit_patches(&read, &patched, &addrs, values.columns(), Vec::new())).await?;
-        Ok((committed, addrs.len() as u64))
+        let rows = addrs.len() as u64;
+        let values = PatchGroup::of(patched, addrs, &pieces)?;
+        let committed = (self.commit_patches(&read, vec![values], Vec::new())).await?;
+        Ok((committed, rows))
     }
 
     /// Commits `updated` (rows of the table's user columns, each with the id and address of
@@ -147,7 +150,7 @@ impl Table {
         if let Some(twice) = addrs.iter().find(|a| !seen.insert(**a)) {
             return Err(Error::invalid(format!("row at {twice:?} is updated twice")));
         }
-        let values = arrow::compute::concat_batches(&patch_schema, &pieces)?;
+        let values = PatchGroup::of(patched, addrs, &pieces)?;
         let target = read.manifest().fragment_row_target();
         let mut writer = FragmentWriter::new(&self.store, read.schema(), target, true);
         let written = async {
@@ -158,43 +161,7 @@ impl Table {
         }
         .await;
         let fragments = writer.finish_after(written).await?;
-        (self.commit_patches(&read, &patched, &addrs, values.columns(), fragments)).await
-    }
-
-    /// Writes `columns` (of `patched`'s fields; row `i` the new values of the row at
-    /// `addrs[i]`, each named once) as one patch per fragment, and commits them on `read`
-    /// with `fragments` of new rows (deleted with the patches if the commit fails).
-    async fn commit_patches(
-        &self,
-        read: &Snapshot,
-        patched: &Schema,
-        addrs: &[RowAddress],
-        columns: &[ArrayRef],
-        fragments: Vec<NewFragment>,
-    ) -> Result<Committed> {
-        let patches = match self.written_patches(patched, addrs, columns).await {
-            Ok(patches) => patches,
-            Err(e) => {
-                delete_files(
-                    &self.store,
-                    read.schema(),
-                    fragments.iter().map(|f| &f.file),
-                )
-                .await;
-                return Err(e);
-            }
-        };
-        match fragments.is_empty() {
-            true => {
-                self.commit(read, Action::Patch { patches, fragments })
-                    .await
-            }
-            // New rows: small fragments are merged after, as after any write.
-            false => {
-                let action = Action::Patch { patches, fragments };
-                self.commit_write_then_merge(read, action, None).await
-            }
-        }
+        (self.commit_patches(&read, vec![values], fragments)).await
     }
 }
 

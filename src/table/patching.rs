@@ -1,15 +1,16 @@
 //! Row patches as updates write them: the cells an update changed, found by comparing its
 //! new values with the rows it read ([`Patching`], for `update_rows`, `update_where` and
-//! `update_matching`), cut into one patch file per fragment ([`Table::written_patches`]),
-//! and the conversions every patch writer shares (the patched columns' schema, values cast
-//! to their types).
+//! `update_matching`), and what every patch writer shares: the values cut into one patch
+//! file per fragment and committed ([`Table::commit_patches`]), the patched columns' schema,
+//! values cast to their types.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use roaring::RoaringBitmap;
 
-use super::commit::{delete_files, write_patches, Action, NewPatch};
+use super::commit::{delete_files, write_patches, Action, NewFragment, NewPatch};
 use super::{Committed, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::{Field, Schema};
@@ -37,45 +38,100 @@ impl Table {
     }
 }
 
-impl Table {
-    /// Writes `columns` (of `patched`'s fields; row `i` the new values of the row at
-    /// `addrs[i]`, each named once) as one patch file per fragment holding some of the rows,
-    /// its rows in offset order; nothing is left written if it fails.
-    pub(super) async fn written_patches(
-        &self,
-        patched: &Schema,
-        addrs: &[RowAddress],
-        columns: &[ArrayRef],
-    ) -> Result<Vec<NewPatch>> {
-        // The rows of `columns` per fragment, with their offsets.
+/// New values of some rows as row patches of some columns: the patched columns' schema,
+/// the rows' addresses (each named once) and their values, row `i` of the row at `addrs[i]`.
+pub(super) struct PatchGroup {
+    pub schema: Schema,
+    pub addrs: Vec<RowAddress>,
+    pub columns: Vec<ArrayRef>,
+}
+
+impl PatchGroup {
+    /// The rows at `addrs` with the values of `pieces` (batches of `schema`'s columns, in
+    /// the order of `addrs`).
+    pub(super) fn of(
+        schema: Schema,
+        addrs: Vec<RowAddress>,
+        pieces: &[RecordBatch],
+    ) -> Result<Self> {
+        let values = arrow::compute::concat_batches(&schema.to_arrow(), pieces)?;
+        Ok(Self {
+            schema,
+            addrs,
+            columns: values.columns().to_vec(),
+        })
+    }
+
+    /// Its rows cut per fragment holding some, each in offset order, with their offsets.
+    fn per_fragment(&self) -> Result<Vec<(FragmentId, RecordBatch, RoaringBitmap)>> {
         let mut by_fragment: BTreeMap<FragmentId, Vec<(u32, u32)>> = BTreeMap::new();
-        for (position, addr) in addrs.iter().enumerate() {
+        for (position, addr) in self.addrs.iter().enumerate() {
             (by_fragment.entry(addr.fragment_id()).or_default())
                 .push((addr.offset(), position as u32));
         }
-        let batches = (by_fragment.into_iter())
+        (by_fragment.into_iter())
             .map(|(fragment, mut at)| {
                 at.sort_unstable();
                 let positions = UInt32Array::from_iter_values(at.iter().map(|&(_, p)| p));
-                let taken: Vec<ArrayRef> = (columns.iter())
+                let taken: Vec<ArrayRef> = (self.columns.iter())
                     .map(|c| arrow::compute::take(c.as_ref(), &positions, None))
                     .collect::<std::result::Result<_, _>>()?;
-                let batch = RecordBatch::try_new(patched.to_arrow(), taken)?;
+                let batch = RecordBatch::try_new(self.schema.to_arrow(), taken)?;
                 let offsets: RoaringBitmap = at.iter().map(|&(offset, _)| offset).collect();
                 Ok((fragment, batch, offsets))
             })
-            .collect::<Result<Vec<_>>>()?;
-        write_patches(&self.store, patched, batches).await
+            .collect()
+    }
+}
+
+impl Table {
+    /// Writes `groups` as one patch file per group and fragment holding some of its rows,
+    /// and commits them on `read` with `fragments` of new rows, in one version; every file
+    /// written (the fragments' too) is deleted if it fails. Publishes nothing when there is
+    /// nothing to write.
+    pub(super) async fn commit_patches(
+        &self,
+        read: &Snapshot,
+        groups: Vec<PatchGroup>,
+        fragments: Vec<NewFragment>,
+    ) -> Result<Committed> {
+        let mut patches: Vec<NewPatch> = Vec::new();
+        for group in groups {
+            let written = match group.per_fragment() {
+                Ok(batches) => write_patches(&self.store, &group.schema, batches).await,
+                Err(e) => Err(e),
+            };
+            match written {
+                Ok(written) => patches.extend(written),
+                Err(e) => {
+                    let files =
+                        (patches.iter().map(|p| &p.file)).chain(fragments.iter().map(|f| &f.file));
+                    delete_files(&self.store, read.schema(), files).await;
+                    return Err(e);
+                }
+            }
+        }
+        if patches.is_empty() && fragments.is_empty() {
+            return Ok(Committed::unchanged(read, Default::default()));
+        }
+        let merges = !fragments.is_empty();
+        let action = Action::Patch { patches, fragments };
+        match merges {
+            false => self.commit(read, action).await,
+            // New rows: small fragments are merged after, as after any write.
+            true => self.commit_write_then_merge(read, action, None).await,
+        }
     }
 }
 
 /// An update's rows taken as row patches while the columns they change stay a small share
-/// of the table's bytes: per set of changed columns, their new values and the rows' addresses.
+/// of the table's bytes: per set of changed columns (positions), the patch files' schema,
+/// their new values and the rows' addresses.
 pub(super) struct Patching {
     most: f64,
     /// Every column some taken row changed, by position.
     changed: BTreeSet<usize>,
-    groups: BTreeMap<Vec<usize>, (Vec<RecordBatch>, Vec<RowAddress>)>,
+    groups: BTreeMap<Vec<usize>, (Schema, Vec<RecordBatch>, Vec<RowAddress>)>,
     ids: Vec<RowId>,
 }
 
@@ -108,21 +164,34 @@ impl Patching {
                 },
             )
             .collect();
-        let mut every = self.changed.clone();
-        every.extend(changed.iter().copied());
-        let field_ids: Vec<u32> = every.iter().map(|&p| schema.fields[p].id).collect();
-        if !every.is_empty() && !read.patches_suit(&field_ids, self.most) {
-            return Ok(false);
+        // The share is weighed again only when a column joins those changed so far.
+        if changed.iter().any(|p| !self.changed.contains(p)) {
+            let mut every = self.changed.clone();
+            every.extend(changed.iter().copied());
+            let field_ids: Vec<u32> = every.iter().map(|&p| schema.fields[p].id).collect();
+            if !read.patches_suit(&field_ids, self.most) {
+                return Ok(false);
+            }
+            self.changed = every;
         }
-        self.changed = every;
         self.ids.extend_from_slice(ids);
         if changed.is_empty() {
             return Ok(true);
         }
-        let (positions, patched) = assigned_fields(schema, &changed)?;
-        let piece = patch_piece(updated, &positions, &patched, &patched.to_arrow())?;
-        let (pieces, at) = self.groups.entry(positions).or_default();
-        pieces.push(piece);
+        // `changed` is ascending, as `assigned_fields` orders a group's columns.
+        let (patched, pieces, at) = match self.groups.entry(changed.clone()) {
+            Entry::Occupied(group) => group.into_mut(),
+            Entry::Vacant(new) => {
+                let (_, patched) = assigned_fields(schema, &changed)?;
+                new.insert((patched, Vec::new(), Vec::new()))
+            }
+        };
+        pieces.push(patch_piece(
+            updated,
+            &changed,
+            patched,
+            &patched.to_arrow(),
+        )?);
         at.extend_from_slice(addrs);
         Ok(true)
     }
@@ -135,30 +204,10 @@ impl Patching {
     /// Writes the patches taken and commits them on `read` in one version; publishes
     /// nothing when no value changed.
     pub(super) async fn commit(self, table: &Table, read: &Snapshot) -> Result<Committed> {
-        let mut patches: Vec<NewPatch> = Vec::new();
-        for (positions, (pieces, addrs)) in self.groups {
-            let (_, patched) = assigned_fields(read.schema(), &positions)?;
-            let written = match arrow::compute::concat_batches(&patched.to_arrow(), &pieces) {
-                Ok(values) => (table.written_patches(&patched, &addrs, values.columns())).await,
-                Err(e) => Err(e.into()),
-            };
-            match written {
-                Ok(written) => patches.extend(written),
-                Err(e) => {
-                    let files = patches.iter().map(|p| &p.file);
-                    delete_files(&table.store, read.schema(), files).await;
-                    return Err(e);
-                }
-            }
-        }
-        if patches.is_empty() {
-            return Ok(Committed::unchanged(read, Default::default()));
-        }
-        let action = Action::Patch {
-            patches,
-            fragments: Vec::new(),
-        };
-        table.commit(read, action).await
+        let groups = (self.groups.into_values())
+            .map(|(patched, pieces, addrs)| PatchGroup::of(patched, addrs, &pieces))
+            .collect::<Result<Vec<_>>>()?;
+        table.commit_patches(read, groups, Vec::new()).await
     }
 }
 

@@ -8,11 +8,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{
-    new_null_array, Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array,
-};
+use arrow::array::{new_null_array, Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array};
 use arrow::compute::filter_record_batch;
-use arrow::datatypes::UInt64Type;
 use arrow::datatypes::{Field as ArrowField, FieldRef, Schema as ArrowSchema};
 use arrow::row::{RowConverter, SortField};
 use futures::TryStreamExt;
@@ -65,7 +62,7 @@ impl Table {
         let changed: Vec<usize> = given.into_iter().filter(|&p| p != key_position).collect();
         let ids: Vec<u32> = changed.iter().map(|&p| schema.fields[p].id).collect();
         let any_matched = matched.iter().any(|(b, _)| b.num_rows() > 0);
-        if any_matched && !ids.is_empty() && read.patches_suit(&ids, read.patch_max_share()) {
+        if any_matched && read.patches_suit(&ids, read.patch_max_share()) {
             let at = self.planned_at(read);
             return at.patch_updated(&changed, matched, inserted).await;
         }
@@ -245,10 +242,11 @@ async fn whole_rows(read: &Snapshot, changed: &[usize], matched: Matched) -> Res
         let request = ScanRequest {
             columns: None,
             with_row_id: true,
+            with_row_addr: true,
             ..Default::default()
         };
         let current = read.take(&ids, request).await?;
-        let found = ids_of(&current)?;
+        let (found, _) = system_columns(&current)?;
         let at: HashMap<RowId, u32> = (found.iter().enumerate())
             .map(|(i, &id)| (id, i as u32))
             .collect();
@@ -276,16 +274,4 @@ async fn whole_rows(read: &Snapshot, changed: &[usize], matched: Matched) -> Res
         whole.push((key_and_changed, rows));
     }
     Ok(whole)
-}
-
-/// The ids in a take's `_rowid` column.
-fn ids_of(batch: &RecordBatch) -> Result<Vec<RowId>> {
-    let column = (batch.column_by_name(super::scan_request::ROW_ID))
-        .and_then(|c| c.as_primitive_opt::<UInt64Type>())
-        .ok_or_else(|| Error::internal("a take lost _rowid"))?;
-    Ok(column
-        .values()
-        .iter()
-        .map(|&v| RowId::from_u64(v))
-        .collect())
 }

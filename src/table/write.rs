@@ -606,10 +606,9 @@ impl Table {
             read.manifest().fragment_row_target(),
             true,
         );
-        let carried = (found_ids.iter().zip(&addrs))
-            .map(|(&id, &addr)| Some(CarriedRow::updated_at(read.manifest(), id, addr)))
-            .collect();
-        writer.push(updated, carried).await?;
+        writer
+            .push(updated, carried_rows(&read, &found_ids, &addrs))
+            .await?;
         let fragments = writer.finish().await?;
         let rows = found_ids.into_iter().zip(addrs).collect();
         self.commit_write_then_merge(&read, Action::Update { rows, fragments }, None)

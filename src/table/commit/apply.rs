@@ -264,9 +264,7 @@ async fn add_patches(
 ) -> Result<std::result::Result<(), String>> {
     let version = m.version;
     for patch in patches {
-        if m.fragment(patch.fragment).is_some() {
-            m.indexes.uncover(patch.fragment, &patch.file.field_ids);
-        }
+        m.indexes.uncover(patch.fragment, &patch.file.field_ids);
         let Some(fragment) = m.fragments.iter_mut().find(|f| f.id == patch.fragment) else {
             return Ok(Err(format!("fragment {} was rewritten", patch.fragment)));
         };
