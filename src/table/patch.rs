@@ -14,10 +14,10 @@ use super::commit::Action;
 use super::patching::{assigned_fields, cast_to, patch_piece, patch_schema, PatchGroup};
 use super::progress::ScanProgress;
 use super::write::{system_columns, updated_rows, BatchUpdate, FragmentWriter, RowMatch};
-use super::{Committed, Snapshot, Table};
+use super::{Committed, RowChangeSet, Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::format::{Field, Schema};
-use crate::rowid::{RowAddress, RowId};
+use crate::rowid::RowId;
 
 impl Table {
     /// Gives the rows `ids` the values of `values`' columns, row `i` of `values` to
@@ -63,7 +63,7 @@ impl Table {
             addrs,
             columns,
         };
-        (self.commit_patches(&read, vec![values], Vec::new())).await
+        (self.commit_patches(&read, vec![values], Vec::new(), Vec::new())).await
     }
 
     /// Updates the rows `rows` names as row patches: `update` computes their new values (as
@@ -111,24 +111,30 @@ impl Table {
         drop(progress);
         let rows = addrs.len() as u64;
         let values = PatchGroup::of(patched, addrs, &pieces)?;
-        let committed = (self.commit_patches(&read, vec![values], Vec::new())).await?;
+        let committed = (self.commit_patches(&read, vec![values], Vec::new(), Vec::new())).await?;
         Ok((committed, rows))
     }
 
-    /// Commits `updated` (rows of the table's user columns, each with the id and address of
-    /// the row it replaces, as [`RowChangeSet::updated`](super::RowChangeSet) holds them) as
-    /// row patches of their columns at `assigned` (positions in the table's schema; the
-    /// other columns are not written), and `inserted` as new rows, in one version.
+    /// Commits `changes` as one version with its updates written as row patches of the
+    /// columns at `assigned` (positions in the table's schema; the updated batches' other
+    /// columns are not written): what [`Self::commit_changes`] commits, for an update of a
+    /// few columns (a MERGE's). Deleted rows become tombstones and inserted rows new rows,
+    /// as there.
     ///
     /// # Errors
     /// As [`Self::patch_rows`] for what patches do not cover yet, and for values the
-    /// columns cannot hold.
-    pub async fn patch_updated(
+    /// columns cannot hold; a row named twice (updated twice, or updated and deleted) is
+    /// `InvalidInput`. Nothing is written then.
+    pub async fn patch_changes(
         &self,
         assigned: &[usize],
-        updated: Vec<(RecordBatch, Vec<(RowId, RowAddress)>)>,
-        inserted: Vec<RecordBatch>,
+        changes: RowChangeSet,
     ) -> Result<Committed> {
+        let RowChangeSet {
+            deleted,
+            updated,
+            inserted,
+        } = changes;
         let read = self.read_snapshot().await?;
         let (positions, patched) = assigned_fields(read.schema(), assigned)?;
         refused(&patched)?;
@@ -146,9 +152,10 @@ impl Table {
             pieces.push(patch_piece(batch, &positions, &patched, &patch_schema)?);
             addrs.extend(rows.iter().map(|&(_, addr)| addr));
         }
-        let mut seen = HashSet::with_capacity(addrs.len());
-        if let Some(twice) = addrs.iter().find(|a| !seen.insert(**a)) {
-            return Err(Error::invalid(format!("row at {twice:?} is updated twice")));
+        let mut seen = HashSet::with_capacity(addrs.len() + deleted.len());
+        let named = addrs.iter().chain(deleted.iter().map(|(_, addr)| addr));
+        if let Some(twice) = named.into_iter().find(|a| !seen.insert(**a)) {
+            return Err(Error::invalid(format!("row at {twice:?} is changed twice")));
         }
         let values = PatchGroup::of(patched, addrs, &pieces)?;
         let target = read.manifest().fragment_row_target();
@@ -161,7 +168,7 @@ impl Table {
         }
         .await;
         let fragments = writer.finish_after(written).await?;
-        (self.commit_patches(&read, vec![values], fragments)).await
+        (self.commit_patches(&read, vec![values], fragments, deleted)).await
     }
 }
 

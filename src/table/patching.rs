@@ -86,14 +86,15 @@ impl PatchGroup {
 
 impl Table {
     /// Writes `groups` as one patch file per group and fragment holding some of its rows,
-    /// and commits them on `read` with `fragments` of new rows, in one version; every file
-    /// written (the fragments' too) is deleted if it fails. Publishes nothing when there is
-    /// nothing to write.
+    /// and commits them on `read` with `fragments` of new rows and the deletes of `deleted`,
+    /// in one version; every file written (the fragments' too) is deleted if it fails.
+    /// Publishes nothing when there is nothing to write.
     pub(super) async fn commit_patches(
         &self,
         read: &Snapshot,
         groups: Vec<PatchGroup>,
         fragments: Vec<NewFragment>,
+        deleted: Vec<(RowId, RowAddress)>,
     ) -> Result<Committed> {
         let mut patches: Vec<NewPatch> = Vec::new();
         for group in groups {
@@ -111,11 +112,15 @@ impl Table {
                 }
             }
         }
-        if patches.is_empty() && fragments.is_empty() {
+        let merges = !fragments.is_empty();
+        let action = Action::Patch {
+            patches,
+            fragments,
+            deleted,
+        };
+        if action.changes_nothing() {
             return Ok(Committed::unchanged(read, Default::default()));
         }
-        let merges = !fragments.is_empty();
-        let action = Action::Patch { patches, fragments };
         match merges {
             false => self.commit(read, action).await,
             // New rows: small fragments are merged after, as after any write.
@@ -207,7 +212,9 @@ impl Patching {
         let groups = (self.groups.into_values())
             .map(|(patched, pieces, addrs)| PatchGroup::of(patched, addrs, &pieces))
             .collect::<Result<Vec<_>>>()?;
-        table.commit_patches(read, groups, Vec::new()).await
+        table
+            .commit_patches(read, groups, Vec::new(), Vec::new())
+            .await
     }
 }
 

@@ -63,8 +63,12 @@ impl Table {
         let ids: Vec<u32> = changed.iter().map(|&p| schema.fields[p].id).collect();
         let any_matched = matched.iter().any(|(b, _)| b.num_rows() > 0);
         if any_matched && read.patches_suit(&ids, read.patch_max_share()) {
-            let at = self.planned_at(read);
-            return at.patch_updated(&changed, matched, inserted).await;
+            let changes = RowChangeSet {
+                updated: matched,
+                inserted,
+                ..Default::default()
+            };
+            return self.planned_at(read).patch_changes(&changed, changes).await;
         }
         let updated = match changed.len() + 1 == schema.fields.len() {
             true => matched,

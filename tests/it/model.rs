@@ -341,16 +341,17 @@ fn plan(op: &Op, read: &State, model: &mut Model) -> (Action, Expect) {
                 .map(|id| (id, (read[&id].0, read[&id].1 + delta)))
                 .collect();
             let added = model.fresh_rows(*new_rows);
-            // Updates and inserts, of a delta a multiple of 4: `val` and `name` of the whole
-            // rows as row patches, which leave the row's other columns (the extras) as they
-            // were, and the inserts as new rows, in one version.
-            if removed.is_empty() && !changed.is_empty() && delta % 4 == 0 {
+            // Updates of a delta a multiple of 4: `val` and `name` of the whole rows as row
+            // patches, which leave the row's other columns (the extras) as they were, beside
+            // the deletes and the inserts as new rows, in one version.
+            if !changed.is_empty() && delta % 4 == 0 {
                 let values = changed.clone().into_iter().collect();
-                let action = Action::PatchIds(values, *delta, Some(added.clone()));
+                let beside = Some((added.clone(), removed.clone()));
+                let action = Action::PatchIds(values, *delta, beside);
                 let expect = Expect::Change {
                     added,
                     changed,
-                    removed: vec![],
+                    removed,
                     replace_all: false,
                     forgets: None,
                 };

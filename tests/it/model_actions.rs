@@ -23,9 +23,13 @@ pub enum Action {
     UpdateIds(Vec<u64>, i64),
     /// Rows (id, (key, new val)): `val` and `name` patched (and the delta that made the
     /// new `val`, for a table that refuses patches), by id (`patch_rows`) or, with rows
-    /// inserted beside them, from whole updated rows (`patch_updated`, as a MERGE that
-    /// updates and inserts writes them).
-    PatchIds(Vec<(u64, (i64, i64))>, i64, Option<Vec<(i64, i64)>>),
+    /// inserted and ids deleted beside them, from whole updated rows (`patch_changes`, as
+    /// a MERGE writes them).
+    PatchIds(
+        Vec<(u64, (i64, i64))>,
+        i64,
+        Option<(Vec<(i64, i64)>, Vec<u64>)>,
+    ),
     Upsert(Vec<(i64, i64)>),
     /// Rows deleted, updated (id, new key and val) and inserted in one commit.
     Changes {
@@ -108,18 +112,23 @@ pub async fn run(table: &Table, action: &Action, schema: &Arc<Schema>) -> natal:
             let ids: Vec<RowId> = ids.iter().map(|v| RowId::from_u64(*v)).collect();
             table.update_rows(&ids, &add_to_val(*d)).await?.into()
         }
-        Action::PatchIds(rows, d, Some(inserted)) => {
+        Action::PatchIds(rows, d, Some((inserted, deleted))) => {
             let read = table.snapshot().await?;
             let mut at = Vec::with_capacity(rows.len());
-            for (id, _) in rows {
+            for id in rows.iter().map(|(id, _)| id).chain(deleted) {
                 let id = RowId::from_u64(*id);
                 at.push((id, read.resolve(id).await?.expect("a live row")));
             }
+            let deleted = at.split_off(rows.len());
             let values: Vec<(i64, i64)> = rows.iter().map(|(_, v)| *v).collect();
             let ids: Vec<RowId> = at.iter().map(|(id, _)| *id).collect();
             // `val` and `name` of whole rows (the others as `batch` pads them: not written).
-            let updated = vec![(batch(&values), at)];
-            let patched = table.patch_updated(&[1, 2], updated, vec![batch(inserted)]);
+            let changes = natal::RowChangeSet {
+                deleted: deleted.clone(),
+                updated: vec![(batch(&values), at)],
+                inserted: vec![batch(inserted)],
+            };
+            let patched = table.patch_changes(&[1, 2], changes);
             match Box::pin(patched).await {
                 // As a MERGE where patches are refused: the updates (keeping the other
                 // columns) and the inserts in one version.
@@ -144,7 +153,7 @@ pub async fn run(table: &Table, action: &Action, schema: &Arc<Schema>) -> natal:
                         })
                         .collect();
                     let changes = natal::RowChangeSet {
-                        deleted: Vec::new(),
+                        deleted,
                         updated: vec![(update(&found)?, at)],
                         inserted: vec![batch(inserted)],
                     };

@@ -597,7 +597,7 @@ async fn a_merge_that_only_updates_writes_patches() {
     answer(&ctx, twice).await.unwrap_err();
     assert_eq!(table.latest().await.unwrap().version(), version);
     // A MERGE that also inserts patches its updates and appends its inserts, in one
-    // version; one that may delete rewrites.
+    // version; one that also deletes writes its deletes beside them.
     let upsert = "MERGE INTO t USING (VALUES (3, 'x'), (500, 'y')) AS s(k, name) ON t.k = s.k \
                   WHEN MATCHED THEN UPDATE SET name = s.name \
                   WHEN NOT MATCHED THEN INSERT (k, val, name) VALUES (s.k, 0, s.name)";
@@ -607,16 +607,47 @@ async fn a_merge_that_only_updates_writes_patches() {
     assert_eq!(lines(&ctx, upsert).await, ["| 2 |"]);
     assert_eq!(table.latest().await.unwrap().version(), version + 1);
     assert_eq!(lines(&ctx, patches).await, ["| 3 | 3 |"]);
-    let deleting = format!("{upsert} WHEN NOT MATCHED BY SOURCE AND t.k = 7 THEN DELETE");
+    let deleting = "MERGE INTO t USING (VALUES (4, 'd'), (6, 'e'), (501, 'z')) AS s(k, name) \
+                    ON t.k = s.k \
+                    WHEN MATCHED AND s.name = 'd' THEN DELETE \
+                    WHEN MATCHED THEN UPDATE SET name = s.name \
+                    WHEN NOT MATCHED THEN INSERT (k, val, name) VALUES (s.k, 0, s.name)";
     let plan = lines(&ctx, &format!("EXPLAIN {deleting}")).await.join("\n");
-    assert!(!plan.contains("row patches"), "{plan}");
+    assert!(plan.contains("updates as row patches"), "{plan}");
+    let six = "SELECT _rowid, _rowaddr FROM \"t$rows\" WHERE k = 6";
+    let six_before = lines(&ctx, six).await;
+    let version = table.latest().await.unwrap().version();
+    assert_eq!(lines(&ctx, deleting).await, ["| 3 |"]);
+    assert_eq!(table.latest().await.unwrap().version(), version + 1);
+    assert_eq!(lines(&ctx, six).await, six_before, "the updated row stays");
+    assert_eq!(lines(&ctx, patches).await, ["| 4 | 4 |"]);
     assert_eq!(
         lines(
             &ctx,
-            "SELECT k, name FROM t WHERE k IN (1, 3, 150, 500) ORDER BY k"
+            "SELECT k, name FROM t WHERE k IN (1, 3, 4, 6, 150, 500, 501) ORDER BY k"
         )
         .await,
-        ["| 1 | m1 |", "| 3 | x |", "| 150 | m150 |", "| 500 | y |"]
+        [
+            "| 1 | m1 |",
+            "| 3 | x |",
+            "| 6 | e |",
+            "| 150 | m150 |",
+            "| 500 | y |",
+            "| 501 | z |"
+        ]
+    );
+    // The version reads as one change of each kind.
+    let changes = format!(
+        "SELECT k, name, _change_type FROM natal_changes('t', {version}) ORDER BY k, _change_type"
+    );
+    assert_eq!(
+        lines(&ctx, &changes).await,
+        [
+            "| 4 | n4 | delete |",
+            "| 6 | e | update_postimage |",
+            "| 6 | n6 | update_preimage |",
+            "| 501 | z | insert |"
+        ]
     );
 }
 
@@ -701,9 +732,12 @@ pub async fn write_fixture_table(dir: &std::path::Path) {
     table.set_patch_max_share(Some(0.25)).await.unwrap();
     let id = RowId::from_u64(addr(0, 5));
     let at = table.latest().await.unwrap().resolve(id).await.unwrap();
-    let updated = vec![(crate::common::batch(&[(5, 5005)]), vec![(id, at.unwrap())])];
-    let inserted = vec![crate::common::batch(&[(160, 160)])];
-    (table.patch_updated(&[1, 2], updated, inserted).await).unwrap();
+    let changes = natal::RowChangeSet {
+        updated: vec![(crate::common::batch(&[(5, 5005)]), vec![(id, at.unwrap())])],
+        inserted: vec![crate::common::batch(&[(160, 160)])],
+        ..Default::default()
+    };
+    (table.patch_changes(&[1, 2], changes).await).unwrap();
 }
 
 /// Every version of table `p` under `dir`: each live row's id, key, val and name, and the

@@ -7,10 +7,9 @@
 //! source. Each row fires the first `WHEN` clause whose kind and `AND` predicate it meets.
 //! Updated rows keep their ids (point entries, as `UPDATE`), deleted rows become tombstones,
 //! inserted rows are native; all of it is one commit (`Table::commit_changes`), rebased as an
-//! update is. A MERGE whose clauses update and insert (none deletes), assigning columns that
-//! hold a small share of the table's bytes (`natal.patch_max_share`, or the table's), writes
-//! its updates as row patches of the assigned columns and its inserts as new rows, in one
-//! version (`Table::patch_updated`). A target row matched by more than one source row that
+//! update is. A MERGE whose updates assign columns that hold a small share of the table's
+//! bytes (`natal.patch_max_share`, or the table's) writes them as row patches of the
+//! assigned columns, beside its deletes and inserts, in one version (`Table::patch_changes`). A target row matched by more than one source row that
 //! a clause would update or delete is an error naming the row's `ON` key, and nothing is
 //! committed.
 
@@ -107,9 +106,7 @@ impl MergeExec {
                 }
             }
         }
-        // A delete is a deletion vector beside the patches, which one commit does not hold.
-        let deletes = (clauses.iter()).any(|c| matches!(c.action, MergeIntoAction::Delete));
-        let may_patch = !deletes && !assigned.is_empty();
+        let may_patch = !assigned.is_empty();
         let patched = (may_patch && provider.writes_patches(state.config_options(), &assigned))
             .then(|| {
                 assigned
@@ -360,7 +357,7 @@ async fn merge(table: Table, source: SendableRecordBatchStream, spec: MergeSpec)
             let assigned = (names.iter())
                 .map(|name| assigned_column(&user, name))
                 .collect::<Result<Vec<_>>>()?;
-            (planned.patch_updated(&assigned, changes.updated, changes.inserted)).await?
+            planned.patch_changes(&assigned, changes).await?
         }
         None => planned.commit_changes(changes).await?,
     };

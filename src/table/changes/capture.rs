@@ -55,7 +55,14 @@ impl Table {
         let mut rows: Vec<(RowId, RowAddress)> = match action {
             Action::Delete { rows } | Action::Update { rows, .. } => rows.clone(),
             // A patch changes its rows in place: their values before it are captured.
-            Action::Patch { patches, .. } => patched_rows(read.manifest(), patches)?,
+            // (A MERGE's deletes beside them, too.)
+            Action::Patch {
+                patches, deleted, ..
+            } => {
+                let mut rows = patched_rows(read.manifest(), patches)?;
+                rows.extend_from_slice(deleted);
+                rows
+            }
             _ => return Ok(None),
         };
         // In id order: a change read's chunks of nearby ids then read nearby pages here too.

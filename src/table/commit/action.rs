@@ -171,11 +171,13 @@ pub(crate) enum Action {
         column_files: Vec<(FragmentId, DataFile)>,
     },
     /// Give some columns of some rows new values in place: one row patch per fragment
-    /// holding some of them (reader flag `ROW_PATCHES`); and add `fragments` of new rows
-    /// (a MERGE's inserts beside its patched updates), as an append does.
+    /// holding some of them (reader flag `ROW_PATCHES`); add `fragments` of new rows (a
+    /// MERGE's inserts beside its patched updates), as an append does; and delete `deleted`
+    /// (a MERGE's deletes), as a delete does.
     Patch {
         patches: Vec<NewPatch>,
         fragments: Vec<NewFragment>,
+        deleted: Vec<(RowId, RowAddress)>,
     },
     /// Start or stop recording change data (a table property; recorded as a schema
     /// change: it changes no row).
@@ -214,7 +216,9 @@ impl Action {
             Action::AlterSchema { column_files, .. } => {
                 column_files.iter().map(|(_, file)| file.clone()).collect()
             }
-            Action::Patch { patches, fragments } => (patches.iter().map(|p| p.file.clone()))
+            Action::Patch {
+                patches, fragments, ..
+            } => (patches.iter().map(|p| p.file.clone()))
                 .chain(fragments.iter().map(|f| f.file.clone()))
                 .collect(),
             _ => Vec::new(),
@@ -236,7 +240,11 @@ impl Action {
         match self {
             Action::Append { fragments } => fragments.is_empty(),
             Action::Delete { rows } => rows.is_empty(),
-            Action::Patch { patches, fragments } => patches.is_empty() && fragments.is_empty(),
+            Action::Patch {
+                patches,
+                fragments,
+                deleted,
+            } => patches.is_empty() && fragments.is_empty() && deleted.is_empty(),
             Action::Update { rows, fragments } => rows.is_empty() && fragments.is_empty(),
             Action::Compact { inputs, .. } => inputs.is_empty(),
             Action::CreateIndex { segments, replaces } => {

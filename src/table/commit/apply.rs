@@ -148,7 +148,11 @@ pub(super) async fn apply(
         }
         Action::SetChangeDataFeed { enabled } => m.change_data_feed = *enabled,
         Action::SetPatchMaxShare { share } => m.patch_max_share = *share,
-        Action::Patch { patches, fragments } => {
+        Action::Patch {
+            patches,
+            fragments,
+            deleted,
+        } => {
             add(&mut m, &mut summary, fragments)?;
             let refused = add_patches(store, &mut m, patches).await?;
             refused.map_err(|reason| Error::Conflict {
@@ -158,6 +162,7 @@ pub(super) async fn apply(
                 other_version: base.version,
                 reason,
             })?;
+            summary.rows_removed = delete_rows(store, &mut m, deleted, &HashSet::new()).await?;
         }
     }
     m.fragments.sort_by_key(|f| f.id);

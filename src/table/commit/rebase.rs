@@ -25,10 +25,12 @@ pub(super) async fn rebase(
         next.transaction.operation,
         Operation::Overwrite | Operation::Restore
     );
-    let other_rewrote = matches!(
-        next.transaction.operation,
-        Operation::Delete | Operation::Update | Operation::Compact
-    );
+    // A MERGE written as row patches may delete rows too.
+    let other_rewrote = match next.transaction.operation {
+        Operation::Delete | Operation::Update | Operation::Compact => true,
+        Operation::Patch => next.transaction.rows_removed > 0,
+        _ => false,
+    };
     // A table property changes no row: it rebases over anything.
     if let Action::SetChangeDataFeed { .. } | Action::SetPatchMaxShare { .. } = action {
         return Ok(());
@@ -66,10 +68,12 @@ pub(super) async fn rebase(
         Action::Append { .. } | Action::Checkpoint { .. } => Ok(()),
         // Its fragments and rows are checked as it applies (`apply::add_patches`); rows a
         // compaction moved are followed to their new fragments.
-        Action::Patch { patches, .. } if other_rewrote => {
+        Action::Patch {
+            patches, deleted, ..
+        } if other_rewrote => {
             // A patched row deleted or rewritten meanwhile is a conflict now: a compaction
             // after it would leave no trace of the deletion at the patch's offsets.
-            let outcome = match next.transaction.operation {
+            let mut outcome = match next.transaction.operation {
                 Operation::Compact => {
                     super::follow_patches::follow_patches(store, patches, prev, next).await?
                 }
@@ -78,6 +82,12 @@ pub(super) async fn rebase(
                     None => Ok(()),
                 },
             };
+            // Its deletes follow their rows as a delete's do.
+            if outcome.is_ok() {
+                if let Followed::Lost(reason) = follow_rows(store, deleted, prev, next).await? {
+                    outcome = Err(reason);
+                }
+            }
             outcome.map_err(|reason| conflict(action, read_version, next, reason))
         }
         Action::Patch { .. } => Ok(()),
@@ -176,16 +186,17 @@ fn patched_under(action: &Action, prev: &Manifest, next: &Manifest) -> Option<St
         let now = next.fragment(id).map_or(&[][..], |f| f.patches.as_slice());
         now.get(before..).unwrap_or_default()
     };
-    match action {
-        Action::Update { rows, .. } | Action::Delete { rows } => rows
-            .iter()
+    // Rows it deletes or rewrites that `next` patched.
+    let patched_row = |rows: &[(RowId, RowAddress)]| {
+        rows.iter()
             .find(|(_, addr)| {
                 let offset = addr.offset();
-                added(addr.fragment_id())
-                    .iter()
-                    .any(|p| p.offsets.contains(offset))
+                (added(addr.fragment_id()).iter()).any(|p| p.offsets.contains(offset))
             })
-            .map(|(id, _)| format!("row {id} was patched concurrently")),
+            .map(|(id, _)| format!("row {id} was patched concurrently"))
+    };
+    match action {
+        Action::Update { rows, .. } | Action::Delete { rows } => patched_row(rows),
         Action::Compact { inputs, .. } => inputs
             .iter()
             .find(|input| !added(input.id).is_empty())
@@ -198,20 +209,24 @@ fn patched_under(action: &Action, prev: &Manifest, next: &Manifest) -> Option<St
                     .any(|f| added(f).iter().any(|p| p.holds(s.field_id)))
             })
             .map(|s| format!("a column of index {} was patched", s.name)),
-        Action::Patch { patches, .. } => patches
-            .iter()
-            .find(|mine| {
-                added(mine.fragment).iter().any(|theirs| {
-                    theirs.holds_any(&mine.file.field_ids)
-                        && !theirs.offsets.is_disjoint(&mine.offsets)
+        Action::Patch {
+            patches, deleted, ..
+        } => patched_row(deleted).or_else(|| {
+            patches
+                .iter()
+                .find(|mine| {
+                    added(mine.fragment).iter().any(|theirs| {
+                        theirs.holds_any(&mine.file.field_ids)
+                            && !theirs.offsets.is_disjoint(&mine.offsets)
+                    })
                 })
-            })
-            .map(|mine| {
-                format!(
-                    "cells of fragment {} were patched concurrently",
-                    mine.fragment
-                )
-            }),
+                .map(|mine| {
+                    format!(
+                        "cells of fragment {} were patched concurrently",
+                        mine.fragment
+                    )
+                })
+        }),
         _ => None,
     }
 }
