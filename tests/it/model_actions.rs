@@ -14,6 +14,9 @@ use crate::model_schema::{pad, padded_update};
 /// The index the model test builds, on `val` (the column updates change).
 pub const INDEX: &str = "val_idx";
 
+/// Rows inserted (key, val) and ids deleted beside a patch, in its version (a MERGE's).
+pub type Beside = (Vec<(i64, i64)>, Vec<u64>);
+
 #[derive(Debug)]
 pub enum Action {
     Append(Vec<(i64, i64)>),
@@ -25,11 +28,7 @@ pub enum Action {
     /// new `val`, for a table that refuses patches), by id (`patch_rows`) or, with rows
     /// inserted and ids deleted beside them, from whole updated rows (`patch_changes`, as
     /// a MERGE writes them).
-    PatchIds(
-        Vec<(u64, (i64, i64))>,
-        i64,
-        Option<(Vec<(i64, i64)>, Vec<u64>)>,
-    ),
+    PatchIds(Vec<(u64, (i64, i64))>, i64, Option<Beside>),
     Upsert(Vec<(i64, i64)>),
     /// Rows deleted, updated (id, new key and val) and inserted in one commit.
     Changes {
