@@ -633,12 +633,19 @@ async fn stored_table_names(store: Arc<dyn ObjectStore>, root: Path) -> crate::R
             continue;
         }
         let inside = store.list_with_delimiter(Some(&dir)).await?;
-        if inside
-            .common_prefixes
-            .iter()
-            .any(|p| p.filename() == Some(crate::io::VERSIONS_DIR))
-        {
-            names.push(name);
+        let versions =
+            (inside.common_prefixes.iter()).find(|p| p.filename() == Some(crate::io::VERSIONS_DIR));
+        // A dropped table on a local disk leaves its empty directories: no manifest, no
+        // table.
+        if let Some(versions) = versions {
+            if !store
+                .list_with_delimiter(Some(versions))
+                .await?
+                .objects
+                .is_empty()
+            {
+                names.push(name);
+            }
         }
     }
     Ok(names)
