@@ -198,8 +198,9 @@ class Catalog:
 
     def sql(self, query: str) -> pa.Table:
         """Runs one SQL statement with natal's SQL (``t@v3``, ``"t$rows"``, the
-        ``natal_*`` functions, ``MERGE``, ...) and returns its result."""
-        return self.sql_batches(query).read_all()
+        ``natal_*`` functions, ``MERGE``, ...) and returns its result. Ctrl-C stops it."""
+        stream = self._inner.sql_gathered(_check_text("the query", query))
+        return pa.RecordBatchReader.from_stream(stream).read_all()
 
     def sql_batches(self, query: str) -> pa.RecordBatchReader:
         """As :meth:`sql`, the result streamed: batches are read as the reader is."""
@@ -241,6 +242,18 @@ class Catalog:
         else:
             table.overwrite(data)
         return table
+
+    def register_functions(self, ctx: Any) -> list[str]:
+        """Registers the ``natal_*`` table functions (``natal_changes``, ``natal_compact``,
+        ...), bound to this catalog's tables, in a datafusion-python ``SessionContext``;
+        returns their names."""
+        from datafusion import udtf
+
+        names = []
+        for function in self._inner.table_functions():
+            ctx.register_udtf(udtf(function, function.name))
+            names.append(function.name)
+        return names
 
     def drop_table(self, name: str) -> None:
         """Deletes table ``name`` and every file of it."""
@@ -398,7 +411,7 @@ class Table:
         limit: int | None = None,
     ) -> pa.Table:
         """The rows as one ``pyarrow.Table`` (see :meth:`to_batches`)."""
-        return self.to_batches(columns, filter, with_row_id, limit).read_all()
+        return self._catalog.sql(self._select(columns, filter, with_row_id, limit))
 
     def to_pandas(self, **kwargs: Any) -> Any:
         return self.to_arrow(**kwargs).to_pandas()

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use arrow::array::RecordBatch;
+use arrow::array::{RecordBatch, RecordBatchIterator};
 use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
 use datafusion::datasource::MemTable;
 
@@ -20,6 +20,7 @@ use pyo3::prelude::*;
 
 use crate::arrow_io::{batches, reader_of, ArrowStream};
 use crate::errors::{datafusion_error, natal_error};
+use crate::provider::TableFunction;
 use crate::runtime::{runtime, wait};
 use crate::table::Table;
 
@@ -139,6 +140,42 @@ impl Catalog {
             frame.execute_stream().await.map_err(datafusion_error)
         })?;
         Ok(ArrowStream::of_stream(runtime()?, stream))
+    }
+
+    /// Runs one SQL statement and gathers its whole result in natal (Ctrl-C stops it
+    /// while it runs); the result as a stream of those batches.
+    fn sql_gathered(&self, py: Python<'_>, query: &str) -> PyResult<ArrowStream> {
+        let ctx = self.session.ctx.clone();
+        let query = query.to_string();
+        let (schema, batches) = wait(py, async move {
+            let frame = natal::datafusion::sql(&ctx, &query)
+                .await
+                .map_err(datafusion_error)?;
+            let schema = Arc::new(frame.schema().as_arrow().clone());
+            let batches = frame.collect().await.map_err(datafusion_error)?;
+            Ok((schema, batches))
+        })?;
+        let schema = batches.first().map_or(schema, |b| b.schema());
+        let reader = RecordBatchIterator::new(batches.into_iter().map(Ok), schema);
+        Ok(ArrowStream::new(Box::new(reader)))
+    }
+
+    /// The `natal_*` table functions, bound to this catalog's tables, for a datafusion-python
+    /// session (`Catalog.register_functions`).
+    fn table_functions(&self) -> PyResult<Vec<TableFunction>> {
+        let ctx = &self.session.ctx;
+        let mut names: Vec<String> = (ctx.state().table_functions().keys())
+            .filter(|name| name.starts_with("natal_"))
+            .cloned()
+            .collect();
+        names.sort();
+        names
+            .into_iter()
+            .map(|name| {
+                let function = ctx.table_function(&name).map_err(datafusion_error)?;
+                Ok(TableFunction::new(name, function.function().clone()))
+            })
+            .collect()
     }
 
     /// The names of the tables under the root.

@@ -21,6 +21,7 @@ fn _natal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<catalog::Catalog>()?;
     m.add_class::<table::Table>()?;
     m.add_class::<arrow_io::ArrowStream>()?;
+    m.add_class::<provider::TableFunction>()?;
     m.add("NatalError", py.get_type::<errors::NatalError>())?;
     m.add("ConflictError", py.get_type::<errors::ConflictError>())?;
     m.add("CorruptError", py.get_type::<errors::CorruptError>())?;

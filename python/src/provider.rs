@@ -1,15 +1,18 @@
 //! The table as datafusion-python reads it: natal's provider behind DataFusion's FFI
-//! (`FFI_TableProvider`, crate datafusion-ffi of the same major as datafusion-python).
+//! (`FFI_TableProvider`, crate datafusion-ffi of the same major as datafusion-python); and
+//! the `natal_*` table functions behind `FFI_TableFunction`.
 //!
 //! datafusion-python plans on its own tokio runtime, which this module's tokio (a copy of
 //! its own, in this library) cannot see: the FFI enters natal's runtime while streams are
-//! polled, but not while `scan` plans, so [`OnNatalRuntime`] runs the planning there itself.
+//! polled, but not while `scan` plans or a table function runs, so [`OnNatalRuntime`] and
+//! [`FunctionOnNatalRuntime`] run those there themselves.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::Constraints;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result;
@@ -18,6 +21,7 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion_ffi::proto::logical_extension_codec::FFI_LogicalExtensionCodec;
 use datafusion_ffi::table_provider::FFI_TableProvider;
+use datafusion_ffi::udtf::FFI_TableFunction;
 use natal::datafusion::{NatalTableProvider, ProviderView};
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
@@ -69,10 +73,10 @@ fn logical_codec(session: &Bound<'_, PyAny>) -> PyResult<FFI_LogicalExtensionCod
     Ok(codec.clone())
 }
 
-/// natal's provider with its planning run on natal's runtime (see the module's notes).
+/// A provider of natal's with its planning run on natal's runtime (see the module's notes).
 #[derive(Debug)]
 struct OnNatalRuntime {
-    natal: Arc<NatalTableProvider>,
+    natal: Arc<dyn TableProvider>,
     runtime: Arc<Runtime>,
 }
 
@@ -135,5 +139,67 @@ impl TableProvider for OnNatalRuntime {
         insert_op: InsertOp,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         (self.planned(self.natal.insert_into(state, input, insert_op))).await
+    }
+}
+
+/// A `natal_*` table function for datafusion-python (`ctx.register_udtf(udtf(f, f.name))`),
+/// bound to its catalog's tables.
+#[pyclass(module = "natal._natal", frozen)]
+pub struct TableFunction {
+    name: String,
+    function: Arc<dyn TableFunctionImpl>,
+}
+
+impl TableFunction {
+    pub fn new(name: String, function: Arc<dyn TableFunctionImpl>) -> Self {
+        Self { name, function }
+    }
+}
+
+#[pymethods]
+impl TableFunction {
+    #[getter]
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    /// The function as a `datafusion_table_function` capsule for `session`.
+    fn __datafusion_table_function__<'py>(
+        &self,
+        py: Python<'py>,
+        session: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let codec = logical_codec(&session)?;
+        let runtime = runtime()?;
+        let handle = runtime.handle().clone();
+        let function = Arc::new(FunctionOnNatalRuntime {
+            function: self.function.clone(),
+            runtime,
+        });
+        let ffi = FFI_TableFunction::new_with_ffi_codec(function, Some(handle), codec);
+        PyCapsule::new_with_value(py, ffi, c"datafusion_table_function")
+    }
+}
+
+/// A `natal_*` function run on natal's runtime, its result planned there too.
+#[derive(Debug)]
+struct FunctionOnNatalRuntime {
+    function: Arc<dyn TableFunctionImpl>,
+    runtime: Arc<Runtime>,
+}
+
+impl TableFunctionImpl for FunctionOnNatalRuntime {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let result = match tokio::runtime::Handle::try_current() {
+            Ok(_) => self.function.call_with_args(args)?,
+            Err(_) => {
+                let _entered = self.runtime.enter();
+                self.function.call_with_args(args)?
+            }
+        };
+        Ok(Arc::new(OnNatalRuntime {
+            natal: result,
+            runtime: self.runtime.clone(),
+        }))
     }
 }

@@ -60,3 +60,14 @@ def test_a_checked_out_version_reads_as_it_was(table):
 def test_a_session_that_is_not_one_is_refused(table):
     with pytest.raises(TypeError, match="SessionContext"):
         table.__datafusion_table_provider__(object())
+
+
+def test_natal_functions_register_as_table_functions(table):
+    ctx = datafusion.SessionContext()
+    names = table.catalog.register_functions(ctx)
+    assert "natal_changes" in names and "natal_compact" in names
+    table.delete("id < 10")
+    changes = ctx.sql("SELECT count(*) AS n FROM natal_changes('events', 1)").to_arrow_table()
+    assert changes.column("n")[0].as_py() == 10
+    compacted = ctx.sql("SELECT version FROM natal_compact('events')").to_arrow_table()
+    assert compacted.column("version")[0].as_py() == table.version

@@ -3,6 +3,7 @@ merges, maintenance, blobs, and bad input."""
 
 import io
 import os
+import signal
 import threading
 
 import pyarrow as pa
@@ -277,3 +278,16 @@ def test_a_forked_child_reads_on_a_runtime_of_its_own(table):
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
     assert table.count_rows() == 100
+
+
+def test_ctrl_c_stops_a_long_statement(db):
+    # Far more rows than the test waits for: only the interrupt ends it.
+    query = "SELECT count(*) FROM generate_series(1, 100000000000)"
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            db.sql(query)
+    finally:
+        timer.cancel()
+    assert db.sql("SELECT 1 AS one").column("one")[0].as_py() == 1
