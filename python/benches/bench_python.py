@@ -1,9 +1,9 @@
 """natal from Python beside pylance and deltalake, in one run on the same data.
 
 Rows: a key, three numeric columns and a 100-byte string, written from one pyarrow table.
-Figures: write throughput, a full `to_arrow()` read, and a take of 1,000 random row ids
-(pylance's `take` by row index; natal's by `_rowid`, which is the same number for a table
-written once), each the best of NATAL_BENCH_RUNS runs (default 3).
+Figures: write throughput, a full `to_arrow()` read, and a take of 1,000 random rows
+(pylance's `take` by row position; natal's by the `_rowid`s of the rows at the same
+positions), each the best of NATAL_BENCH_RUNS runs (default 3).
 
     pip install ./python pylance==14.0.2 deltalake
     NATAL_BENCH_ROWS=10000000 python python/benches/bench_python.py /tmp/natal-bench
@@ -68,8 +68,12 @@ def main(directory: str) -> None:
         "natal write_table", lambda: natal.write_table(fresh("natal") + "/t", table)
     )
     t = natal.open_table(root + "/t")
+    assert t.to_arrow().num_rows == ROWS
     results["natal read"] = best("natal to_arrow", lambda: t.to_arrow())
-    results["natal take"] = best("natal take 1,000 ids", lambda: t.take(ids))
+    # The rows at the same positions: natal's ids are (fragment, offset) addresses.
+    all_ids = t.to_arrow(columns=["key"], with_row_id=True).sort_by("key").column("_rowid")
+    row_ids = [all_ids[i].as_py() for i in ids]
+    results["natal take"] = best("natal take 1,000 ids", lambda: t.take(row_ids))
 
     try:
         import lance
@@ -81,6 +85,7 @@ def main(directory: str) -> None:
             "pylance write_dataset", lambda: lance.write_dataset(table, fresh("lance"))
         )
         ds = lance.dataset(path)
+        assert ds.to_table().num_rows == ROWS
         results["lance read"] = best("pylance to_table", lambda: ds.to_table())
         results["lance take"] = best("pylance take 1,000 indices", lambda: ds.take(ids))
 
@@ -94,6 +99,7 @@ def main(directory: str) -> None:
             "deltalake write_deltalake", lambda: deltalake.write_deltalake(fresh("delta"), table)
         )
         dt = deltalake.DeltaTable(path)
+        assert dt.to_pyarrow_table().num_rows == ROWS
         results["delta read"] = best(
             "deltalake to_pyarrow_table", lambda: dt.to_pyarrow_table()
         )
@@ -106,6 +112,13 @@ def main(directory: str) -> None:
             if theirs:
                 print(f"natal/{peer} {what}: {ours / theirs:.2f}x")
     print(f"natal write throughput: {size / results['natal write'] / 1e6:,.0f} MB/s")
+    for name in ("natal", "lance", "delta"):
+        path = os.path.join(directory, name)
+        if os.path.isdir(path):
+            stored = sum(
+                os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs
+            )
+            print(f"{name} on disk: {stored / 1e6:,.0f} MB")
 
 
 if __name__ == "__main__":

@@ -171,6 +171,8 @@ def _arrow(data: Any) -> Any:
     a pandas DataFrame without it, or a list of dicts, through pyarrow."""
     if hasattr(data, "__arrow_c_stream__") or hasattr(data, "__arrow_c_array__"):
         return data
+    if isinstance(data, pa.Schema):
+        return data.empty_table()
     if type(data).__name__ == "DataFrame" and hasattr(data, "to_dict"):
         return pa.Table.from_pandas(data, preserve_index=False)
     if isinstance(data, list) and all(isinstance(row, Mapping) for row in data):
@@ -212,9 +214,9 @@ class Catalog:
         return self._inner.table_names()
 
     def create_table(self, name: str, data: Any) -> Table:
-        """Creates table ``name`` holding ``data`` (Arrow data, streamed; an empty
-        ``pyarrow.Table`` makes an empty table of its schema). ``FileExistsError`` when
-        the table exists."""
+        """Creates table ``name`` holding ``data`` (Arrow data, streamed; a
+        ``pyarrow.Schema`` makes an empty table of it). ``FileExistsError`` when the table
+        exists."""
         return Table(self, self._inner.create_table(name, _arrow(data)))
 
     def open_table(self, name: str) -> Table:

@@ -22,34 +22,12 @@ use crate::arrow_io::{batches, reader_of, ArrowStream};
 use crate::errors::{datafusion_error, natal_error};
 use crate::provider::TableFunction;
 use crate::runtime::{runtime, wait};
+use crate::session::Session;
 use crate::table::Table;
 
 /// The one in-memory store of the process: `memory://` roots of every catalog share it,
 /// so a table written through one is there for the next (until the process ends).
 static MEMORY: OnceLock<Arc<InMemory>> = OnceLock::new();
-
-/// What a catalog's tables share: its session and root.
-pub struct Session {
-    pub ctx: SessionContext,
-    pub root: String,
-}
-
-impl Session {
-    /// The location of table `name` under the root.
-    pub fn location(&self, name: &str) -> PyResult<String> {
-        let bad = name.is_empty()
-            || name == "."
-            || name == ".."
-            || name.contains(['/', '\\'])
-            || name.chars().any(char::is_control);
-        if bad {
-            return Err(PyValueError::new_err(format!(
-                "'{name}' is not a table name: a name is one path segment under the root"
-            )));
-        }
-        Ok(format!("{}/{name}", self.root.trim_end_matches('/')))
-    }
-}
 
 /// The tables under a root (`natal.connect`).
 #[pyclass(module = "natal._natal", frozen)]

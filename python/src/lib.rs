@@ -11,6 +11,7 @@ mod catalog;
 mod errors;
 mod provider;
 mod runtime;
+mod session;
 mod table;
 
 use pyo3::prelude::*;

@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 
 use crate::arrow_io::{batches, conformed, reader_of, ArrowStream};
-use crate::catalog::Session;
+use crate::session::Session;
 use crate::errors::{natal_error, NatalError, NotFoundError};
 use crate::runtime::wait;
 

@@ -130,6 +130,15 @@ def test_writes_from_record_batches_readers_and_pandas(db):
     assert t.append([{"id": 7, "label": "d", "score": 0.5}]).rows_added == 1
 
 
+def test_an_empty_table_from_a_schema(db):
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    t = db.create_table("empty", schema)
+    assert t.count_rows() == 0
+    assert t.schema.names == ["id", "name"]
+    t.append(pa.table({"id": [1], "name": ["a"]}, schema=schema))
+    assert t.to_pandas()["name"].tolist() == ["a"]
+
+
 def test_writes_from_polars(db):
     polars = pytest.importorskip("polars")
     frame = polars.DataFrame({"id": [1, 2], "label": ["a", "b"], "score": [0.1, 0.2]})

@@ -615,9 +615,7 @@ impl TableProviderFactory for NatalTableFactory {
     }
 }
 
-/// Runs natal I/O from DataFusion's synchronous catalog hooks (`register_table`,
-/// `deregister_table`), on the multi-threaded runtime the CLI and sessions use.
-/// The directories under `root` that hold a natal table (a `_versions` directory), by
+/// The directories under `root` that hold a natal table (a manifest under `_versions`), by
 /// name; names that do not parse as a plain table name are left out.
 async fn stored_table_names(store: Arc<dyn ObjectStore>, root: Path) -> crate::Result<Vec<String>> {
     let listed = store.list_with_delimiter(Some(&root)).await?;
@@ -632,20 +630,10 @@ async fn stored_table_names(store: Arc<dyn ObjectStore>, root: Path) -> crate::R
         if !plain {
             continue;
         }
-        let inside = store.list_with_delimiter(Some(&dir)).await?;
-        let versions =
-            (inside.common_prefixes.iter()).find(|p| p.filename() == Some(crate::io::VERSIONS_DIR));
-        // A dropped table on a local disk leaves its empty directories: no manifest, no
-        // table.
-        if let Some(versions) = versions {
-            if !store
-                .list_with_delimiter(Some(versions))
-                .await?
-                .objects
-                .is_empty()
-            {
-                names.push(name);
-            }
+        // A table dropped from a local disk leaves empty directories: no manifest, no table.
+        let versions = dir.clone().join(crate::io::VERSIONS_DIR);
+        if store.list(Some(&versions)).next().await.transpose()?.is_some() {
+            names.push(name);
         }
     }
     Ok(names)
