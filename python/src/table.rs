@@ -12,9 +12,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 
 use crate::arrow_io::{batches, conformed, reader_of, ArrowStream};
-use crate::session::Session;
 use crate::errors::{natal_error, NatalError, NotFoundError};
 use crate::runtime::wait;
+use crate::session::Session;
 
 /// A natal table (`Catalog.open_table`): the latest version at each call, or the version
 /// `checkout` pinned.

@@ -632,7 +632,13 @@ async fn stored_table_names(store: Arc<dyn ObjectStore>, root: Path) -> crate::R
         }
         // A table dropped from a local disk leaves empty directories: no manifest, no table.
         let versions = dir.clone().join(crate::io::VERSIONS_DIR);
-        if store.list(Some(&versions)).next().await.transpose()?.is_some() {
+        if store
+            .list(Some(&versions))
+            .next()
+            .await
+            .transpose()?
+            .is_some()
+        {
             names.push(name);
         }
     }
