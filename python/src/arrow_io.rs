@@ -145,11 +145,30 @@ pub fn reader_of(data: &Bound<'_, PyAny>) -> PyResult<Box<dyn RecordBatchReader 
     )))
 }
 
-/// `reader`'s batches as the stream natal's writes take.
+/// `reader`'s batches as the stream natal's writes take, read on one of the runtime's
+/// blocking threads (two batches ahead): reading may block (a Python generator behind a
+/// pyarrow reader waits for the GIL; another natal table's stream blocks on natal's
+/// runtime, which a runtime thread may not do). Called within the runtime.
 pub fn batches(
     reader: Box<dyn RecordBatchReader + Send>,
 ) -> BoxStream<'static, natal::Result<RecordBatch>> {
-    futures::stream::iter(reader.map(|batch| batch.map_err(natal::Error::from))).boxed()
+    let (sender, receiver) = tokio::sync::mpsc::channel(2);
+    tokio::task::spawn_blocking(move || {
+        for batch in reader {
+            // The write stopped reading (it failed, or was interrupted): so does this.
+            if sender
+                .blocking_send(batch.map_err(natal::Error::from))
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        let batch = receiver.recv().await?;
+        Some((batch, receiver))
+    })
+    .boxed()
 }
 
 /// `reader` with its string and binary columns cast to the string or binary type the

@@ -139,6 +139,14 @@ def test_an_empty_table_from_a_schema(db):
     assert t.to_pandas()["name"].tolist() == ["a"]
 
 
+def test_one_natal_table_streams_into_another(db, table):
+    copy = db.create_table("copy", table.to_batches(filter="id < 60"))
+    assert copy.count_rows() == 60
+    report = copy.append(table.to_batches(filter="id >= 60"))
+    assert report.rows_added == 40
+    assert copy.to_arrow().sort_by("id").equals(table.to_arrow().sort_by("id"))
+
+
 def test_writes_from_polars(db):
     polars = pytest.importorskip("polars")
     frame = polars.DataFrame({"id": [1, 2], "label": ["a", "b"], "score": [0.1, 0.2]})
