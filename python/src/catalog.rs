@@ -13,6 +13,7 @@ use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use natal::datafusion::{resolve_location, url_creating_directory};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::memory::InMemory;
 use object_store::ObjectStore;
 use pyo3::exceptions::PyValueError;
@@ -65,7 +66,8 @@ impl Catalog {
 impl Catalog {
     /// The catalog at `root`: a directory (made if missing), `s3://bucket/prefix` (credentials,
     /// region and endpoint from the environment as the AWS tools read them, and from
-    /// `storage_options`, e.g. `{"aws_endpoint": ..., "aws_allow_http": "true"}`) or
+    /// `storage_options`, e.g. `{"aws_endpoint": ..., "aws_allow_http": "true"}`),
+    /// `gs://bucket/prefix` (the environment's Google settings and `google_*` options) or
     /// `memory://` (this process's memory).
     #[new]
     #[pyo3(signature = (root, storage_options=None))]
@@ -76,10 +78,11 @@ impl Catalog {
         let store: Option<Arc<dyn ObjectStore>> = match url.scheme() {
             "file" => None,
             "s3" | "s3a" => Some(s3_store(&url, &options)?),
+            "gs" | "gcs" => Some(gcs_store(&url, &options)?),
             "memory" => Some(MEMORY.get_or_init(|| Arc::new(InMemory::new())).clone()),
             other => {
                 return Err(PyValueError::new_err(format!(
-                    "{root}: unsupported scheme '{other}' (use a path, file://, s3:// or memory://)"
+                    "{root}: unsupported scheme '{other}' (use a path, file://, s3://, gs:// or memory://)"
                 )))
             }
         };
@@ -255,6 +258,21 @@ fn s3_store(url: &url::Url, options: &HashMap<String, String>) -> PyResult<Arc<d
     let region = builder.get_config_value(&AmazonS3ConfigKey::Region);
     if endpoint.is_some() && region.is_none() {
         builder = builder.with_region("us-east-1");
+    }
+    let store = builder
+        .build()
+        .map_err(|e| PyValueError::new_err(format!("{url}: {e}")))?;
+    Ok(Arc::new(store))
+}
+
+/// A Google Cloud Storage store for `url`: the environment's settings, then `options`
+/// (`google_service_account`, `google_service_account_key`, ...).
+fn gcs_store(url: &url::Url, options: &HashMap<String, String>) -> PyResult<Arc<dyn ObjectStore>> {
+    let mut builder = GoogleCloudStorageBuilder::from_env().with_url(url.as_str());
+    for (key, value) in options {
+        let key = GoogleConfigKey::from_str(key)
+            .map_err(|_| PyValueError::new_err(format!("unknown GCS storage option '{key}'")))?;
+        builder = builder.with_config(key, value);
     }
     let store = builder
         .build()

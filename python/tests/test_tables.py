@@ -249,6 +249,10 @@ def test_bad_input(db, table):
         natal.connect(db.root, storage_options={"aws_region": "x"})
     with pytest.raises(ValueError, match="unknown S3 storage option"):
         natal.connect("s3://bucket/lake", storage_options={"no_such_option": "1"})
+    with pytest.raises(ValueError, match="unknown GCS storage option"):
+        natal.connect("gs://bucket/lake", storage_options={"no_such_option": "1"})
+    with pytest.raises(ValueError, match="unsupported scheme"):
+        natal.connect("ftp://host/lake")
     assert table.version == version
 
 
