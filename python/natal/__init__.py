@@ -441,6 +441,63 @@ class Table:
         stream = self._inner.take(ids, names, with_row_id)
         return pa.RecordBatchReader.from_stream(stream).read_all()
 
+    def nearest(
+        self,
+        column: str,
+        vector: Sequence[float],
+        k: int = 10,
+        metric: Literal["l2", "cosine", "dot"] = "l2",
+        filter: str | None = None,
+        columns: Sequence[str] | None = None,
+        nprobes: int | None = None,
+        refine_factor: int | None = None,
+    ) -> pa.Table:
+        """The ``k`` rows whose vectors in ``column`` are nearest ``vector`` (of those
+        ``filter`` keeps), nearest first, with ``_rowid`` and ``_distance``. A vector index
+        on the column ranking by ``metric`` answers it (``nprobes`` partitions per segment,
+        ``refine_factor`` for a quantized index); without one the search is exact."""
+        functions = {"l2": "l2_distance", "cosine": "cosine_distance", "dot": "inner_product"}
+        if metric not in functions:
+            raise ValueError(f"metric must be 'l2', 'cosine' or 'dot', got {metric!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be an int >= 1, got {k!r}")
+        components = [float(x) for x in vector]
+        if not components or any(x != x or x in (float("inf"), float("-inf")) for x in components):
+            raise ValueError("the query vector needs finite components")
+        schema = self.schema
+        if column not in schema.names:
+            raise ValueError(f"no column named {column!r}")
+        column_type = schema.field(column).type
+        if not pa.types.is_fixed_size_list(column_type):
+            raise ValueError(f"column {column!r} holds {column_type}, not vectors")
+        if column_type.list_size != len(components):
+            raise ValueError(
+                f"column {column!r} holds vectors of {column_type.list_size} components; "
+                f"the query vector has {len(components)}"
+            )
+        literal = "[" + ", ".join(repr(x) for x in components) + "]"
+        distance = f"{functions[metric]}({_ident(_check_text('the column', column))}, {literal})"
+        names = list(columns) if columns is not None else self.schema.names
+        picked = ", ".join(_ident(c) for c in names)
+        query = f"SELECT {picked}, _rowid, {distance} AS _distance FROM {self._sql_name('$rows')}"
+        if filter is not None:
+            query += f" WHERE {_check_text('the filter', filter)}"
+        order = "DESC" if metric == "dot" else "ASC"
+        query += f" ORDER BY _distance {order} LIMIT {k}"
+        options = {"natal.nprobes": nprobes, "natal.refine_factor": refine_factor}
+        set_here = []
+        try:
+            for option, value in options.items():
+                if value is not None:
+                    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                        raise ValueError(f"{option.split('.')[1]} must be an int >= 1")
+                    self._catalog.sql(f"SET {option} = {value}")
+                    set_here.append(option)
+            return self._catalog.sql(query)
+        finally:
+            for option in set_here:
+                self._catalog.sql(f"RESET {option}")
+
     def blob(self, column: str, row_id: int) -> BlobFile:
         """The value of blob column ``column`` in row ``row_id`` as a read-only file that
         fetches only the ranges read."""

@@ -312,3 +312,37 @@ def test_ctrl_c_stops_a_long_statement(db):
     finally:
         timer.cancel()
     assert db.sql("SELECT 1 AS one").column("one")[0].as_py() == 1
+
+
+def test_nearest_vectors_exactly_and_through_an_index(db):
+    db.sql("CREATE TABLE frames (id BIGINT, label VARCHAR, e VECTOR(3))")
+    frames = db.open_table("frames")
+    vectors = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.9, 0.1, 0.0]]
+    frames.append(
+        pa.table(
+            {
+                "id": pa.array([1, 2, 3, 4], pa.int64()),
+                "label": ["cat", "dog", "bird", "cat"],
+                "e": pa.array(vectors, pa.list_(pa.float32(), 3)),
+            }
+        )
+    )
+    near = frames.nearest("e", [1.0, 0.05, 0.0], k=2)
+    assert near.column("id").to_pylist() == [1, 4]
+    assert near.column("_rowid").to_pylist() == [0, 3]
+    distances = near.column("_distance").to_pylist()
+    assert distances == sorted(distances)
+    not_cats = frames.nearest("e", [1.0, 0.05, 0.0], k=1, metric="cosine", filter="label <> 'cat'")
+    assert not_cats.column("id").to_pylist() == [2]
+    frames.create_index("e", "e_idx", "ivf_flat", "partitions=2")
+    indexed = frames.nearest("e", [1.0, 0.05, 0.0], k=2, nprobes=2, columns=["id"])
+    assert indexed.column("id").to_pylist() == [1, 4]
+    assert indexed.schema.names == ["id", "_rowid", "_distance"]
+    with pytest.raises(ValueError, match="metric"):
+        frames.nearest("e", [1.0, 0.0, 0.0], metric="manhattan")
+    with pytest.raises(ValueError, match="finite"):
+        frames.nearest("e", [float("nan"), 0.0, 0.0])
+    with pytest.raises(ValueError, match="3 components"):
+        frames.nearest("e", [1.0, 0.0])
+    with pytest.raises(ValueError, match="not vectors"):
+        frames.nearest("label", [1.0, 0.0, 0.0])
