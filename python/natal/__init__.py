@@ -17,12 +17,20 @@ datafusion-python's ``SessionContext`` through DataFusion's FFI.
 from __future__ import annotations
 
 import importlib.metadata as _metadata
-import io as _io
-from dataclasses import dataclass, fields
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 import pyarrow as pa
 
+from natal.blob import BlobFile
+from natal.reports import (
+    CleanupReport,
+    CloneReport,
+    CommitReport,
+    CompactReport,
+    IndexReport,
+    RowsReport,
+    _report,
+)
 from natal._natal import (
     DATAFUSION_MAJOR,
     Catalog as _Catalog,
@@ -71,70 +79,6 @@ def _check_datafusion() -> None:
 
 
 _check_datafusion()
-
-
-# Reports ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CommitReport:
-    """A write's commit: the version it left the table at (the one it published, or the one
-    it read when it had nothing to do), and the rows it added and removed."""
-
-    version: int
-    published: bool
-    rows_added: int
-    rows_removed: int
-
-
-@dataclass(frozen=True)
-class RowsReport:
-    """A delete, update or merge: the rows it changed and the table's version after it."""
-
-    version: int
-    rows: int
-
-
-@dataclass(frozen=True)
-class CompactReport:
-    version: int
-    fragments_removed: int
-    fragments_added: int
-    rows_rewritten: int
-    deleted_rows_dropped: int
-
-
-@dataclass(frozen=True)
-class CleanupReport:
-    versions_removed: int
-    files_removed: int
-    bytes_removed: int
-
-
-@dataclass(frozen=True)
-class IndexReport:
-    version: int
-    segment_seq: int
-    segments_added: int
-    fragments_indexed: int
-    rows_indexed: int
-    bytes_written: int
-
-
-@dataclass(frozen=True)
-class CloneReport:
-    version: int
-    live_rows: int
-    files_copied: int
-    bytes_copied: int
-
-
-def _report(cls: type, result: pa.Table) -> Any:
-    """The first row of a natal function's result as a report of type ``cls``."""
-    row = result.slice(0, 1).to_pylist()
-    if not row:
-        raise NatalError(f"{cls.__name__}: the operation returned no row")
-    return cls(**{f.name: row[0][f.name] for f in fields(cls)})
 
 
 # SQL text --------------------------------------------------------------------------------
@@ -740,63 +684,3 @@ class MergeInsertBuilder:
             return table._rows(statement)
         finally:
             catalog._inner.deregister_source(source)
-
-
-class BlobFile(_io.RawIOBase):
-    """A blob value as a read-only binary file: each read fetches only its range
-    (``natal_blob_read``), as Lance's ``BlobFile`` does."""
-
-    def __init__(self, table: Table, column: str, row_id: int):
-        super().__init__()
-        if isinstance(row_id, bool) or not isinstance(row_id, int) or row_id < 0:
-            raise TypeError("a row id is an int >= 0")
-        self._table = table
-        self._column = column
-        self._row_id = row_id
-        self._position = 0
-        first = self._fetch(0, 0)
-        sizes = first.column("size")
-        if first.num_rows == 0:
-            raise NotFoundError(f"row id {row_id} does not name a live row")
-        size = sizes[0].as_py()
-        self._size = 0 if size is None else size
-
-    def _fetch(self, offset: int, length: int) -> pa.Table:
-        return self._table._call("blob_read", self._column, self._row_id, offset, length)
-
-    def size(self) -> int:
-        """The whole value's size in bytes."""
-        return self._size
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._position
-
-    def seek(self, offset: int, whence: int = _io.SEEK_SET) -> int:
-        if whence == _io.SEEK_SET:
-            position = offset
-        elif whence == _io.SEEK_CUR:
-            position = self._position + offset
-        elif whence == _io.SEEK_END:
-            position = self._size + offset
-        else:
-            raise ValueError(f"whence must be 0, 1 or 2, got {whence}")
-        if position < 0:
-            raise ValueError(f"negative seek position {position}")
-        self._position = position
-        return position
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        wanted = min(len(view), max(self._size - self._position, 0))
-        if wanted == 0:
-            return 0
-        data = self._fetch(self._position, wanted).column("data")[0].as_py() or b""
-        view[: len(data)] = data
-        self._position += len(data)
-        return len(data)
