@@ -346,3 +346,14 @@ def test_nearest_vectors_exactly_and_through_an_index(db):
         frames.nearest("e", [1.0, 0.0])
     with pytest.raises(ValueError, match="not vectors"):
         frames.nearest("label", [1.0, 0.0, 0.0])
+
+
+def test_a_dropped_table_is_not_found(db, table):
+    db.drop_table("t")
+    assert db.tables() == []
+    with pytest.raises(natal.NotFoundError):
+        table.count_rows()
+    with pytest.raises(natal.NotFoundError):
+        table.append(rows(1))
+    with pytest.raises(natal.NotFoundError):
+        db.open_table("t")
