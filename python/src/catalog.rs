@@ -13,7 +13,7 @@ use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use natal::datafusion::{resolve_location, url_creating_directory};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
-use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::memory::InMemory;
 use object_store::ObjectStore;
 use pyo3::exceptions::PyValueError;
@@ -212,29 +212,37 @@ impl Catalog {
         let reader = reader_of(data)?;
         let ctx = self.session.ctx.clone();
         let schema = reader.schema();
-        let table = wait(py, async move {
+        let created = location.clone();
+        wait(py, async move {
             let (store, path) =
-                resolve_location(&ctx.runtime_env(), &location).map_err(datafusion_error)?;
+                resolve_location(&ctx.runtime_env(), &created).map_err(datafusion_error)?;
             let options = natal::TableOptions::default();
             let created =
                 natal::Table::create_from(store, path, &schema, options, batches(reader)).await;
-            created.map(|(table, _)| table).map_err(natal_error)
+            created.map(|_| ()).map_err(natal_error)
         })?;
-        let _ = table;
-        self.open_table(py, name)
+        self.handle(name, &location)
     }
 
     /// A handle on table `name` (its latest version at each read); `NotFoundError` when
     /// there is none.
     fn open_table(&self, py: Python<'_>, name: &str) -> PyResult<Table> {
-        let location = self.session.location(name)?;
-        let table = natal::datafusion::open_table(&self.session.ctx, &location)
-            .map_err(datafusion_error)?;
-        let checked = table.clone();
+        let table = self.handle(name, &self.session.location(name)?)?;
+        let latest = table.natal().clone();
         wait(
             py,
-            async move { checked.latest().await.map_err(natal_error) },
+            async move { latest.latest().await.map_err(natal_error) },
         )?;
+        Ok(table)
+    }
+}
+
+impl Catalog {
+    /// The handle on table `name` at `location`, reading external blob values through the
+    /// session's stores (nothing read yet).
+    fn handle(&self, name: &str, location: &str) -> PyResult<Table> {
+        let table =
+            natal::datafusion::open_table(&self.session.ctx, location).map_err(datafusion_error)?;
         Ok(Table::new(
             self.session.clone(),
             name.to_string(),
@@ -249,9 +257,7 @@ impl Catalog {
 fn s3_store(url: &url::Url, options: &HashMap<String, String>) -> PyResult<Arc<dyn ObjectStore>> {
     let mut builder = AmazonS3Builder::from_env().with_url(url.as_str());
     for (key, value) in options {
-        let key = AmazonS3ConfigKey::from_str(key)
-            .map_err(|_| PyValueError::new_err(format!("unknown S3 storage option '{key}'")))?;
-        builder = builder.with_config(key, value);
+        builder = builder.with_config(option_key(key, "S3")?, value);
     }
     // An S3-compatible server has no AWS region: as the CLI, `us-east-1` then.
     let endpoint = builder.get_config_value(&AmazonS3ConfigKey::Endpoint);
@@ -270,12 +276,16 @@ fn s3_store(url: &url::Url, options: &HashMap<String, String>) -> PyResult<Arc<d
 fn gcs_store(url: &url::Url, options: &HashMap<String, String>) -> PyResult<Arc<dyn ObjectStore>> {
     let mut builder = GoogleCloudStorageBuilder::from_env().with_url(url.as_str());
     for (key, value) in options {
-        let key = GoogleConfigKey::from_str(key)
-            .map_err(|_| PyValueError::new_err(format!("unknown GCS storage option '{key}'")))?;
-        builder = builder.with_config(key, value);
+        builder = builder.with_config(option_key(key, "GCS")?, value);
     }
     let store = builder
         .build()
         .map_err(|e| PyValueError::new_err(format!("{url}: {e}")))?;
     Ok(Arc::new(store))
+}
+
+/// A storage option's key as `object_store` names it for the `store` kind.
+fn option_key<K: FromStr>(key: &str, store: &str) -> PyResult<K> {
+    K::from_str(key)
+        .map_err(|_| PyValueError::new_err(format!("unknown {store} storage option '{key}'")))
 }

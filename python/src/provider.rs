@@ -190,13 +190,9 @@ struct FunctionOnNatalRuntime {
 
 impl TableFunctionImpl for FunctionOnNatalRuntime {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let result = match tokio::runtime::Handle::try_current() {
-            Ok(_) => self.function.call_with_args(args)?,
-            Err(_) => {
-                let _entered = self.runtime.enter();
-                self.function.call_with_args(args)?
-            }
-        };
+        let outside = tokio::runtime::Handle::try_current().is_err();
+        let _entered = outside.then(|| self.runtime.enter());
+        let result = self.function.call_with_args(args)?;
         Ok(Arc::new(OnNatalRuntime {
             natal: result,
             runtime: self.runtime.clone(),

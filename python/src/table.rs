@@ -42,6 +42,11 @@ impl Table {
         }
     }
 
+    /// The natal table it reads (no version pinned on the handle itself).
+    pub fn natal(&self) -> &natal::Table {
+        &self.table
+    }
+
     /// The version read: the pinned one, or the latest now.
     fn snapshot(&self, py: Python<'_>) -> PyResult<natal::Snapshot> {
         let (table, pinned) = (self.table.clone(), self.pinned);
@@ -54,6 +59,28 @@ impl Table {
         })
     }
 
+    /// Writes `data` as `how` says, planned on the version its schema was read from (one
+    /// read of the latest version, not a second by the write).
+    fn write<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyAny>,
+        how: Write,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.writable()?;
+        let snapshot = self.snapshot(py)?;
+        let reader = conformed(reader_of(data)?, &snapshot.schema().to_arrow())?;
+        let table = self.table.planned_at(snapshot);
+        let done = wait(py, async move {
+            let written = match how {
+                Write::Append => table.append_stream(batches(reader)).await,
+                Write::Overwrite => table.overwrite_stream(batches(reader)).await,
+            };
+            written.map_err(natal_error)
+        })?;
+        committed(py, done)
+    }
+
     fn writable(&self) -> PyResult<()> {
         match self.pinned {
             Some(version) => Err(PyValueError::new_err(format!(
@@ -64,6 +91,12 @@ impl Table {
             None => Ok(()),
         }
     }
+}
+
+/// How [`Table::write`] writes its rows.
+enum Write {
+    Append,
+    Overwrite,
 }
 
 /// What a commit reported, as a dict the Python side makes a dataclass of.
@@ -137,17 +170,7 @@ impl Table {
         py: Python<'py>,
         data: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        self.writable()?;
-        let schema = self.snapshot(py)?.schema().to_arrow();
-        let reader = conformed(reader_of(data)?, &schema)?;
-        let table = self.table.clone();
-        let done = wait(py, async move {
-            table
-                .append_stream(batches(reader))
-                .await
-                .map_err(natal_error)
-        })?;
-        committed(py, done)
+        self.write(py, data, Write::Append)
     }
 
     /// Replaces every row by `data` (ids are never reused).
@@ -156,17 +179,7 @@ impl Table {
         py: Python<'py>,
         data: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        self.writable()?;
-        let schema = self.snapshot(py)?.schema().to_arrow();
-        let reader = conformed(reader_of(data)?, &schema)?;
-        let table = self.table.clone();
-        let done = wait(py, async move {
-            table
-                .overwrite_stream(batches(reader))
-                .await
-                .map_err(natal_error)
-        })?;
-        committed(py, done)
+        self.write(py, data, Write::Overwrite)
     }
 
     /// The rows with these ids, in that order, wherever they moved; `NotFoundError` names

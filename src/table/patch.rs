@@ -130,6 +130,7 @@ impl Table {
         assigned: &[usize],
         changes: RowChangeSet,
     ) -> Result<Committed> {
+        let rows = changes.changed_rows()?;
         let RowChangeSet {
             deleted,
             updated,
@@ -139,24 +140,13 @@ impl Table {
         let (positions, patched) = assigned_fields(read.schema(), assigned)?;
         refused(&patched)?;
         let patch_schema = patched.to_arrow();
-        let mut addrs = Vec::new();
-        let mut pieces = Vec::with_capacity(updated.len());
-        for (batch, rows) in &updated {
-            if batch.num_rows() != rows.len() {
-                return Err(Error::invalid(format!(
-                    "{} updated rows with {} ids",
-                    batch.num_rows(),
-                    rows.len()
-                )));
-            }
-            pieces.push(patch_piece(batch, &positions, &patched, &patch_schema)?);
-            addrs.extend(rows.iter().map(|&(_, addr)| addr));
-        }
-        let mut seen = HashSet::with_capacity(addrs.len() + deleted.len());
-        let named = addrs.iter().chain(deleted.iter().map(|(_, addr)| addr));
-        if let Some(twice) = named.into_iter().find(|a| !seen.insert(**a)) {
-            return Err(Error::invalid(format!("row at {twice:?} is changed twice")));
-        }
+        let addrs = rows[deleted.len()..]
+            .iter()
+            .map(|&(_, addr)| addr)
+            .collect();
+        let pieces = (updated.iter())
+            .map(|(batch, _)| patch_piece(batch, &positions, &patched, &patch_schema))
+            .collect::<Result<Vec<_>>>()?;
         let values = PatchGroup::of(patched, addrs, &pieces)?;
         let target = read.manifest().fragment_row_target();
         let mut writer = FragmentWriter::new(&self.store, read.schema(), target, true);

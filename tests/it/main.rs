@@ -42,6 +42,7 @@ mod model_index;
 mod model_schema;
 mod nested;
 mod parity;
+mod patch_sql;
 mod patch_writes;
 mod processes;
 mod pushed;

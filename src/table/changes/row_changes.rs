@@ -32,6 +32,28 @@ impl RowChangeSet {
             && self.updated.iter().all(|(b, _)| b.num_rows() == 0)
             && self.inserted.iter().all(|b| b.num_rows() == 0)
     }
+
+    /// The rows it deletes, then those it updates, each with its address; an error when an
+    /// updated batch and its ids differ in length or a row is named twice (deleted and
+    /// updated, or updated twice).
+    pub(in crate::table) fn changed_rows(&self) -> Result<Vec<(RowId, RowAddress)>> {
+        let mut rows = self.deleted.clone();
+        for (batch, ids) in &self.updated {
+            if batch.num_rows() != ids.len() {
+                return Err(Error::invalid(format!(
+                    "{} updated rows with {} ids",
+                    batch.num_rows(),
+                    ids.len()
+                )));
+            }
+            rows.extend(ids.iter().copied());
+        }
+        let mut named: HashSet<RowId> = HashSet::with_capacity(rows.len());
+        if let Some((id, _)) = rows.iter().find(|(id, _)| !named.insert(*id)) {
+            return Err(Error::invalid(format!("row {id} is changed twice")));
+        }
+        Ok(rows)
+    }
 }
 
 /// Rows given new values, with each row's id and address as read.
@@ -65,23 +87,7 @@ impl Table {
     pub async fn commit_changes(&self, changes: RowChangeSet) -> Result<Committed> {
         let read = self.read_snapshot().await?;
         read.manifest().check_writable(&self.store.display())?;
-        let mut named: HashSet<RowId> = HashSet::new();
-        let mut rows: Vec<(RowId, RowAddress)> = changes.deleted;
-        for (batch, ids) in &changes.updated {
-            if batch.num_rows() != ids.len() {
-                return Err(Error::invalid(format!(
-                    "{} updated rows with {} ids",
-                    batch.num_rows(),
-                    ids.len()
-                )));
-            }
-            rows.extend(ids.iter().copied());
-        }
-        for (id, _) in &rows {
-            if !named.insert(*id) {
-                return Err(Error::invalid(format!("row {id} is changed twice")));
-            }
-        }
+        let rows = changes.changed_rows()?;
         let schema = read.schema().clone();
         let target = read.manifest().fragment_row_target();
         let mut writer = FragmentWriter::new(&self.store, &schema, target, true);
