@@ -203,9 +203,10 @@ pub fn median(mut times: Vec<f64>) -> f64 {
     times[times.len() / 2]
 }
 
-/// A fresh session over the natal tables.
+/// A fresh session over the natal tables, its settings DataFusion's defaults overridden by
+/// `DATAFUSION_*` variables (as datafusion-cli reads them: to measure a setting).
 pub fn natal_session(dirs: &Dirs) -> Result<SessionContext> {
-    let ctx = SessionContext::new_with_config(SessionConfig::new());
+    let ctx = SessionContext::new_with_config(SessionConfig::from_env()?);
     natal::datafusion::register(&ctx, &dirs.natal.to_string_lossy())?;
     Ok(ctx)
 }

@@ -28,6 +28,9 @@ use super::TableStore;
 use crate::error::{Error, Result};
 use crate::format::{DataFile, Field, Fragment, FragmentRowIds, RowPatch};
 
+/// Patch files of one fragment read at once.
+const CONCURRENT_PATCH_READS: usize = 8;
+
 /// The patches a read merges, each with its values of the read's columns it holds (its
 /// rows in offset order) and, per read column, which of those columns holds it.
 struct PatchValues {
@@ -47,7 +50,14 @@ impl TableStore {
     ) -> BoxStream<'static, Result<(RecordBatch, Vec<u32>)>> {
         let this = self.clone();
         let merged = async move {
-            let values = this.patch_values(patches, &columns, &output).await?;
+            // The patches' values load while the read fetches its footer and first pages:
+            // one after the other, a cold read of a patched fragment waited for both.
+            let mut read = read.peekable();
+            let (values, _) = futures::join!(
+                this.patch_values(patches, &columns, &output),
+                std::pin::Pin::new(&mut read).peek()
+            );
+            let values = values?;
             Ok::<_, Error>(read.map(move |item| {
                 let (batch, offsets) = item?;
                 Ok((values.merge(batch, &offsets)?, offsets))
@@ -56,16 +66,15 @@ impl TableStore {
         stream::once(merged).try_flatten().boxed()
     }
 
-    /// Each patch's values of the read columns it holds.
+    /// Each patch's values of the read columns it holds, the patches' files read
+    /// [`CONCURRENT_PATCH_READS`] at a time.
     async fn patch_values(
         &self,
         patches: Vec<RowPatch>,
         columns: &FileColumns,
         output: &SchemaRef,
     ) -> Result<PatchValues> {
-        let mut loaded = Vec::with_capacity(patches.len());
-        for patch in patches {
-            let path = &patch.file.path;
+        let loads = patches.into_iter().map(|patch| async move {
             let held: Vec<usize> = (columns.ids().iter().enumerate())
                 .filter(|(_, id)| patch.holds(**id))
                 .map(|(position, _)| position)
@@ -77,15 +86,19 @@ impl TableStore {
                 .map(|f| format!("{}:{}", f.name(), f.data_type()))
                 .collect();
             let ids: Vec<u32> = held.iter().map(|&p| columns.ids()[p]).collect();
-            let key = format!("{path}#{ids:?}#{}", types.join(","));
+            let key = format!("{}#{ids:?}#{}", patch.file.path, types.join(","));
             let load = self.read_patch_file(&patch.file, columns.at(&held), output);
             let values = self.patch_values.get_or_load(&key, load).await?;
             let holds = (0..columns.len())
                 .map(|position| held.iter().position(|&p| p == position))
                 .collect();
-            loaded.push((patch, values, holds));
-        }
-        Ok(PatchValues { patches: loaded })
+            Ok::<_, Error>((patch, values, holds))
+        });
+        let patches = stream::iter(loads)
+            .buffered(CONCURRENT_PATCH_READS)
+            .try_collect()
+            .await?;
+        Ok(PatchValues { patches })
     }
 
     /// Every row of the patch file `file`, its columns `fields` (by id, in this order).

@@ -5,8 +5,11 @@
 //!
 //! An entry is valid while its row is live, in a fragment some segment of the index covers,
 //! and unchanged since the segment was built (its `_row_updated_version`, which compaction
-//! keeps, at most the segment's version). Compaction of covered fragments keeps them covered
-//! (`IndexSection::on_compaction`), so it writes no index byte.
+//! keeps, at most the segment's version). A row changed since, yet in a covered fragment,
+//! was patched in another column (a patch of the indexed one uncovers its fragment) or has
+//! a newer segment's entry too: a search ranks it by its vector as it is now, read by take.
+//! Compaction of covered fragments keeps them covered (`IndexSection::on_compaction`), so it
+//! writes no index byte.
 
 use std::collections::HashMap;
 use std::sync::Arc;

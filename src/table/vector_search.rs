@@ -1,8 +1,9 @@
 //! Nearest rows ([`Snapshot::nearest`]) through vector indexes. A search probes the
 //! `nprobes` partitions whose centroids are nearest the query in each segment of the index
 //! that ranks the column by the metric asked, keeps a candidate only while its entry is valid
-//! (see `vector_index.rs`): a row updated since or deleted drops out, and fragments no
-//! segment covers (appended, written by updates, or merged with such) are searched exactly.
+//! (see `vector_index.rs`): a deleted row drops out, a row changed since is ranked by its
+//! vector as it is now, and fragments no segment covers (appended, written by updates,
+//! patched in the indexed column, or merged with such) are searched exactly.
 //! With every partition probed an `ivf_flat` search is exact. An `ivf_pq` segment's
 //! distances are estimates from its codes: with a refine factor `r`, the `r × k` best
 //! candidates are re-ranked by their rows' exact vectors (read by take).
@@ -182,7 +183,14 @@ impl Snapshot {
         let mut found = Vec::new();
         while !segments.is_empty() {
             found = self
-                .index_candidates(&segments, query, (metric, nprobes), want, allowed.as_ref())
+                .index_candidates(
+                    &vectors,
+                    &segments,
+                    query,
+                    (metric, nprobes),
+                    want,
+                    allowed.as_ref(),
+                )
                 .await?;
             if found.len() >= want || most.is_none_or(|most| nprobes >= most) {
                 break;
@@ -205,6 +213,7 @@ impl Snapshot {
     /// nearest first.
     async fn index_candidates(
         &self,
+        vectors: &VectorColumn,
         segments: &[IndexSegment],
         query: &[f32],
         (metric, nprobes): (Metric, usize),
@@ -216,7 +225,14 @@ impl Snapshot {
         let mut limit = CANDIDATES_CHECKED_AT_ONCE.max(k.saturating_mul(4));
         loop {
             let (found, dropped) = self
-                .valid_candidates(segments, query, (metric, nprobes), (k, limit), allowed)
+                .valid_candidates(
+                    vectors,
+                    segments,
+                    query,
+                    (metric, nprobes),
+                    (k, limit),
+                    allowed,
+                )
                 .await?;
             if found.len() >= k || !dropped {
                 return Ok(found);
@@ -229,6 +245,7 @@ impl Snapshot {
     /// probed partitions; true if entries beyond them were left out.
     async fn valid_candidates(
         &self,
+        vectors: &VectorColumn,
         segments: &[IndexSegment],
         query: &[f32],
         (metric, nprobes): (Metric, usize),
@@ -254,29 +271,55 @@ impl Snapshot {
             probed.into_iter().flat_map(|(kept, _)| kept).collect();
         candidates.sort_by(by_distance);
         let mut seen = HashSet::new();
-        let mut found = Vec::new();
+        let mut found: Vec<(f32, u64)> = Vec::new();
         for chunk in candidates.chunks(CANDIDATES_CHECKED_AT_ONCE.max(k.saturating_mul(2))) {
-            if found.len() >= k {
-                break;
-            }
             let now = self.where_and_when(chunk.iter().map(|c| c.1)).await?;
+            let mut changed = Vec::new();
             for &(distance, id, at) in chunk {
                 let Some(&(fragment, updated)) = now.get(&id) else {
                     continue; // deleted
                 };
                 // Fragments no segment covers were searched exactly.
-                let current = covered.contains(fragment)
-                    && match updated {
-                        // Unchanged since the segment read it.
-                        Some(version) => version <= segments[at].dataset_version,
-                        // No lineage (written before it was kept): trust the fragment only.
-                        None => segments[at].fragments.contains(fragment),
-                    };
+                if !covered.contains(fragment) {
+                    continue;
+                }
+                let current = match updated {
+                    // Changed since the segment read it: checked below.
+                    Some(version) if version > segments[at].dataset_version => {
+                        changed.push((distance, id));
+                        false
+                    }
+                    Some(_) => true,
+                    // No lineage (written before it was kept): trust the fragment only.
+                    None => segments[at].fragments.contains(fragment),
+                };
                 if current && seen.insert(id) {
                     found.push((distance, id));
                 }
             }
+            // A row changed since its segment yet still in a covered fragment was patched
+            // in place (a patch of the indexed column uncovers the fragment, so another
+            // column's: its vector is as indexed), or rewritten and then compacted together
+            // with covered fragments (a newer segment holds its vector): ranked by its
+            // vector as it is now, it is neither lost nor misplaced.
+            changed.retain(|(_, id)| !seen.contains(id));
+            if !changed.is_empty() {
+                for (distance, id) in
+                    (self.exact_distances(vectors, &changed, query, metric)).await?
+                {
+                    if seen.insert(id) {
+                        found.push((distance, id));
+                    }
+                }
+            }
+            // Enough once k are no farther than this chunk's farthest candidate: the next
+            // chunks' are farther (a changed row's distance may not be).
+            let bound = chunk.last().map_or(f32::INFINITY, |c| c.0);
+            if found.iter().filter(|f| f.0 <= bound).count() >= k {
+                break;
+            }
         }
+        found.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         found.truncate(k);
         Ok((found, dropped))
     }

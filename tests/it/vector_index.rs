@@ -1,6 +1,7 @@
-//! Vector indexes against a model: random sequences of inserts, vector updates, deletes,
-//! compactions, index builds, index optimizations and restores on a table with a vector
-//! column; after each step the
+//! Vector indexes against a model: random sequences of inserts, vector updates, updates of
+//! another column (`tag`), deletes, compactions, index builds, index optimizations and
+//! restores on a table with a vector column, its updates written as row patches or as
+//! rewritten rows; after each step the
 //! indexed search with every partition probed answers exactly as brute force over the model
 //! does (`ivf_flat`: no quantization; `ivf_pq`: every candidate refined by its exact
 //! vector), and a search probing one partition never returns a deleted row or a row's vector
@@ -19,12 +20,28 @@ const DIMENSION: usize = 6;
 #[derive(Debug, Clone)]
 enum Step {
     Insert(Vec<Vec<f32>>),
-    Update { every: i64, seed: u32 },
-    Delete { every: i64 },
+    Update {
+        every: i64,
+        seed: u32,
+    },
+    /// `tag` of some rows changed: under `patches`, a row patch the vector index's segments
+    /// do not hold, the vectors unchanged.
+    Retag {
+        every: i64,
+    },
+    Delete {
+        every: i64,
+    },
     Compact,
-    Index { partitions: u32 },
-    Optimize { stale_share: u8 },
-    Restore { back: usize },
+    Index {
+        partitions: u32,
+    },
+    Optimize {
+        stale_share: u8,
+    },
+    Restore {
+        back: usize,
+    },
 }
 
 fn vector() -> impl Strategy<Value = Vec<f32>> {
@@ -35,6 +52,7 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         3 => proptest::collection::vec(vector(), 1..40).prop_map(Step::Insert),
         2 => (2i64..6, any::<u32>()).prop_map(|(every, seed)| Step::Update { every, seed }),
+        2 => (2i64..5).prop_map(|every| Step::Retag { every }),
         1 => (3i64..9).prop_map(|every| Step::Delete { every }),
         1 => Just(Step::Compact),
         2 => (1u32..6).prop_map(|partitions| Step::Index { partitions }),
@@ -105,16 +123,19 @@ pub fn ids_and_distances(rows: &arrow::array::RecordBatch) -> Vec<(i64, f32)> {
         .collect()
 }
 
-/// `kind`: the index kind every `Index` step builds.
-async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>, kind: &str) {
+/// `kind`: the index kind every `Index` step builds; `patches`: updates write row patches
+/// (of `tag`, and of `e` too), or rewrite rows.
+async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>, kind: &str, patches: bool) {
     let dir = tempfile::tempdir().unwrap();
     let ctx = SessionContext::new();
     natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
     sql(
         &ctx,
-        &format!("CREATE TABLE t (id BIGINT, e VECTOR({DIMENSION}))"),
+        &format!("CREATE TABLE t (id BIGINT, e VECTOR({DIMENSION}), tag BIGINT)"),
     )
     .await;
+    let share = if patches { 1 } else { 0 };
+    sql(&ctx, &format!("SET natal.patch_max_share = {share}")).await;
     // Every partition probed and every candidate refined: the indexed SQL search is exact.
     sql(&ctx, "SET natal.nprobes = 1000000").await;
     sql(&ctx, "SET natal.refine_factor = 1000000").await;
@@ -129,7 +150,7 @@ async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>, kind: &str) {
             Step::Insert(vectors) => {
                 let values: Vec<String> = (vectors.iter())
                     .enumerate()
-                    .map(|(i, v)| format!("({}, {})", next + i as i64, literal(v)))
+                    .map(|(i, v)| format!("({}, {}, 0)", next + i as i64, literal(v)))
                     .collect();
                 sql(&ctx, &format!("INSERT INTO t VALUES {}", values.join(", "))).await;
                 for v in vectors {
@@ -148,6 +169,10 @@ async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>, kind: &str) {
                     .await;
                     model.insert(*id, v);
                 }
+            }
+            Step::Retag { every } => {
+                let retag = format!("UPDATE t SET tag = tag + 1 WHERE id % {every} = 2");
+                sql(&ctx, &retag).await;
             }
             Step::Delete { every } => {
                 sql(&ctx, &format!("DELETE FROM t WHERE id % {every} = 0")).await;
@@ -264,6 +289,7 @@ proptest! {
         steps in proptest::collection::vec(step(), 1..10),
         queries in proptest::collection::vec(vector(), 2),
         quantized in any::<bool>(),
+        patches in any::<bool>(),
     ) {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -271,7 +297,7 @@ proptest! {
             .build()
             .unwrap();
         let kind = if quantized { "ivf_pq" } else { "ivf_flat" };
-        runtime.block_on(run_steps(steps, queries, kind));
+        runtime.block_on(run_steps(steps, queries, kind, patches));
     }
 }
 
@@ -664,4 +690,42 @@ async fn a_search_whose_nearest_entries_are_stale_finds_the_valid_ones_beyond() 
     let exact = ids_of(&ctx, search).await;
     assert_eq!(indexed, exact);
     assert_eq!(indexed, vec![995, 996, 997, 998, 999, 0, 1, 2, 3, 4]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_patched_in_another_column_is_still_found_through_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = SessionContext::new();
+    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
+    sql(
+        &ctx,
+        &format!("CREATE TABLE t (id BIGINT, e VECTOR({DIMENSION}), tag BIGINT)"),
+    )
+    .await;
+    let values: Vec<String> = (0..40)
+        .map(|id| format!("({id}, {}, 0)", literal(&seeded(1, id))))
+        .collect();
+    sql(&ctx, &format!("INSERT INTO t VALUES {}", values.join(", "))).await;
+    sql(
+        &ctx,
+        "SELECT * FROM natal_create_index('t', 'e', 'e_idx', 'ivf_flat', 'partitions=2')",
+    )
+    .await;
+    sql(&ctx, "SET natal.patch_max_share = 1").await;
+    sql(&ctx, "UPDATE t SET tag = tag + 1 WHERE id % 2 = 0").await;
+    let table =
+        natal::datafusion::open_table(&ctx, &format!("{}/t", dir.path().display())).unwrap();
+    let latest = table.latest().await.unwrap();
+    let patches: usize = latest
+        .manifest()
+        .fragments
+        .iter()
+        .map(|f| f.patches.len())
+        .sum();
+    assert!(patches > 0, "the update wrote a patch");
+    for id in [0i64, 2, 4, 5] {
+        let query = seeded(1, id);
+        let found = nearest(&table, &query, 1, (usize::MAX, None)).await;
+        assert_eq!(found, [(id, 0.0)], "row {id}");
+    }
 }
