@@ -13,6 +13,8 @@
 //! local directory and through S3 (a bucket of the tests' in-process S3 server, over HTTP);
 //! skip it with `NATAL_TPCH_WRITE=0`. `NATAL_TPCH_QUERIES=1,12,18` runs some queries only,
 //! `NATAL_TPCH_CHURN=0` skips the churn, `NATAL_TPCH_KEEP=1` leaves the tables in place.
+//! `NATAL_TPCH_SETTINGS=key=value;...` instead times natal's session against itself with
+//! those settings (see `settings_ab`).
 //!
 //! Beside DataFusion's defaults, each query is also timed on the same Parquet files with
 //! `datafusion.execution.parquet.pushdown_filters` on, and, when `NATAL_BENCH_PYTHON` names
@@ -116,6 +118,72 @@ async fn compare(
         });
     }
     Ok(out)
+}
+
+/// A fresh natal session with `settings` (`key`, `value`) set.
+async fn natal_session_with(dirs: &Dirs, settings: &[(String, String)]) -> Result<SessionContext> {
+    let ctx = tpch::natal_session(dirs)?;
+    for (key, value) in settings {
+        ctx.sql(&format!("SET {key} = '{value}'")).await?;
+    }
+    Ok(ctx)
+}
+
+/// `NATAL_TPCH_SETTINGS=key=value;key=value`: each query on natal's session as it is (A)
+/// and with those settings (B), answers checked equal, the runs alternating and each pair
+/// swapping which goes first (the machine's drift between two runs of the whole bench is
+/// larger than a setting's effect); prints the medians and B / A per query and summed.
+async fn settings_ab(
+    dirs: &Dirs,
+    queries: &[usize],
+    sf: f64,
+    runs: usize,
+    settings: &str,
+) -> Result<()> {
+    let settings: Vec<(String, String)> = (settings.split(';'))
+        .filter(|pair| !pair.trim().is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').ok_or_else(|| {
+                DataFusionError::Configuration(format!("'{pair}' is not key=value"))
+            })?;
+            Ok((key.trim().to_string(), value.trim().to_string()))
+        })
+        .collect::<Result<_>>()?;
+    println!("A: natal's session; B: with {settings:?}; median of {runs}, alternating\n");
+    println!("| query | A | B | B / A |");
+    println!("|---|---|---|---|");
+    let (mut sum_a, mut sum_b) = (0.0, 0.0);
+    for &q in queries {
+        let a = tpch::canonical(&tpch::run(&tpch::natal_session(dirs)?, q, sf).await?)?;
+        let b =
+            tpch::canonical(&tpch::run(&natal_session_with(dirs, &settings).await?, q, sf).await?)?;
+        if a != b {
+            return Err(DataFusionError::Execution(format!(
+                "q{q}: the settings changed the answer"
+            )));
+        }
+        let mut times = [Vec::new(), Vec::new()];
+        for round in 0..runs {
+            for which in [round % 2, 1 - round % 2] {
+                let ctx = match which {
+                    0 => tpch::natal_session(dirs)?,
+                    _ => natal_session_with(dirs, &settings).await?,
+                };
+                let start = Instant::now();
+                tpch::run(&ctx, q, sf).await?;
+                times[which].push(start.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        let [a, b] = times;
+        let (a, b) = (median(a), median(b));
+        (sum_a, sum_b) = (sum_a + a, sum_b + b);
+        println!("| q{q} | {a:.0} ms | {b:.0} ms | {:.2}× |", b / a);
+    }
+    println!(
+        "| sum | {sum_a:.0} ms | {sum_b:.0} ms | {:.2}× |",
+        sum_b / sum_a
+    );
+    Ok(())
 }
 
 /// DuckDB's times over the Parquet files (`benches/duckdb_tpch.py`), if `NATAL_BENCH_PYTHON`
@@ -298,6 +366,9 @@ async fn main() -> Result<()> {
         tpch::bytes_under(&dirs.natal) as f64 / 1e6,
         tpch::bytes_under(&dirs.parquet) as f64 / 1e6
     );
+    if let Ok(settings) = std::env::var("NATAL_TPCH_SETTINGS") {
+        return settings_ab(&dirs, &queries, sf, runs, &settings).await;
+    }
     if std::env::var("NATAL_TPCH_WRITE").as_deref() != Ok("0") {
         write_figure(&dirs, sf).await?;
     }

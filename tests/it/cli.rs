@@ -10,6 +10,34 @@ fn natal(args: &[&str]) -> Output {
         .expect("run natal")
 }
 
+/// DataFusion's settings come from `DATAFUSION_*` variables, as datafusion-cli takes them;
+/// a value that does not parse stops the CLI with the setting's name.
+#[test]
+fn datafusion_settings_come_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let show = |value: &str| {
+        let show = "SHOW datafusion.execution.batch_size";
+        Command::new(env!("CARGO_BIN_EXE_natal"))
+            .args(["--root", root, "-q", "--format", "csv", "-c", show])
+            .env("DATAFUSION_EXECUTION_BATCH_SIZE", value)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("run natal")
+    };
+    let out = show("1234");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("datafusion.execution.batch_size,1234"),
+        "{stdout}"
+    );
+    let out = show("many");
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("batch_size"), "{stderr}");
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }

@@ -96,7 +96,9 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<()> {
-    let mut config = SessionConfig::new();
+    // DataFusion's settings from `DATAFUSION_*` variables, as datafusion-cli reads them
+    // (`DATAFUSION_EXECUTION_BATCH_SIZE=16384`); a bad value is an error before any statement.
+    let mut config = SessionConfig::from_env()?;
     #[cfg(feature = "ballista")]
     if args.ballista.is_some() {
         config = natal::datafusion::cluster::session_config();
