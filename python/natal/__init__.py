@@ -89,6 +89,36 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _sql_type(column: str, data_type: pa.DataType) -> str:
+    """The SQL type that makes a column of ``data_type``."""
+    simple = {
+        pa.bool_(): "BOOLEAN",
+        pa.int8(): "TINYINT",
+        pa.int16(): "SMALLINT",
+        pa.int32(): "INT",
+        pa.int64(): "BIGINT",
+        pa.uint8(): "TINYINT UNSIGNED",
+        pa.uint16(): "SMALLINT UNSIGNED",
+        pa.uint32(): "INT UNSIGNED",
+        pa.uint64(): "BIGINT UNSIGNED",
+        pa.float32(): "REAL",
+        pa.float64(): "DOUBLE",
+        pa.string(): "VARCHAR",
+        pa.large_string(): "VARCHAR",
+        pa.string_view(): "VARCHAR",
+        pa.binary(): "BYTEA",
+        pa.large_binary(): "BYTEA",
+        pa.binary_view(): "BYTEA",
+        pa.date32(): "DATE",
+        pa.timestamp("ns"): "TIMESTAMP",
+    }
+    if data_type in simple:
+        return simple[data_type]
+    if pa.types.is_decimal128(data_type):
+        return f"DECIMAL({data_type.precision}, {data_type.scale})"
+    raise TypeError(f"column {column}: no SQL type makes a column of {data_type}")
+
+
 def _literal(text: str) -> str:
     """``text`` as a SQL string literal."""
     return "'" + text.replace("'", "''") + "'"
@@ -505,13 +535,39 @@ class Table:
             raise ValueError("merge_insert needs at least one key column")
         return MergeInsertBuilder(self, keys)
 
-    def add_columns(self, columns: Mapping[str, str]) -> int:
-        """Adds columns by name and SQL type (``{"score": "DOUBLE"}``), all null; returns
-        the version after the last."""
+    def add_columns(
+        self, columns: Mapping[str, str] | pa.Field | pa.Schema | Sequence[pa.Field]
+    ) -> int:
+        """Adds columns, as Lance's ``add_columns`` does: a mapping of names to SQL expressions
+        over the table's columns (``{"double_x": "x * 2"}``), each row given its value (the
+        column's type is the expression's), or ``pyarrow`` fields (or a schema) for columns
+        all null. Returns the version after the last."""
         self._writable()
+        if isinstance(columns, pa.Field):
+            columns = [columns]
         version = self.version
-        for name, data_type in columns.items():
-            version = self._call("add_column", name, data_type).column("version")[0].as_py()
+        if isinstance(columns, Mapping):
+            table = _ident(self.name)
+            for name, expression in columns.items():
+                _check_text(f"column {name}'s expression", expression)
+                # The expression's type, from a plan over the table that reads no row.
+                probe = self._catalog.sql(f"SELECT {expression} AS v FROM {table} LIMIT 0")
+                sql_type = _sql_type(name, probe.schema.field(0).type)
+                self._catalog.sql(
+                    f"ALTER TABLE {table} ADD COLUMN {_ident(name)} {sql_type} DEFAULT {expression}"
+                )
+                version = self.version
+            return version
+        if not isinstance(columns, (pa.Schema, Sequence)) or isinstance(columns, str):
+            raise TypeError(
+                "add_columns takes {name: SQL expression}, pyarrow fields or a schema, "
+                f"got {type(columns).__name__}"
+            )
+        for field in columns:
+            if not isinstance(field, pa.Field):
+                raise TypeError(f"add_columns takes pyarrow fields, got {type(field).__name__}")
+            sql_type = _sql_type(field.name, field.type)
+            version = self._call("add_column", field.name, sql_type).column("version")[0].as_py()
         return version
 
     def alter_columns(self, *alterations: Mapping[str, Any]) -> int:

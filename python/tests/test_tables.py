@@ -174,8 +174,28 @@ def test_merge_insert(table):
 
 
 def test_schema_changes(table):
-    table.add_columns({"flag": "BOOLEAN"})
+    before = table.to_arrow()
+    version = table.add_columns({"double_id": "id * 2", "tagged": "label || '!'"})
+    assert version == table.version
+    added = table.to_arrow(columns=["id", "double_id", "tagged"])
+    assert added.schema.field("double_id").type == pa.int64()
+    labels = dict(zip(before.column("id").to_pylist(), before.column("label").to_pylist()))
+    for row in added.to_pylist():
+        assert row["double_id"] == 2 * row["id"]
+        label = labels[row["id"]]
+        assert row["tagged"] == (None if label is None else label + "!")
+    table.drop_columns(["double_id", "tagged"])
+    table.add_columns(pa.field("flag", pa.bool_()))
     assert "flag" in table.schema.names
+    assert table.to_arrow(columns=["flag"]).column("flag").null_count == table.count_rows()
+    version = table.version
+    with pytest.raises(ValueError, match="nope"):
+        table.add_columns({"bad": "nope + 1"})
+    with pytest.raises(TypeError, match="no SQL type"):
+        table.add_columns(pa.field("l", pa.list_(pa.int64())))
+    with pytest.raises(TypeError, match="expression"):
+        table.add_columns({"bad": 3})
+    assert table.version == version
     table.alter_columns({"path": "flag", "name": "checked"})
     assert "checked" in table.schema.names
     table.drop_columns(["checked"])
