@@ -19,6 +19,7 @@
 //! ```text
 //! NATAL_BENCH_PYTHON=/path/to/venv/bin/python cargo bench --bench patches
 //! NATAL_PATCH_WRITES=0 cargo bench --bench patches   # the reads only
+//! NATAL_PATCH_READS=narrow,take cargo bench --bench patches   # some of: narrow, every, filtered, take, whole
 //! ```
 
 #[path = "common/mod.rs"]
@@ -329,6 +330,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let every: &dyn Fn(&str) -> String = &every;
     let filtered = |t: &str| format!("SELECT count(*) FROM {t} WHERE label = 'x'");
     let filtered: &dyn Fn(&str) -> String = &filtered;
+    // `NATAL_PATCH_READS=narrow,take`: only those reads (to profile one).
+    let reads_asked = std::env::var("NATAL_PATCH_READS").ok();
+    let wanted = |name: &str| {
+        (reads_asked.as_deref()).is_none_or(|list| list.split(',').any(|r| r.trim() == name))
+    };
     let mut generation = 0;
     for (label, generations) in [("0", 0), ("1 (10%)", 1), ("10 (that, then 9 of 1%)", 10)] {
         while generation < generations {
@@ -352,11 +358,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         compacting.compact(options).await?;
         let compaction = ms(start);
         let mut cells = Vec::new();
-        for query in [full, every, filtered] {
+        for (name, query) in [("narrow", full), ("every", every), ("filtered", filtered)] {
+            if !wanted(name) {
+                cells.push("–".into());
+                continue;
+            }
             let [patched, compacted] = timed_pair(&ctx, [query("r"), query(&folded)]).await;
             cells.push(format!("{patched:.1} / {compacted:.1}"));
         }
-        for whole in [false, true] {
+        for (name, whole) in [("take", false), ("whole", true)] {
+            if !wanted(name) {
+                cells.push("–".into());
+                continue;
+            }
             let locations = [format!("{root}/r"), format!("{root}/{folded}")];
             let [patched, compacted] = cold_take_pair(&ctx, locations, total, whole).await;
             cells.push(format!("{patched:.1} / {compacted:.1}"));
