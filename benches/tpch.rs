@@ -14,7 +14,8 @@
 //! skip it with `NATAL_TPCH_WRITE=0`. `NATAL_TPCH_QUERIES=1,12,18` runs some queries only,
 //! `NATAL_TPCH_CHURN=0` skips the churn, `NATAL_TPCH_KEEP=1` leaves the tables in place.
 //! `NATAL_TPCH_SETTINGS=key=value;...` instead times natal's session against itself with
-//! those settings (see `settings_ab`).
+//! those settings (see `settings_ab`; may be empty), and with `NATAL_TPCH_KEYS=1` too against
+//! copies of the tables that declare their TPC-H primary keys.
 //!
 //! Beside DataFusion's defaults, each query is also timed on the same Parquet files with
 //! `datafusion.execution.parquet.pushdown_filters` on, and, when `NATAL_BENCH_PYTHON` names
@@ -122,7 +123,14 @@ async fn compare(
 
 /// A fresh natal session with `settings` (`key`, `value`) set.
 async fn natal_session_with(dirs: &Dirs, settings: &[(String, String)]) -> Result<SessionContext> {
-    let ctx = tpch::natal_session(dirs)?;
+    // With `NATAL_TPCH_KEYS=1`, over the copies that declare their primary keys.
+    let ctx = match std::env::var("NATAL_TPCH_KEYS").as_deref() {
+        Ok("1") => tpch::natal_session(&Dirs {
+            natal: dirs.natal.with_file_name("keyed"),
+            parquet: dirs.parquet.clone(),
+        })?,
+        _ => tpch::natal_session(dirs)?,
+    };
     for (key, value) in settings {
         ctx.sql(&format!("SET {key} = '{value}'")).await?;
     }
@@ -149,7 +157,8 @@ async fn settings_ab(
             Ok((key.trim().to_string(), value.trim().to_string()))
         })
         .collect::<Result<_>>()?;
-    println!("A: natal's session; B: with {settings:?}; median of {runs}, alternating\n");
+    let keyed = std::env::var("NATAL_TPCH_KEYS").as_deref() == Ok("1");
+    println!("A: natal's session; B: with {settings:?} (tables declaring their keys: {keyed}); median of {runs}, alternating\n");
     println!("| query | A | B | B / A |");
     println!("|---|---|---|---|");
     let (mut sum_a, mut sum_b) = (0.0, 0.0);
@@ -367,6 +376,9 @@ async fn main() -> Result<()> {
         tpch::bytes_under(&dirs.parquet) as f64 / 1e6
     );
     if let Ok(settings) = std::env::var("NATAL_TPCH_SETTINGS") {
+        if std::env::var("NATAL_TPCH_KEYS").as_deref() == Ok("1") {
+            tpch::load_keyed(&dirs, &dirs.natal.with_file_name("keyed")).await?;
+        }
         return settings_ab(&dirs, &queries, sf, runs, &settings).await;
     }
     if std::env::var("NATAL_TPCH_WRITE").as_deref() != Ok("0") {

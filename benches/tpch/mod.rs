@@ -20,6 +20,7 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use futures::StreamExt;
 use tpchgen::generators::{
     CustomerGenerator, LineItemGenerator, NationGenerator, OrderGenerator, PartGenerator,
     PartSuppGenerator, RegionGenerator, SupplierGenerator,
@@ -167,6 +168,44 @@ pub async fn load(dirs: &Dirs, sf: f64) -> Result<()> {
             ctx.sql(&sql).await?.collect().await?;
         }
         copy_to_parquet(&ctx, &format!("gen.{table}"), &parquet_dir(dirs, table)).await?;
+    }
+    Ok(())
+}
+
+/// Each table's TPC-H primary key.
+pub const KEYS: [(&str, &[&str]); 8] = [
+    ("lineitem", &["l_orderkey", "l_linenumber"]),
+    ("orders", &["o_orderkey"]),
+    ("customer", &["c_custkey"]),
+    ("part", &["p_partkey"]),
+    ("partsupp", &["ps_partkey", "ps_suppkey"]),
+    ("supplier", &["s_suppkey"]),
+    ("nation", &["n_nationkey"]),
+    ("region", &["r_regionkey"]),
+];
+
+/// Copies of the natal tables under `keyed` that declare their primary keys ([`KEYS`]),
+/// rows streamed from the loaded ones.
+pub async fn load_keyed(dirs: &Dirs, keyed: &Path) -> Result<()> {
+    std::fs::create_dir_all(keyed)?;
+    let ctx = natal_session(dirs)?;
+    for (table, key) in KEYS {
+        let frame = ctx.sql(&format!("SELECT * FROM {table}")).await?;
+        let schema = frame.schema().as_arrow().clone();
+        let rows = frame.execute_stream().await?;
+        let rows = rows
+            .map(|batch| batch.map_err(|e| natal::Error::External(Box::new(e))))
+            .boxed();
+        let declared = natal::Declarations {
+            constraints: vec![natal::TableConstraint::PrimaryKey(
+                key.iter().map(|c| c.to_string()).collect(),
+            )],
+            ..Default::default()
+        };
+        let location = keyed.join(table).to_string_lossy().to_string();
+        let (store, path) = natal::datafusion::resolve_location(&ctx.runtime_env(), &location)?;
+        let options = natal::TableOptions::default();
+        natal::Table::create_declared(store, path, (&schema, &declared), options, rows).await?;
     }
     Ok(())
 }
