@@ -179,12 +179,14 @@ impl Snapshot {
             }
             _ => None,
         };
+        let refined = approximate && options.refine_factor.is_some();
+        let recheck = (!refined).then_some(&vectors);
         let mut nprobes = options.nprobes.max(1);
         let mut found = Vec::new();
         while !segments.is_empty() {
             found = self
                 .index_candidates(
-                    &vectors,
+                    recheck,
                     &segments,
                     query,
                     (metric, nprobes),
@@ -197,7 +199,7 @@ impl Snapshot {
             }
             nprobes = nprobes.saturating_mul(4);
         }
-        if approximate && options.refine_factor.is_some() {
+        if refined {
             found = self
                 .exact_distances(&vectors, &found, query, metric)
                 .await?;
@@ -213,7 +215,7 @@ impl Snapshot {
     /// nearest first.
     async fn index_candidates(
         &self,
-        vectors: &VectorColumn,
+        recheck: Option<&VectorColumn>,
         segments: &[IndexSegment],
         query: &[f32],
         (metric, nprobes): (Metric, usize),
@@ -226,7 +228,7 @@ impl Snapshot {
         loop {
             let (found, dropped) = self
                 .valid_candidates(
-                    vectors,
+                    recheck,
                     segments,
                     query,
                     (metric, nprobes),
@@ -242,10 +244,12 @@ impl Snapshot {
     }
 
     /// [`Self::index_candidates`] from the `limit` nearest entries of each segment's
-    /// probed partitions; true if entries beyond them were left out.
+    /// probed partitions; true if entries beyond them were left out. A row changed since
+    /// its segment is ranked by its vector in `recheck` as it is now; with none, the caller
+    /// re-ranks every candidate so (an `ivf_pq` search with a refine factor).
     async fn valid_candidates(
         &self,
-        vectors: &VectorColumn,
+        recheck: Option<&VectorColumn>,
         segments: &[IndexSegment],
         query: &[f32],
         (metric, nprobes): (Metric, usize),
@@ -304,9 +308,15 @@ impl Snapshot {
             // vector as it is now, it is neither lost nor misplaced.
             changed.retain(|(_, id)| !seen.contains(id));
             if !changed.is_empty() {
-                for (distance, id) in
-                    (self.exact_distances(vectors, &changed, query, metric)).await?
-                {
+                let ranked = match recheck {
+                    Some(vectors) => {
+                        self.exact_distances(vectors, &changed, query, metric)
+                            .await?
+                    }
+                    // The caller re-ranks every candidate by its vector as it is now.
+                    None => changed,
+                };
+                for (distance, id) in ranked {
                     if seen.insert(id) {
                         found.push((distance, id));
                     }
