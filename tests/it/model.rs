@@ -678,7 +678,14 @@ pub(crate) async fn step(op: &Op, model: &mut Model, table: &Table) {
                     let repacked_meanwhile = matches!(action_b, Action::Update(.., true))
                         && (merged_after_a || matches!(action_a, Action::Compact(..)))
                         && e.to_string().contains("repacked meanwhile");
+                    // A patch gives way to a schema change that dropped or retyped a column
+                    // it patches (the rewrite of rows carries them over it).
+                    let patched_column_changed = writes_patches(&action_b)
+                        && matches!(action_a, Action::Alter(..))
+                        && e.to_string()
+                            .contains("a patched column was dropped or widened");
                     let allowed = conflicts
+                        || patched_column_changed
                         || (matches!(action_b, Action::Compact(..)) && rewrote)
                         || indexed_meanwhile
                         || patch_gives_way
