@@ -121,16 +121,9 @@ async fn compare(
     Ok(out)
 }
 
-/// A fresh natal session with `settings` (`key`, `value`) set.
+/// A fresh natal session over `dirs` with `settings` (`key`, `value`) set.
 async fn natal_session_with(dirs: &Dirs, settings: &[(String, String)]) -> Result<SessionContext> {
-    // With `NATAL_TPCH_KEYS=1`, over the copies that declare their primary keys.
-    let ctx = match std::env::var("NATAL_TPCH_KEYS").as_deref() {
-        Ok("1") => tpch::natal_session(&Dirs {
-            natal: dirs.natal.with_file_name("keyed"),
-            parquet: dirs.parquet.clone(),
-        })?,
-        _ => tpch::natal_session(dirs)?,
-    };
+    let ctx = tpch::natal_session(dirs)?;
     for (key, value) in settings {
         ctx.sql(&format!("SET {key} = '{value}'")).await?;
     }
@@ -142,7 +135,7 @@ async fn natal_session_with(dirs: &Dirs, settings: &[(String, String)]) -> Resul
 /// swapping which goes first (the machine's drift between two runs of the whole bench is
 /// larger than a setting's effect); prints the medians and B / A per query and summed.
 async fn settings_ab(
-    dirs: &Dirs,
+    (dirs, b_dirs): (&Dirs, &Dirs),
     queries: &[usize],
     sf: f64,
     runs: usize,
@@ -157,15 +150,16 @@ async fn settings_ab(
             Ok((key.trim().to_string(), value.trim().to_string()))
         })
         .collect::<Result<_>>()?;
-    let keyed = std::env::var("NATAL_TPCH_KEYS").as_deref() == Ok("1");
+    let keyed = b_dirs.natal != dirs.natal;
     println!("A: natal's session; B: with {settings:?} (tables declaring their keys: {keyed}); median of {runs}, alternating\n");
     println!("| query | A | B | B / A |");
     println!("|---|---|---|---|");
     let (mut sum_a, mut sum_b) = (0.0, 0.0);
     for &q in queries {
         let a = tpch::canonical(&tpch::run(&tpch::natal_session(dirs)?, q, sf).await?)?;
-        let b =
-            tpch::canonical(&tpch::run(&natal_session_with(dirs, &settings).await?, q, sf).await?)?;
+        let b = tpch::canonical(
+            &tpch::run(&natal_session_with(b_dirs, &settings).await?, q, sf).await?,
+        )?;
         if a != b {
             return Err(DataFusionError::Execution(format!(
                 "q{q}: the settings changed the answer"
@@ -176,7 +170,7 @@ async fn settings_ab(
             for which in [round % 2, 1 - round % 2] {
                 let ctx = match which {
                     0 => tpch::natal_session(dirs)?,
-                    _ => natal_session_with(dirs, &settings).await?,
+                    _ => natal_session_with(b_dirs, &settings).await?,
                 };
                 let start = Instant::now();
                 tpch::run(&ctx, q, sf).await?;
@@ -376,10 +370,13 @@ async fn main() -> Result<()> {
         tpch::bytes_under(&dirs.parquet) as f64 / 1e6
     );
     if let Ok(settings) = std::env::var("NATAL_TPCH_SETTINGS") {
+        // With `NATAL_TPCH_KEYS=1`, B reads copies that declare their primary keys.
+        let mut b_dirs = dirs.clone();
         if std::env::var("NATAL_TPCH_KEYS").as_deref() == Ok("1") {
-            tpch::load_keyed(&dirs, &dirs.natal.with_file_name("keyed")).await?;
+            b_dirs.natal = dirs.natal.with_file_name("keyed");
+            tpch::load_keyed(&dirs, &b_dirs.natal).await?;
         }
-        return settings_ab(&dirs, &queries, sf, runs, &settings).await;
+        return settings_ab((&dirs, &b_dirs), &queries, sf, runs, &settings).await;
     }
     if std::env::var("NATAL_TPCH_WRITE").as_deref() != Ok("0") {
         write_figure(&dirs, sf).await?;

@@ -545,7 +545,6 @@ class Table:
         self._writable()
         if isinstance(columns, pa.Field):
             columns = [columns]
-        version = self.version
         if isinstance(columns, Mapping):
             table = _ident(self.name)
             for name, expression in columns.items():
@@ -556,13 +555,13 @@ class Table:
                 self._catalog.sql(
                     f"ALTER TABLE {table} ADD COLUMN {_ident(name)} {sql_type} DEFAULT {expression}"
                 )
-                version = self.version
-            return version
+            return self.version
         if not isinstance(columns, (pa.Schema, Sequence)) or isinstance(columns, str):
             raise TypeError(
                 "add_columns takes {name: SQL expression}, pyarrow fields or a schema, "
                 f"got {type(columns).__name__}"
             )
+        version = self.version
         for field in columns:
             if not isinstance(field, pa.Field):
                 raise TypeError(f"add_columns takes pyarrow fields, got {type(field).__name__}")

@@ -291,7 +291,7 @@ impl Snapshot {
                     // Changed since the segment read it: checked below.
                     Some(version) if version > segments[at].dataset_version => {
                         changed.push((distance, id));
-                        false
+                        continue;
                     }
                     Some(_) => true,
                     // No lineage (written before it was kept): trust the fragment only.

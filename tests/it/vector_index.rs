@@ -123,9 +123,8 @@ pub fn ids_and_distances(rows: &arrow::array::RecordBatch) -> Vec<(i64, f32)> {
         .collect()
 }
 
-/// `kind`: the index kind every `Index` step builds; `patches`: updates write row patches
-/// (of `tag`, and of `e` too), or rewrite rows.
-async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>, kind: &str, patches: bool) {
+/// An empty table `t (id, e VECTOR, tag)` in a fresh catalog, and a handle on it.
+async fn tagged_table() -> (tempfile::TempDir, SessionContext, Table) {
     let dir = tempfile::tempdir().unwrap();
     let ctx = SessionContext::new();
     natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
@@ -134,13 +133,20 @@ async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>, kind: &str, patches
         &format!("CREATE TABLE t (id BIGINT, e VECTOR({DIMENSION}), tag BIGINT)"),
     )
     .await;
+    let table =
+        natal::datafusion::open_table(&ctx, &format!("{}/t", dir.path().display())).unwrap();
+    (dir, ctx, table)
+}
+
+/// `kind`: the index kind every `Index` step builds; `patches`: updates write row patches
+/// (of `tag`, and of `e` too), or rewrite rows.
+async fn run_steps(steps: Vec<Step>, queries: Vec<Vec<f32>>, kind: &str, patches: bool) {
+    let (_dir, ctx, table) = tagged_table().await;
     let share = if patches { 1 } else { 0 };
     sql(&ctx, &format!("SET natal.patch_max_share = {share}")).await;
     // Every partition probed and every candidate refined: the indexed SQL search is exact.
     sql(&ctx, "SET natal.nprobes = 1000000").await;
     sql(&ctx, "SET natal.refine_factor = 1000000").await;
-    let table =
-        natal::datafusion::open_table(&ctx, &format!("{}/t", dir.path().display())).unwrap();
     let mut model: BTreeMap<i64, Vec<f32>> = BTreeMap::new();
     // Every version's rows, for restores.
     let mut history: Vec<(u64, BTreeMap<i64, Vec<f32>>)> = Vec::new();
@@ -694,14 +700,7 @@ async fn a_search_whose_nearest_entries_are_stale_finds_the_valid_ones_beyond() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_patched_in_another_column_is_still_found_through_the_index() {
-    let dir = tempfile::tempdir().unwrap();
-    let ctx = SessionContext::new();
-    natal::datafusion::register(&ctx, dir.path().to_str().unwrap()).unwrap();
-    sql(
-        &ctx,
-        &format!("CREATE TABLE t (id BIGINT, e VECTOR({DIMENSION}), tag BIGINT)"),
-    )
-    .await;
+    let (_dir, ctx, table) = tagged_table().await;
     let values: Vec<String> = (0..40)
         .map(|id| format!("({id}, {}, 0)", literal(&seeded(1, id))))
         .collect();
@@ -713,8 +712,6 @@ async fn a_row_patched_in_another_column_is_still_found_through_the_index() {
     .await;
     sql(&ctx, "SET natal.patch_max_share = 1").await;
     sql(&ctx, "UPDATE t SET tag = tag + 1 WHERE id % 2 = 0").await;
-    let table =
-        natal::datafusion::open_table(&ctx, &format!("{}/t", dir.path().display())).unwrap();
     let latest = table.latest().await.unwrap();
     let patches: usize = latest
         .manifest()
